@@ -1,0 +1,52 @@
+// One interface for every way of turning generated source into a cubin (NVRTC now,
+// LLVM NVPTX later). No CUDA driver calls: runs on machines with no GPU.
+#pragma once
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compiler/backend/arch.h"
+
+namespace winnow::backend {
+
+struct CompileRequest {
+  std::string source;       // the generated stub (a .cu translation unit)
+  std::string source_name;  // e.g. "winnow_topk_<hash>.cu"
+  // Headers handed to the compiler from memory: (include name, text).
+  std::vector<std::pair<std::string, std::string>> headers;
+  Arch arch;
+  std::vector<std::string> options;  // extra compiler options, already sorted
+  std::string dump_dir;  // where to write the source when compilation fails ("" = temp dir)
+};
+
+struct CompileResult {
+  std::vector<char> cubin;
+  std::string ptx;  // filled when asked for (emit_ptx)
+  std::string log;  // compiler log (warnings), may be empty
+};
+
+// Compilation failed: what() holds the compiler log and the path of the written source.
+class CompileError : public std::runtime_error {
+ public:
+  CompileError(const std::string& msg, std::string log, std::string source_path)
+      : std::runtime_error(msg), log_(std::move(log)), source_path_(std::move(source_path)) {}
+  const std::string& log() const { return log_; }
+  const std::string& source_path() const { return source_path_; }
+ private:
+  std::string log_, source_path_;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;     // "nvrtc"
+  virtual std::string version() const = 0;  // exact version, e.g. "13.0"
+  // Throws CompileError. emit_ptx also returns the PTX text.
+  virtual CompileResult compile(const CompileRequest& req, bool emit_ptx = false) const = 0;
+};
+
+std::unique_ptr<Backend> make_nvrtc_backend();
+
+}  // namespace winnow::backend

@@ -1,0 +1,16 @@
+// The templates/*.cuh files, embedded into the library at build time
+// (cmake/embed_templates.cmake) and handed to NVRTC from memory.
+#pragma once
+#include <cstddef>
+#include <span>
+
+namespace winnow::codegen {
+
+struct EmbeddedTemplate {
+  const char* name;  // include name, "winnow/topk_kernel.cuh"
+  const char* text;
+  std::size_t size;
+};
+std::span<const EmbeddedTemplate> embedded_templates();
+
+}  // namespace winnow::codegen

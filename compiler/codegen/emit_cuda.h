@@ -1,0 +1,27 @@
+// Emits the small generated stub for NVRTC: the plan's constants, the score functor
+// printed from the IR, and one extern "C" entry point that instantiates the template.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compiler/ir/ir.h"
+#include "compiler/plan/kernel_plan.h"
+
+namespace winnow::codegen {
+
+inline constexpr const char* kTopkEntry = "winnow_topk";
+
+struct GeneratedKernel {
+  std::string source;  // the .cu stub
+  std::string entry;   // extern "C" kernel name
+  std::vector<std::pair<std::string, std::string>> headers;  // the embedded templates
+};
+
+// The score functor alone: `struct WinnowScore { static float eval(const ScoreArgs&) }`.
+std::string emit_score_functor(const ir::Expr& score, int heads);
+
+GeneratedKernel emit_topk(const ir::Expr& score, const plan::KernelSpec& spec,
+                          const plan::KernelPlan& plan);
+
+}  // namespace winnow::codegen

@@ -1,0 +1,72 @@
+#include "compiler/plan/kernel_plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "winnow/smem_layout.cuh"
+
+namespace winnow::plan {
+
+const char* elem_name(ElemType t) {
+  switch (t) {
+    case ElemType::F32: return "fp32";
+    case ElemType::F16: return "fp16";
+    case ElemType::BF16: return "bf16";
+    case ElemType::E4M3: return "fp8_e4m3";
+  }
+  return "?";
+}
+
+static long next_pow2(long n) {
+  long p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+long KernelPlan::smem_bytes() const {
+  // The spec's heads and dim are not stored here; choose_plan fills smem via layout().
+  return smem_;
+}
+
+long KernelPlan::workspace_words_per_cta() const {
+  return long(rows_per_cta) * (capacity + next_pow2(k));
+}
+
+bool choose_plan(const KernelSpec& spec, long smem_limit, int candidate_capacity,
+                 int sample_size, KernelPlan* out, std::string* why) {
+  KernelPlan p;
+  p.k = spec.k;
+  // Few heads: several rows share each key tile, so the CTA has enough dot products.
+  p.rows_per_cta = std::clamp(64 / std::max(spec.heads, 1), 1, 8);
+  p.capacity = candidate_capacity > 0 ? candidate_capacity : std::max(4 * spec.k, 4096);
+  p.sample = sample_size >= 0 ? sample_size : std::max(2 * spec.k, 4096);
+  for (int rows = p.rows_per_cta; rows >= 1; rows /= 2) {
+    for (int tile : {64, 32, 16}) {
+      winnow::SmemLayout L{rows, spec.heads, spec.head_dim, tile, p.bins};
+      if (L.bytes() <= smem_limit) {
+        p.rows_per_cta = rows;
+        p.key_tile = tile;
+        p.smem_ = L.bytes();
+        *out = p;
+        return true;
+      }
+    }
+  }
+  winnow::SmemLayout L{1, spec.heads, spec.head_dim, 16, p.bins};
+  *why = fmt::format("heads * head_dim = {} * {} needs {} bytes of shared memory per block, "
+                     "more than the {} the target allows",
+                     spec.heads, spec.head_dim, L.bytes(), smem_limit);
+  return false;
+}
+
+std::string describe(const KernelSpec& s, const KernelPlan& p) {
+  return fmt::format(
+      "spec heads={} dim={} q={} k={} mode={} topk={} window={} sorted={} absolute={}\n"
+      "plan rows_per_cta={} key_tile={} threads={} bins={} capacity={} sample={} smem={}\n",
+      s.heads, s.head_dim, elem_name(s.q_type), elem_name(s.k_type),
+      s.materialize ? "materialize" : "topk", s.k, int(s.window), s.sorted, s.absolute,
+      p.rows_per_cta, p.key_tile, p.threads, p.bins, p.capacity, p.sample, p.smem_bytes());
+}
+
+}  // namespace winnow::plan

@@ -1,0 +1,51 @@
+// KernelSpec: what a generated kernel is specialised on (shape, types, select rule).
+// KernelPlan: how it is tiled and launched. Plain structs; both are printed into the
+// cache key beside the canonical IR.
+#pragma once
+#include <string>
+
+namespace winnow::plan {
+
+// Matches the kElem* codes of templates/element_decode.cuh.
+enum class ElemType { F32 = 0, F16 = 1, BF16 = 2, E4M3 = 3 };
+const char* elem_name(ElemType t);
+
+enum class WindowCode { Dense = 0, Ranges = 1, Causal = 2 };
+
+struct KernelSpec {
+  int heads = 64;
+  int head_dim = 128;
+  ElemType q_type = ElemType::E4M3;
+  ElemType k_type = ElemType::E4M3;
+  bool materialize = false;
+  int k = 2048;
+  WindowCode window = WindowCode::Dense;
+  bool sorted = false;
+  bool absolute = false;
+};
+
+struct KernelPlan {
+  int rows_per_cta = 1;   // query rows sharing each key tile
+  int key_tile = 64;      // keys scored per tile (a multiple of 4)
+  int threads = 256;
+  int bins = 2048;        // ThresholdBins per row (a multiple of 32)
+  int capacity = 8192;    // CandidateBuffer entries per row
+  int sample = 4096;      // keys scored first for the initial threshold (0: none)
+  long smem_bytes() const;  // from templates/smem_layout.cuh
+  long workspace_words_per_cta() const;  // rows_per_cta * (capacity + next_pow2(k))
+  int k = 2048;           // copy of the spec's k (the workspace depends on it)
+ private:
+  long smem_ = 0;
+  friend bool choose_plan(const KernelSpec&, long, int, int, KernelPlan*, std::string*);
+};
+
+// Chooses a plan for the spec that fits `smem_limit` bytes of shared memory per block.
+// candidate_capacity / sample_size: the caller's overrides (0 / -1: defaults).
+// Returns false (and leaves `why`) when no plan fits.
+bool choose_plan(const KernelSpec& spec, long smem_limit, int candidate_capacity,
+                 int sample_size, KernelPlan* out, std::string* why);
+
+// Canonical text of spec + plan, for the cache key and `winnow compile --emit ir`.
+std::string describe(const KernelSpec& spec, const KernelPlan& plan);
+
+}  // namespace winnow::plan

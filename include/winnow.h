@@ -1,0 +1,151 @@
+/* winnow: fused score + select GPU kernels, generated at run time.
+ *
+ * The one public header. It compiles as C99 and as C++. Lifecycle:
+ *   winnowCreate -> winnowPlanCreate (validate) -> winnowPlanBuild (compile or load)
+ *   -> winnowPlanGetWorkspaceSize -> winnowExecute (many times) -> winnowPlanDestroy
+ *   -> winnowDestroy.
+ * Every call returns a status; 0 is success. winnowGetStatusString gives static text,
+ * winnowGetLastError the calling thread's detail message for its last failed call.
+ * winnowExecute never allocates, never synchronises and never compiles: it can be
+ * captured in a CUDA graph. */
+#ifndef WINNOW_H_
+#define WINNOW_H_
+
+#include <stddef.h>
+#include <stdint.h>
+#include <cuda.h> /* CUstream */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WINNOW_VERSION_MAJOR 0
+#define WINNOW_VERSION_MINOR 1
+
+typedef enum winnowStatus_t {
+  WINNOW_STATUS_SUCCESS = 0,
+  WINNOW_STATUS_INVALID_ARGUMENT = 1,  /* a descriptor, tensor or size is wrong */
+  WINNOW_STATUS_NOT_SUPPORTED = 2,     /* valid, but this build or arch cannot do it */
+  WINNOW_STATUS_COMPILE_ERROR = 3,     /* NVRTC rejected the generated source */
+  WINNOW_STATUS_NO_DEVICE = 4,         /* no CUDA driver or device */
+  WINNOW_STATUS_CUDA_ERROR = 5,        /* a CUDA driver call failed */
+  WINNOW_STATUS_NOT_BUILT = 6,         /* winnowPlanBuild was not called (or failed) */
+  WINNOW_STATUS_WORKSPACE_TOO_SMALL = 7,
+  WINNOW_STATUS_INTERNAL_ERROR = 8     /* a bug in winnow: please report it */
+} winnowStatus_t;
+
+typedef enum winnowDataType_t {
+  WINNOW_DTYPE_INVALID = 0,
+  WINNOW_DTYPE_FLOAT32 = 1,
+  WINNOW_DTYPE_FLOAT16 = 2,
+  WINNOW_DTYPE_BFLOAT16 = 3,
+  WINNOW_DTYPE_FP8_E4M3 = 4,
+  WINNOW_DTYPE_INT32 = 5
+} winnowDataType_t;
+
+/* A borrowed device tensor, DLPack-style. Strides are in elements. A tensor with
+ * data == NULL and ndim == 0 is absent. */
+#define WINNOW_MAX_DIMS 4
+typedef struct winnowTensor_t {
+  void* data;
+  winnowDataType_t dtype;
+  int32_t ndim;
+  int64_t shape[WINNOW_MAX_DIMS];
+  int64_t strides[WINNOW_MAX_DIMS];
+  int32_t device; /* CUDA device ordinal the memory lives on */
+} winnowTensor_t;
+
+typedef enum winnowScore_t {
+  WINNOW_SCORE_RELU_MH = 0, /* sum_h w[h] * relu(q[h] . k) [* kscale] */
+  WINNOW_SCORE_IP = 1,      /* q . k */
+  WINNOW_SCORE_L2 = 2,      /* -||q - k||^2 */
+  WINNOW_SCORE_COSINE = 3,  /* q . k / (|q| |k|) */
+  WINNOW_SCORE_EXPR = 4     /* the text in winnowProblemDesc_t.expression */
+} winnowScore_t;
+
+typedef enum winnowWindow_t {
+  WINNOW_WINDOW_DENSE = 0,  /* every row sees keys [0, num_keys) */
+  WINNOW_WINDOW_RANGES = 1, /* row r sees [start[r], end[r]) from int32 device arrays */
+  WINNOW_WINDOW_CAUSAL = 2  /* row r at position p = causal_offset + r sees t < (p + 1) / m */
+} winnowWindow_t;
+
+typedef enum winnowMode_t {
+  WINNOW_MODE_TOPK = 0,       /* fused score + exact top-k */
+  WINNOW_MODE_MATERIALIZE = 1 /* write the fp32 score matrix [rows, num_keys] (baseline) */
+} winnowMode_t;
+
+/* Output flags. */
+#define WINNOW_OUTPUT_SORTED 1u           /* indices in rank order (best first) */
+#define WINNOW_OUTPUT_ABSOLUTE_INDICES 2u /* key index, not offset from the window start */
+
+#define WINNOW_PROBLEM_DESC_VERSION 1
+typedef struct winnowProblemDesc_t {
+  size_t struct_size; /* sizeof(winnowProblemDesc_t) */
+  uint32_t version;   /* WINNOW_PROBLEM_DESC_VERSION */
+  winnowScore_t score;
+  const char* expression; /* for WINNOW_SCORE_EXPR, e.g. "max_h(dot(h))" */
+  int32_t heads;          /* H: query heads per row (1 for ip, l2, cosine) */
+  int32_t head_dim;       /* d */
+  winnowDataType_t q_dtype;
+  winnowDataType_t k_dtype;
+  int32_t key_scale; /* relu_mh: multiply by a per-key fp32 scale (fp8 keys) */
+  winnowMode_t mode;
+  int32_t k;         /* top-k, 1..8192 */
+  uint32_t output_flags;
+  winnowWindow_t window;
+  int32_t causal_ratio;   /* m >= 1 for WINNOW_WINDOW_CAUSAL */
+  int64_t causal_offset;  /* position of row 0 for WINNOW_WINDOW_CAUSAL */
+  const char* arch;       /* "sm_90a", "sm_100a"; NULL: the context's device */
+  int32_t candidate_capacity; /* per row; 0: default (4k, at least 4096) */
+  int32_t sample_size;        /* keys scored first for the initial threshold; -1: default, 0: none */
+} winnowProblemDesc_t;
+
+/* Fills d with the defaults above for a relu_mh problem; callers then change fields. */
+void winnowProblemDescInit(winnowProblemDesc_t* d);
+
+/* Input roles: winnowExecute's inputs[] is indexed by these. */
+typedef enum winnowInput_t {
+  WINNOW_INPUT_Q = 0,            /* [rows, H, d] or [rows, d] */
+  WINNOW_INPUT_K = 1,            /* [num_keys, d] */
+  WINNOW_INPUT_WEIGHTS = 2,      /* [rows, H] fp32: w[h] */
+  WINNOW_INPUT_KEY_SCALE = 3,    /* [num_keys] fp32: kscale */
+  WINNOW_INPUT_WINDOW_START = 4, /* [rows] int32, for WINNOW_WINDOW_RANGES */
+  WINNOW_INPUT_WINDOW_END = 5,   /* [rows] int32 */
+  WINNOW_NUM_INPUTS = 6
+} winnowInput_t;
+
+typedef struct winnowContext* winnowContext_t;
+typedef struct winnowPlan* winnowPlan_t;
+
+const char* winnowGetStatusString(winnowStatus_t status);
+const char* winnowGetLastError(void);
+
+/* Uses the device's primary context, so it shares memory with PyTorch and others. With
+ * no GPU (or no driver) the context still compiles for an explicit arch. */
+winnowStatus_t winnowCreate(winnowContext_t* ctx, int device_ordinal);
+winnowStatus_t winnowDestroy(winnowContext_t ctx);
+
+winnowStatus_t winnowPlanCreate(winnowContext_t ctx, const winnowProblemDesc_t* desc,
+                                winnowPlan_t* plan);
+/* Compiles (or loads from the cache) the kernel. Without a device it compiles only. */
+winnowStatus_t winnowPlanBuild(winnowPlan_t plan);
+winnowStatus_t winnowPlanGetWorkspaceSize(winnowPlan_t plan, size_t* bytes);
+/* Byte offset in the workspace of two uint32 counters written by the last execute:
+ * [0] rows that took the exact fallback path (candidate buffer overflow),
+ * [1] rows whose window ran past num_keys (their output is all -1). */
+winnowStatus_t winnowPlanGetCounterOffset(winnowPlan_t plan, size_t* offset);
+/* The generated CUDA source of the plan (valid until the plan is destroyed). */
+winnowStatus_t winnowPlanGetSource(winnowPlan_t plan, const char** source);
+winnowStatus_t winnowPlanDestroy(winnowPlan_t plan);
+
+/* out_indices: int32 [rows, k] (mode TOPK). out_scores: fp32 [rows, k] for TOPK
+ * (optional, may be NULL) or [rows, num_keys] for MATERIALIZE. The workspace must be
+ * at least winnowPlanGetWorkspaceSize bytes and 256-byte aligned. */
+winnowStatus_t winnowExecute(winnowPlan_t plan, const winnowTensor_t* inputs, int n_inputs,
+                             const winnowTensor_t* out_indices, const winnowTensor_t* out_scores,
+                             void* workspace, size_t workspace_bytes, CUstream stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* WINNOW_H_ */

@@ -1,0 +1,377 @@
+// The C API of include/winnow.h over ops::TopkOp. Every entry point catches every
+// exception and turns it into a status plus the thread's detail message.
+#include <fmt/format.h>
+
+#include <cstddef>
+#include <memory>
+#include <new>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "compiler/backend/arch.h"
+#include "compiler/backend/backend.h"
+#include "compiler/ir/ir.h"
+#include "ops/errors.h"
+#include "ops/tensor.h"
+#include "ops/topk.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/env.h"
+#include "runtime/kernel_cache.h"
+#include "winnow.h"
+
+using namespace winnow;
+
+struct winnowContext {
+  int device = 0;
+  std::unique_ptr<rt::Context> cuda;  // null when there is no GPU: compile only
+  rt::CubinCache cache;
+  std::unique_ptr<backend::Backend> compiler;
+
+  winnowContext(int ordinal, std::unique_ptr<rt::Context> c, std::optional<rt::DiskStore> disk)
+      : device(ordinal), cuda(std::move(c)), cache(std::move(disk)),
+        compiler(backend::make_nvrtc_backend()) {}
+};
+
+struct winnowPlan {
+  winnowContext* ctx = nullptr;  // borrowed: plans are destroyed before their context
+  std::unique_ptr<ops::TopkOp> op;
+};
+
+namespace {
+
+thread_local std::string t_last_error;
+
+// A status with its message, raised inside an entry point and returned at its boundary.
+struct StatusError {
+  winnowStatus_t status;
+  std::string message;
+};
+
+[[noreturn]] void invalid(std::string msg) {
+  throw StatusError{WINNOW_STATUS_INVALID_ARGUMENT, std::move(msg)};
+}
+
+template <class T>
+void require_non_null(const T* p, const char* name) {
+  if (p == nullptr) invalid(fmt::format("{} is null", name));
+}
+
+std::string user_error_text(const ir::UserError& e) {
+  if (e.position() < 0) return e.what();
+  return fmt::format("{} (at position {})", e.what(), e.position());
+}
+
+// Runs one entry point's body; maps whatever it throws to a status.
+template <class F>
+winnowStatus_t guarded(F&& body) {
+  winnowStatus_t status = WINNOW_STATUS_INTERNAL_ERROR;
+  try {
+    body();
+    return WINNOW_STATUS_SUCCESS;
+  } catch (const StatusError& e) {
+    status = e.status;
+    t_last_error = e.message;
+  } catch (const ops::InvalidArgument& e) {
+    status = WINNOW_STATUS_INVALID_ARGUMENT;
+    t_last_error = e.what();
+  } catch (const ops::NotSupported& e) {
+    status = WINNOW_STATUS_NOT_SUPPORTED;
+    t_last_error = e.what();
+  } catch (const ops::NotBuilt& e) {
+    status = WINNOW_STATUS_NOT_BUILT;
+    t_last_error = e.what();
+  } catch (const backend::CompileError& e) {
+    status = WINNOW_STATUS_COMPILE_ERROR;
+    t_last_error = e.what();
+  } catch (const rt::NoDevice& e) {
+    status = WINNOW_STATUS_NO_DEVICE;
+    t_last_error = e.what();
+  } catch (const rt::CudaError& e) {
+    status = WINNOW_STATUS_CUDA_ERROR;
+    t_last_error = e.what();
+  } catch (const ir::UserError& e) {
+    status = WINNOW_STATUS_INVALID_ARGUMENT;
+    t_last_error = user_error_text(e);
+  } catch (const std::bad_alloc&) {
+    status = WINNOW_STATUS_INTERNAL_ERROR;
+    t_last_error = "out of host memory";
+  } catch (const std::exception& e) {
+    status = WINNOW_STATUS_INTERNAL_ERROR;
+    t_last_error = fmt::format("internal error (please report it): {}", e.what());
+  } catch (...) {
+    status = WINNOW_STATUS_INTERNAL_ERROR;
+    t_last_error = "internal error (please report it): unknown exception";
+  }
+  return status;
+}
+
+ops::DType to_dtype(winnowDataType_t t) {
+  switch (t) {
+    case WINNOW_DTYPE_FLOAT32: return ops::DType::F32;
+    case WINNOW_DTYPE_FLOAT16: return ops::DType::F16;
+    case WINNOW_DTYPE_BFLOAT16: return ops::DType::BF16;
+    case WINNOW_DTYPE_FP8_E4M3: return ops::DType::E4M3;
+    case WINNOW_DTYPE_INT32: return ops::DType::I32;
+    case WINNOW_DTYPE_INVALID: break;
+  }
+  return ops::DType::Invalid;
+}
+
+ops::DType desc_dtype(winnowDataType_t t, const char* field) {
+  const ops::DType d = to_dtype(t);
+  if (d == ops::DType::Invalid || d == ops::DType::I32)
+    invalid(fmt::format("desc->{} = {} is not a score dtype: use WINNOW_DTYPE_FLOAT32, "
+                        "FLOAT16, BFLOAT16 or FP8_E4M3",
+                        field, static_cast<int>(t)));
+  return d;
+}
+
+// The score program of a descriptor; a bad expression names the position in the text.
+ir::Expr score_program(const winnowProblemDesc_t& d) {
+  switch (d.score) {
+    case WINNOW_SCORE_RELU_MH: return ir::relu_mh(d.key_scale != 0);
+    case WINNOW_SCORE_IP: return ir::ip();
+    case WINNOW_SCORE_L2: return ir::l2();
+    case WINNOW_SCORE_COSINE: return ir::cosine();
+    case WINNOW_SCORE_EXPR: {
+      if (d.expression == nullptr)
+        invalid("desc->expression is null, but desc->score is WINNOW_SCORE_EXPR");
+      const std::string text = d.expression;
+      try {
+        return ir::parse(text);
+      } catch (const ir::UserError& e) {
+        if (e.position() < 0) invalid(fmt::format("expression \"{}\": {}", text, e.what()));
+        invalid(fmt::format("expression, position {}: {}\n  {}\n  {:>{}}", e.position(), e.what(),
+                            text, "^", e.position() + 1));
+      }
+    }
+  }
+  invalid(fmt::format("desc->score = {} is not a winnowScore_t", static_cast<int>(d.score)));
+}
+
+ops::TopkProblem to_problem(const winnowContext& ctx, const winnowProblemDesc_t& d) {
+  constexpr size_t kNeeded = offsetof(winnowProblemDesc_t, sample_size) + sizeof(d.sample_size);
+  if (d.struct_size < kNeeded)
+    invalid(fmt::format("desc->struct_size = {} is smaller than {}, the size of a version {} "
+                        "descriptor (call winnowProblemDescInit first)",
+                        d.struct_size, kNeeded, WINNOW_PROBLEM_DESC_VERSION));
+  if (d.version != WINNOW_PROBLEM_DESC_VERSION)
+    invalid(fmt::format("desc->version = {} is not supported: this winnow reads version {}",
+                        d.version, WINNOW_PROBLEM_DESC_VERSION));
+
+  ops::TopkProblem p;
+  p.score = score_program(d);
+  p.heads = d.heads;
+  p.head_dim = d.head_dim;
+  p.q_dtype = desc_dtype(d.q_dtype, "q_dtype");
+  p.k_dtype = desc_dtype(d.k_dtype, "k_dtype");
+  switch (d.mode) {
+    case WINNOW_MODE_TOPK: p.mode = ops::Mode::TopK; break;
+    case WINNOW_MODE_MATERIALIZE: p.mode = ops::Mode::Materialize; break;
+    default: invalid(fmt::format("desc->mode = {} is not a winnowMode_t", static_cast<int>(d.mode)));
+  }
+  p.k = d.k;
+  constexpr uint32_t kKnownFlags = WINNOW_OUTPUT_SORTED | WINNOW_OUTPUT_ABSOLUTE_INDICES;
+  if (d.output_flags & ~kKnownFlags)
+    invalid(fmt::format("desc->output_flags = {:#x} has unknown bits {:#x}", d.output_flags,
+                        d.output_flags & ~kKnownFlags));
+  p.sorted = (d.output_flags & WINNOW_OUTPUT_SORTED) != 0;
+  p.absolute_indices = (d.output_flags & WINNOW_OUTPUT_ABSOLUTE_INDICES) != 0;
+  switch (d.window) {
+    case WINNOW_WINDOW_DENSE: p.window = ops::WindowKind::Dense; break;
+    case WINNOW_WINDOW_RANGES: p.window = ops::WindowKind::Ranges; break;
+    case WINNOW_WINDOW_CAUSAL: p.window = ops::WindowKind::Causal; break;
+    default:
+      invalid(fmt::format("desc->window = {} is not a winnowWindow_t", static_cast<int>(d.window)));
+  }
+  p.causal_ratio = d.causal_ratio;
+  p.causal_offset = d.causal_offset;
+  // The target: the caller's arch, else WINNOW_FORCE_ARCH, else the context's device.
+  const std::optional<std::string> forced = rt::env_get("WINNOW_FORCE_ARCH");
+  if (d.arch != nullptr || (forced && !forced->empty())) {
+    const std::string text = d.arch != nullptr ? d.arch : *forced;
+    const char* source = d.arch != nullptr ? "desc->arch" : "WINNOW_FORCE_ARCH";
+    try {
+      p.arch = backend::parse_arch(text);
+    } catch (const std::invalid_argument& e) {
+      invalid(fmt::format("{} = \"{}\": {}", source, text, e.what()));
+    }
+  } else if (ctx.cuda) {
+    p.arch = ops::device_arch(*ctx.cuda);
+  } else {
+    throw StatusError{WINNOW_STATUS_NO_DEVICE,
+                      "no GPU: pass an explicit arch such as sm_90a to compile without one"};
+  }
+  p.candidate_capacity = d.candidate_capacity;
+  p.sample_size = d.sample_size;
+  return p;
+}
+
+const char* input_name(int role) {
+  static const char* const names[WINNOW_NUM_INPUTS] = {"q", "k", "weights", "key_scale",
+                                                        "window_start", "window_end"};
+  return names[role];
+}
+
+ops::TensorView to_view(const winnowTensor_t& t, const char* name) {
+  ops::TensorView v;
+  v.data = t.data;
+  v.ndim = t.ndim;
+  v.device = t.device;
+  if (t.data == nullptr && t.ndim == 0) return v;  // absent
+  if (t.ndim < 0 || t.ndim > WINNOW_MAX_DIMS)
+    invalid(fmt::format("{}: ndim is {}, must be in 0..{}", name, t.ndim, WINNOW_MAX_DIMS));
+  v.dtype = to_dtype(t.dtype);
+  if (v.dtype == ops::DType::Invalid)
+    invalid(fmt::format("{}: dtype = {} is not a valid winnowDataType_t", name,
+                        static_cast<int>(t.dtype)));
+  for (int i = 0; i < t.ndim; ++i) {
+    v.shape[i] = t.shape[i];
+    v.strides[i] = t.strides[i];
+  }
+  return v;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* winnowGetStatusString(winnowStatus_t status) {
+  switch (status) {
+    case WINNOW_STATUS_SUCCESS: return "success";
+    case WINNOW_STATUS_INVALID_ARGUMENT: return "invalid argument";
+    case WINNOW_STATUS_NOT_SUPPORTED: return "not supported";
+    case WINNOW_STATUS_COMPILE_ERROR: return "kernel compilation failed";
+    case WINNOW_STATUS_NO_DEVICE: return "no CUDA driver or device";
+    case WINNOW_STATUS_CUDA_ERROR: return "CUDA driver error";
+    case WINNOW_STATUS_NOT_BUILT: return "plan not built";
+    case WINNOW_STATUS_WORKSPACE_TOO_SMALL: return "workspace too small";
+    case WINNOW_STATUS_INTERNAL_ERROR: return "internal error";
+  }
+  return "unknown status";
+}
+
+const char* winnowGetLastError(void) { return t_last_error.c_str(); }
+
+void winnowProblemDescInit(winnowProblemDesc_t* d) {
+  if (d == nullptr) return;
+  *d = winnowProblemDesc_t{};
+  d->struct_size = sizeof(winnowProblemDesc_t);
+  d->version = WINNOW_PROBLEM_DESC_VERSION;
+  d->score = WINNOW_SCORE_RELU_MH;
+  d->expression = nullptr;
+  d->heads = 64;
+  d->head_dim = 128;
+  d->q_dtype = WINNOW_DTYPE_FP8_E4M3;
+  d->k_dtype = WINNOW_DTYPE_FP8_E4M3;
+  d->key_scale = 1;
+  d->mode = WINNOW_MODE_TOPK;
+  d->k = 2048;
+  d->output_flags = 0;
+  d->window = WINNOW_WINDOW_DENSE;
+  d->causal_ratio = 1;
+  d->causal_offset = 0;
+  d->arch = nullptr;
+  d->candidate_capacity = 0;
+  d->sample_size = -1;
+}
+
+winnowStatus_t winnowCreate(winnowContext_t* ctx, int device_ordinal) {
+  return guarded([&] {
+    require_non_null(ctx, "ctx");
+    *ctx = nullptr;
+    if (device_ordinal < 0)
+      invalid(fmt::format("device_ordinal = {} must be >= 0", device_ordinal));
+    std::unique_ptr<rt::Context> cuda;
+    if (rt::gpu_available()) cuda = std::make_unique<rt::Context>(device_ordinal);
+    std::optional<rt::DiskStore> disk;
+    if (rt::env_get("WINNOW_DISABLE_DISK_CACHE").value_or("") != "1")
+      disk.emplace(rt::default_cache_dir());
+    *ctx = new winnowContext(device_ordinal, std::move(cuda), std::move(disk));
+  });
+}
+
+winnowStatus_t winnowDestroy(winnowContext_t ctx) {
+  return guarded([&] {
+    require_non_null(ctx, "ctx");
+    delete ctx;
+  });
+}
+
+winnowStatus_t winnowPlanCreate(winnowContext_t ctx, const winnowProblemDesc_t* desc,
+                                winnowPlan_t* plan) {
+  return guarded([&] {
+    require_non_null(plan, "plan");
+    *plan = nullptr;
+    require_non_null(ctx, "ctx");
+    require_non_null(desc, "desc");
+    const ops::TopkProblem problem = to_problem(*ctx, *desc);
+    auto made = std::make_unique<winnowPlan>();
+    made->ctx = ctx;
+    made->op = ops::TopkOp::create(problem, ctx->cuda.get());
+    *plan = made.release();
+  });
+}
+
+winnowStatus_t winnowPlanBuild(winnowPlan_t plan) {
+  return guarded([&] {
+    require_non_null(plan, "plan");
+    plan->op->build(plan->ctx->cache, *plan->ctx->compiler);
+  });
+}
+
+winnowStatus_t winnowPlanGetWorkspaceSize(winnowPlan_t plan, size_t* bytes) {
+  return guarded([&] {
+    require_non_null(plan, "plan");
+    require_non_null(bytes, "bytes");
+    *bytes = plan->op->workspace_bytes();
+  });
+}
+
+winnowStatus_t winnowPlanGetCounterOffset(winnowPlan_t plan, size_t* offset) {
+  return guarded([&] {
+    require_non_null(plan, "plan");
+    require_non_null(offset, "offset");
+    *offset = plan->op->counter_offset();
+  });
+}
+
+winnowStatus_t winnowPlanGetSource(winnowPlan_t plan, const char** source) {
+  return guarded([&] {
+    require_non_null(plan, "plan");
+    require_non_null(source, "source");
+    *source = plan->op->source().c_str();
+  });
+}
+
+winnowStatus_t winnowPlanDestroy(winnowPlan_t plan) {
+  return guarded([&] {
+    require_non_null(plan, "plan");
+    delete plan;
+  });
+}
+
+winnowStatus_t winnowExecute(winnowPlan_t plan, const winnowTensor_t* inputs, int n_inputs,
+                             const winnowTensor_t* out_indices, const winnowTensor_t* out_scores,
+                             void* workspace, size_t workspace_bytes, CUstream stream) {
+  return guarded([&] {
+    require_non_null(plan, "plan");
+    require_non_null(inputs, "inputs");
+    if (n_inputs < 1 || n_inputs > WINNOW_NUM_INPUTS)
+      invalid(fmt::format("n_inputs = {} must be in 1..{} (WINNOW_NUM_INPUTS)", n_inputs,
+                          static_cast<int>(WINNOW_NUM_INPUTS)));
+    ops::TensorView views[WINNOW_NUM_INPUTS];  // trailing roles not passed are absent
+    for (int i = 0; i < n_inputs; ++i) views[i] = to_view(inputs[i], input_name(i));
+    const ops::TopkInputs in{views[WINNOW_INPUT_Q],         views[WINNOW_INPUT_K],
+                             views[WINNOW_INPUT_WEIGHTS],   views[WINNOW_INPUT_KEY_SCALE],
+                             views[WINNOW_INPUT_WINDOW_START], views[WINNOW_INPUT_WINDOW_END]};
+    std::optional<ops::TensorView> indices, scores;
+    if (out_indices) indices = to_view(*out_indices, "out_indices");
+    if (out_scores) scores = to_view(*out_scores, "out_scores");
+    plan->op->execute(in, indices ? &*indices : nullptr, scores ? &*scores : nullptr, workspace,
+                      workspace_bytes, stream);
+  });
+}
+
+}  // extern "C"

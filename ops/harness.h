@@ -1,0 +1,44 @@
+// Runs a topk op on host data: upload, execute, download. Used by `winnow demo`, the
+// benchmark and the [gpu] tests (never by the execute path, which never allocates).
+#pragma once
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "ops/host_data.h"
+#include "ops/reference.h"
+#include "ops/topk.h"
+
+namespace winnow::ops {
+
+struct ProblemData {
+  int64_t rows = 0, num_keys = 0;
+  HostTensor q, k;
+  std::vector<float> w, kscale;
+  std::vector<int> window_start, window_end;
+  HostInputs host(const TopkProblem& p) const;  // the dequantised view for the reference
+};
+
+struct DataOptions {
+  int levels = 0;            // > 0: integer values in [-levels/2, levels/2] (heavy ties)
+  double nan_fraction = 0;   // share of keys whose first element is NaN
+  double inf_fraction = 0;   // share of kscale entries set to +inf (or keys, without kscale)
+};
+
+// Random inputs for problem p (every input the score reads; windows for Ranges are
+// random and not tile-aligned, including empty ones).
+ProblemData random_problem(const TopkProblem& p, int64_t rows, int64_t num_keys,
+                           std::mt19937_64& rng, const DataOptions& opt = {});
+
+struct RunResult {
+  std::vector<int> indices;   // [rows, k] (top-k mode)
+  std::vector<float> scores;  // [rows, k] or [rows, num_keys]
+  uint32_t fallback_rows = 0, bad_windows = 0;
+  float ms_median = 0, ms_min = 0, ms_max = 0;  // when timed (repeats > 0)
+};
+
+// Executes once (and `repeats` more times for timing, with CUDA events) on the device.
+RunResult run_on_device(const TopkOp& op, const rt::Context& ctx, const ProblemData& data,
+                        int repeats = 0);
+
+}  // namespace winnow::ops

@@ -1,0 +1,113 @@
+#include "ops/host_data.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "winnow/element_decode.cuh"
+
+namespace winnow::ops {
+
+uint16_t encode_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if (std::isnan(f)) return 0x7FC0;
+  u += 0x7FFFu + ((u >> 16) & 1u);  // round to nearest even
+  return uint16_t(u >> 16);
+}
+
+uint16_t encode_f16(float f) {
+  // Search the 65536 codes once; exactness matters more than speed here.
+  static const std::vector<std::pair<float, uint16_t>> table = [] {
+    std::vector<std::pair<float, uint16_t>> t;
+    for (uint32_t c = 0; c < 0x10000; ++c) {
+      float v = winnow::decode_f16(uint16_t(c));
+      if (!std::isnan(v) && !(v == 0 && (c & 0x8000))) t.emplace_back(v, uint16_t(c));
+    }
+    std::sort(t.begin(), t.end());
+    return t;
+  }();
+  if (std::isnan(f)) return 0x7E00;
+  auto it = std::lower_bound(table.begin(), table.end(), std::make_pair(f, uint16_t(0)));
+  if (it == table.end()) return table.back().second;
+  if (it == table.begin()) return it->second;
+  auto prev = it - 1;
+  float dh = it->first - f, dl = f - prev->first;
+  if (dl < dh) return prev->second;
+  if (dh < dl) return it->second;
+  return (prev->second & 1) ? it->second : prev->second;  // tie: even mantissa
+}
+
+uint8_t encode_e4m3(float f) {
+  static const std::vector<std::pair<float, uint8_t>> table = [] {
+    std::vector<std::pair<float, uint8_t>> t;
+    for (uint32_t c = 0; c < 256; ++c) {
+      float v = winnow::decode_e4m3(uint8_t(c));
+      if (!std::isnan(v) && !(v == 0 && (c & 0x80))) t.emplace_back(v, uint8_t(c));
+    }
+    std::sort(t.begin(), t.end());
+    return t;
+  }();
+  if (std::isnan(f)) return 0x7F;
+  auto it = std::lower_bound(table.begin(), table.end(), std::make_pair(f, uint8_t(0)));
+  if (it == table.end()) return table.back().second;
+  if (it == table.begin()) return it->second;
+  auto prev = it - 1;
+  float dh = it->first - f, dl = f - prev->first;
+  if (dl < dh) return prev->second;
+  if (dh < dl) return it->second;
+  return (prev->second & 1) ? it->second : prev->second;
+}
+
+HostTensor make_tensor(DType dtype, std::vector<float> values) {
+  HostTensor t;
+  t.dtype = dtype;
+  const size_t n = values.size();
+  t.bytes.resize(n * dtype_bytes(dtype));
+  for (size_t i = 0; i < n; ++i) {
+    float v = values[i];
+    switch (dtype) {
+      case DType::F32:
+        std::memcpy(&t.bytes[4 * i], &v, 4);
+        break;
+      case DType::BF16: {
+        uint16_t c = encode_bf16(v);
+        std::memcpy(&t.bytes[2 * i], &c, 2);
+        values[i] = winnow::decode_bf16(c);
+        break;
+      }
+      case DType::F16: {
+        uint16_t c = encode_f16(v);
+        std::memcpy(&t.bytes[2 * i], &c, 2);
+        values[i] = winnow::decode_f16(c);
+        break;
+      }
+      case DType::E4M3: {
+        uint8_t c = encode_e4m3(v);
+        t.bytes[i] = c;
+        values[i] = winnow::decode_e4m3(c);
+        break;
+      }
+      default:
+        throw std::invalid_argument("make_tensor: not a floating-point dtype");
+    }
+  }
+  t.values = std::move(values);
+  return t;
+}
+
+HostTensor random_tensor(DType dtype, size_t count, std::mt19937_64& rng, float scale,
+                         int levels) {
+  std::vector<float> v(count);
+  if (levels > 0) {
+    std::uniform_int_distribution<int> d(-levels / 2, levels / 2);
+    for (auto& x : v) x = float(d(rng));
+  } else {
+    std::normal_distribution<float> d(0.0f, scale);
+    for (auto& x : v) x = d(rng);
+  }
+  return make_tensor(dtype, std::move(v));
+}
+
+}  // namespace winnow::ops

@@ -1,0 +1,40 @@
+// The CPU reference: scores in double from the dequantised inputs (independent of the
+// generated code), and top-k in the order of DESIGN.md section 2.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "ops/topk.h"
+
+namespace winnow::ops {
+
+// Host copies of one call's inputs, dequantised to float (exactly).
+struct HostInputs {
+  int64_t rows = 0, num_keys = 0;
+  int heads = 1, dim = 0;
+  std::vector<float> q;       // [rows][heads][dim]
+  std::vector<float> k;       // [num_keys][dim]
+  std::vector<float> w;       // [rows][heads], empty when the score does not read it
+  std::vector<float> kscale;  // [num_keys], empty when unused
+  std::vector<int> window_start, window_end;  // [rows], for range windows
+};
+
+// A row's window [start, end); `bad` when it runs past num_keys (the output is all -1).
+struct KeyWindow {
+  int64_t start = 0, end = 0;
+  bool bad = false;
+  int64_t size() const { return end - start; }
+};
+KeyWindow row_window(const TopkProblem& p, const HostInputs& in, int64_t row);
+
+// score(row, key) in double.
+double reference_score(const TopkProblem& p, const HostInputs& in, int64_t row, int64_t key);
+
+// The row's top k key indices (absolute), best first, by double scores.
+std::vector<int64_t> reference_topk_row(const TopkProblem& p, const HostInputs& in, int64_t row);
+
+// The exact top k of fp32 scores[start..end) (absolute indices, best first) with the
+// device's rank order (templates/rank_order.cuh): the check of materialize + select.
+std::vector<int64_t> select_topk_row(const float* scores, int64_t start, int64_t end, int k);
+
+}  // namespace winnow::ops

@@ -1,0 +1,220 @@
+#include "ops/topk.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "compiler/codegen/embedded_templates.h"
+#include "compiler/codegen/emit_cuda.h"
+#include "compiler/lower/lower.h"
+#include "compiler/plan/kernel_plan.h"
+#include "ops/validate.h"
+#include "runtime/env.h"
+#include "runtime/sha256.h"
+#include "winnow/topk_params.cuh"
+
+namespace winnow::ops {
+namespace {
+
+// Shared memory a block may use when there is no device to ask (sm_90 and sm_100).
+constexpr long kDefaultSmemLimit = 227 * 1024;
+// The two uint32 counters sit at the start of the workspace; buffers start here.
+constexpr size_t kBuffersOffset = 256;
+
+plan::ElemType elem_type(DType t) {
+  switch (t) {
+    case DType::F32: return plan::ElemType::F32;
+    case DType::F16: return plan::ElemType::F16;
+    case DType::BF16: return plan::ElemType::BF16;
+    case DType::E4M3: return plan::ElemType::E4M3;
+    default: throw InvalidArgument(fmt::format("dtype {} cannot hold q or k", dtype_name(t)));
+  }
+}
+
+plan::KernelSpec make_spec(const TopkProblem& p) {
+  plan::KernelSpec s;
+  s.heads = p.heads;
+  s.head_dim = p.head_dim;
+  s.q_type = elem_type(p.q_dtype);
+  s.k_type = elem_type(p.k_dtype);
+  s.materialize = p.mode == Mode::Materialize;
+  s.k = s.materialize ? 1 : p.k;
+  s.window = static_cast<plan::WindowCode>(static_cast<int>(p.window));
+  s.sorted = p.sorted;
+  s.absolute = p.absolute_indices;
+  return s;
+}
+
+std::string template_hashes() {
+  static const std::string text = [] {
+    std::string t;
+    for (const auto& e : codegen::embedded_templates()) {
+      t += fmt::format("{}={}\n", e.name, rt::sha256_hex(std::string_view(e.text, e.size)));
+    }
+    return t;
+  }();
+  return text;
+}
+
+std::vector<std::string> extra_compiler_options() {
+  std::vector<std::string> opts;
+  if (auto v = rt::env_get("WINNOW_NVRTC_OPTIONS")) {
+    std::istringstream in(*v);
+    for (std::string o; in >> o;) opts.push_back(o);
+  }
+  std::sort(opts.begin(), opts.end());
+  return opts;
+}
+
+}  // namespace
+
+struct TopkOp::Impl {
+  TopkProblem problem;
+  const rt::Context* ctx = nullptr;
+  plan::KernelSpec spec;
+  plan::KernelPlan plan;
+  codegen::GeneratedKernel generated;
+  std::string key;
+  std::vector<char> cubin;
+  std::unique_ptr<rt::LoadedKernel> kernel;
+  int max_ctas = 0;  // resident CTAs on the device: the persistent grid
+  size_t workspace = 0;
+};
+
+TopkOp::TopkOp(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TopkOp::~TopkOp() = default;
+
+std::unique_ptr<TopkOp> TopkOp::create(const TopkProblem& p, const rt::Context* ctx) {
+  validate_problem(p);
+  auto impl = std::make_unique<Impl>();
+  impl->problem = p;
+  impl->ctx = ctx;
+  impl->problem.score = lower::lower_score(p.score, p.heads, nullptr);
+  impl->spec = make_spec(impl->problem);
+  const long smem_limit = ctx ? ctx->info().max_smem_optin : kDefaultSmemLimit;
+  std::string why;
+  if (!plan::choose_plan(impl->spec, smem_limit, p.candidate_capacity, p.sample_size,
+                         &impl->plan, &why)) {
+    throw NotSupported(why);
+  }
+  impl->generated = codegen::emit_topk(impl->problem.score, impl->spec, impl->plan);
+  return std::unique_ptr<TopkOp>(new TopkOp(std::move(impl)));
+}
+
+const TopkProblem& TopkOp::problem() const { return impl_->problem; }
+const std::string& TopkOp::source() const { return impl_->generated.source; }
+const std::string& TopkOp::content_key() const { return impl_->key; }
+bool TopkOp::built() const { return !impl_->cubin.empty(); }
+const std::vector<char>& TopkOp::cubin() const { return impl_->cubin; }
+
+backend::CompileRequest TopkOp::compile_request() const {
+  backend::CompileRequest req;
+  req.source = impl_->generated.source;
+  req.source_name = "winnow_topk.cu";
+  req.headers = impl_->generated.headers;
+  req.arch = impl_->problem.arch;
+  req.options = extra_compiler_options();
+  if (auto d = rt::env_get("WINNOW_DUMP_DIR")) req.dump_dir = *d;
+  return req;
+}
+
+void TopkOp::build(rt::CubinCache& cache, const backend::Backend& be) {
+  Impl& m = *impl_;
+  backend::CompileRequest req = compile_request();
+  rt::ContentKeyInputs in;
+  in.build_id = WINNOW_GIT_COMMIT;
+  in.template_hashes = template_hashes();
+  in.backend = be.name() + " " + be.version();
+  in.arch = req.arch.str();
+  for (const auto& o : req.options) in.options += o + "\n";
+  in.program = ir::print(m.problem.score) + "\n" + plan::describe(m.spec, m.plan);
+  m.key = rt::content_key(in);
+  req.source_name = fmt::format("winnow_topk_{}.cu", m.key.substr(0, 16));
+  auto got = cache.get(in.arch, m.key, ir::print(m.problem.score),
+                       [&] { return be.compile(req).cubin; });
+  m.cubin = std::move(got.cubin);
+  m.kernel.reset();
+  m.workspace = 0;
+  if (!m.ctx) return;
+  m.kernel = std::make_unique<rt::LoadedKernel>(*m.ctx, m.cubin, m.generated.entry.c_str(),
+                                                int(m.plan.smem_bytes()));
+  const int per_sm = m.kernel->max_blocks_per_sm(m.plan.threads);
+  if (per_sm < 1) {
+    throw NotSupported(fmt::format("the kernel cannot run on this device ({} bytes of shared "
+                                   "memory, {} registers per thread)",
+                                   m.plan.smem_bytes(), m.kernel->num_registers()));
+  }
+  m.max_ctas = per_sm * m.ctx->info().sm_count;
+  m.workspace = kBuffersOffset;
+  if (!m.spec.materialize) {
+    m.workspace += size_t(m.max_ctas) * size_t(m.plan.workspace_words_per_cta()) * 8;
+  }
+}
+
+size_t TopkOp::workspace_bytes() const {
+  if (!impl_->kernel) throw NotBuilt("the workspace size is known once the plan is built on a device");
+  return impl_->workspace;
+}
+
+size_t TopkOp::counter_offset() const { return 0; }
+
+void TopkOp::execute(const TopkInputs& in, const TensorView* out_indices,
+                     const TensorView* out_scores, void* workspace, size_t workspace_bytes,
+                     CUstream stream) const {
+  const Impl& m = *impl_;
+  const int device = m.ctx ? m.ctx->info().ordinal : 0;
+  const CallShape shape = validate_call(m.problem, device, in, out_indices, out_scores,
+                                        workspace, workspace_bytes, m.workspace);
+  if (!m.kernel) {
+    throw NotBuilt(m.cubin.empty() ? "the plan is not built: call winnowPlanBuild first"
+                                   : "the plan was compiled without a device and cannot run");
+  }
+  m.ctx->bind();
+  const rt::DriverApi& cu = rt::driver();
+  TopkParams p{};
+  p.q = in.q.data;
+  p.q_row_stride = in.q.strides[0];
+  p.k = in.k.data;
+  p.k_row_stride = in.k.strides[0];
+  if (in.weights.present()) {
+    p.w = static_cast<const float*>(in.weights.data);
+    p.w_row_stride = in.weights.strides[0];
+  }
+  if (in.key_scale.present()) p.kscale = static_cast<const float*>(in.key_scale.data);
+  if (in.window_start.present()) p.window_start = static_cast<const int*>(in.window_start.data);
+  if (in.window_end.present()) p.window_end = static_cast<const int*>(in.window_end.data);
+  if (out_indices && out_indices->present()) {
+    p.out_indices = static_cast<int*>(out_indices->data);
+    p.out_indices_stride = out_indices->strides[0];
+  }
+  if (out_scores && out_scores->present()) {
+    p.out_scores = static_cast<float*>(out_scores->data);
+    p.out_scores_stride = out_scores->strides[0];
+  }
+  p.rows = int(shape.rows);
+  p.num_keys = int(shape.num_keys);
+  p.causal_offset = m.problem.causal_offset;
+  p.causal_ratio = m.problem.causal_ratio;
+  auto* base = static_cast<unsigned char*>(workspace);
+  p.counters = reinterpret_cast<unsigned int*>(base);
+  p.workspace = reinterpret_cast<unsigned long long*>(base + kBuffersOffset);
+  rt::check(cu.cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(base), 0, 2, stream),
+            "cuMemsetD32Async (counters)");
+  if (shape.rows == 0) return;
+  const long blocks = (shape.rows + m.plan.rows_per_cta - 1) / m.plan.rows_per_cta;
+  const unsigned grid = unsigned(std::min<long>(blocks, m.max_ctas));
+  void* args[] = {&p};
+  m.kernel->launch(grid, 1, unsigned(m.plan.threads), stream, args);
+}
+
+backend::Arch device_arch(const rt::Context& ctx) {
+  backend::Arch a;
+  a.major = ctx.info().cc_major;
+  a.minor = ctx.info().cc_minor;
+  // The arch-specific targets (wgmma, tcgen05) exist for 9.0 and 10.x.
+  a.suffix = (a.major == 9 && a.minor == 0) || a.major == 10 ? 'a' : 0;
+  return a;
+}
+
+}  // namespace winnow::ops

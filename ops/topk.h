@@ -1,0 +1,84 @@
+// The topk op: one fused score + exact top-k kernel for any score IR, and the
+// materialize mode (write the fp32 score matrix) that is its baseline and self-check.
+#pragma once
+#include <cuda.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "compiler/backend/arch.h"
+#include "compiler/backend/backend.h"
+#include "compiler/ir/ir.h"
+#include "ops/errors.h"
+#include "ops/tensor.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/kernel_cache.h"
+
+namespace winnow::ops {
+
+enum class Mode { TopK, Materialize };
+enum class WindowKind { Dense, Ranges, Causal };
+
+inline constexpr int kMaxK = 8192;
+inline constexpr int kMaxHeads = 128;
+inline constexpr int kMaxHeadDim = 1024;
+
+struct TopkProblem {
+  ir::Expr score;  // verified and canonicalised by TopkOp::create
+  int heads = 64;
+  int head_dim = 128;
+  DType q_dtype = DType::E4M3;
+  DType k_dtype = DType::E4M3;
+  Mode mode = Mode::TopK;
+  int k = 2048;
+  bool sorted = false;
+  bool absolute_indices = false;
+  WindowKind window = WindowKind::Dense;
+  int causal_ratio = 1;
+  int64_t causal_offset = 0;
+  backend::Arch arch;          // the target; ops::device_arch() gives the device's
+  int candidate_capacity = 0;  // per row; 0: default
+  int sample_size = -1;        // -1: default, 0: none
+};
+
+// Inputs of one call, indexed like winnowInput_t.
+struct TopkInputs {
+  TensorView q, k, weights, key_scale, window_start, window_end;
+};
+
+class TopkOp {
+ public:
+  // Validates the problem (throws InvalidArgument / NotSupported with a message that
+  // names the field and the limit) and generates the kernel source. ctx may be null
+  // (compile only).
+  static std::unique_ptr<TopkOp> create(const TopkProblem& p, const rt::Context* ctx);
+  ~TopkOp();
+
+  const TopkProblem& problem() const;
+  const std::string& source() const;        // the generated .cu stub
+  const std::string& content_key() const;   // SHA-256 cache key (after build)
+  // What build() hands the backend (also for `winnow compile --emit ptx`).
+  backend::CompileRequest compile_request() const;
+  // Compiles (or loads from the cache) and, when there is a context, loads the module.
+  void build(rt::CubinCache& cache, const backend::Backend& be);
+  bool built() const;
+  const std::vector<char>& cubin() const;
+  size_t workspace_bytes() const;  // needs build() with a context
+  size_t counter_offset() const;   // two uint32 counters (fallback rows, bad windows)
+  // Validates the tensors against the problem, then launches on `stream`. Never
+  // allocates, synchronises or compiles.
+  void execute(const TopkInputs& in, const TensorView* out_indices,
+               const TensorView* out_scores, void* workspace, size_t workspace_bytes,
+               CUstream stream) const;
+
+ private:
+  struct Impl;
+  explicit TopkOp(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The arch of the context's device ("sm_90a" for 9.0, "sm_100a" for 10.0, ...).
+backend::Arch device_arch(const rt::Context& ctx);
+
+}  // namespace winnow::ops

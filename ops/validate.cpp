@@ -1,0 +1,267 @@
+#include "ops/validate.h"
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+namespace winnow::ops {
+namespace {
+
+constexpr int64_t kMaxExtent = std::numeric_limits<int32_t>::max();  // sizes below 2^31
+
+[[noreturn]] void fail(std::string msg) { throw InvalidArgument(std::move(msg)); }
+
+bool is_score_dtype(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::E4M3;
+}
+
+const char* window_name(WindowKind w) {
+  switch (w) {
+    case WindowKind::Dense: return "dense";
+    case WindowKind::Ranges: return "ranges";
+    case WindowKind::Causal: return "causal";
+  }
+  return "unknown";
+}
+
+std::string shape_text(const TensorView& t) {
+  std::string s = "[";
+  for (int i = 0; i < t.ndim && i < 4; ++i) s += fmt::format("{}{}", i ? ", " : "", t.shape[i]);
+  return s + "]";
+}
+
+uintptr_t address(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+
+// One borrowed tensor under check: every message starts with its role name.
+class TensorRules {
+ public:
+  TensorRules(const char* name, const TensorView& t) : name_(name), t_(t) {}
+
+  // Pointer, dtype, device, ndim, non-negative extents, element alignment.
+  void basics(DType dtype, int device, int ndim, const char* layout) const {
+    if (t_.data == nullptr) fail(fmt::format("{}: data is null", name_));
+    if (t_.dtype != dtype)
+      fail(fmt::format("{}: dtype is {}, expected {}", name_, dtype_name(t_.dtype),
+                       dtype_name(dtype)));
+    if (t_.device != device)
+      fail(fmt::format("{}: device is {}, but the context is on device {}", name_, t_.device,
+                       device));
+    if (t_.ndim != ndim)
+      fail(fmt::format("{}: ndim is {} (shape {}), expected {} ({})", name_, t_.ndim,
+                       shape_text(t_), ndim, layout));
+    extents();
+    aligned(dtype_bytes(dtype));
+  }
+  void extents() const {
+    for (int i = 0; i < t_.ndim; ++i) {
+      if (t_.shape[i] < 0)
+        fail(fmt::format("{}: shape[{}] is {}, must be >= 0", name_, i, t_.shape[i]));
+      if (t_.shape[i] > kMaxExtent)
+        fail(fmt::format("{}: shape[{}] is {}, the maximum is {} (sizes must be below 2^31)",
+                         name_, i, t_.shape[i], kMaxExtent));
+    }
+  }
+  void aligned(int bytes) const {
+    if (address(t_.data) % bytes != 0)
+      fail(fmt::format("{}: data pointer {} is not {}-byte aligned", name_, t_.data, bytes));
+  }
+  void dim(int i, int64_t want, const char* what) const {
+    if (t_.shape[i] != want)
+      fail(fmt::format("{}: shape[{}] is {} (shape {}), expected {} = {}", name_, i, t_.shape[i],
+                       shape_text(t_), what, want));
+  }
+  void stride(int i, int64_t want, const char* why) const {
+    if (t_.strides[i] != want)
+      fail(fmt::format("{}: strides[{}] is {}, expected {} ({})", name_, i, t_.strides[i], want,
+                       why));
+  }
+  void min_stride(int i, int64_t least, const char* what) const {
+    if (t_.strides[i] < least)
+      fail(fmt::format("{}: strides[{}] is {}, must be >= {} = {}", name_, i, t_.strides[i], what,
+                       least));
+  }
+  // q and k rows are loaded in 16-byte vectors.
+  void vector_rows(int row_dim) const {
+    aligned(16);
+    const int64_t row_bytes = t_.strides[row_dim] * dtype_bytes(t_.dtype);
+    if (row_bytes % 16 != 0)
+      fail(fmt::format("{}: row stride of {} elements is {} bytes, must be a multiple of 16 bytes",
+                       name_, t_.strides[row_dim], row_bytes));
+  }
+
+ private:
+  const char* name_;
+  const TensorView& t_;
+};
+
+bool given(const TensorView* t) { return t != nullptr && t->present(); }
+
+// An input the program reads must be there; one it does not read must not be.
+bool require_iff(const char* name, const TensorView& t, bool needed, const char* needed_because,
+                 const char* unneeded_because) {
+  if (needed && !t.present()) fail(fmt::format("{} missing: {}", name, needed_because));
+  if (!needed && t.present()) fail(fmt::format("{} given but {}", name, unneeded_because));
+  return needed;
+}
+
+// [rows, cols] with contiguous rows (outputs, weights).
+void check_matrix(const char* name, const TensorView& t, DType dtype, int device, int64_t rows,
+                  int64_t cols, const char* cols_name) {
+  TensorRules r(name, t);
+  r.basics(dtype, device, 2, fmt::format("[rows, {}]", cols_name).c_str());
+  r.dim(0, rows, "rows");
+  r.dim(1, cols, cols_name);
+  r.stride(1, 1, "elements of a row must be contiguous");
+  r.min_stride(0, cols, cols_name);
+}
+
+// [n] contiguous (key_scale, window arrays).
+void check_vector(const char* name, const TensorView& t, DType dtype, int device, int64_t n,
+                  const char* n_name) {
+  TensorRules r(name, t);
+  r.basics(dtype, device, 1, fmt::format("[{}]", n_name).c_str());
+  r.dim(0, n, n_name);
+  r.stride(0, 1, "must be contiguous");
+}
+
+}  // namespace
+
+void validate_problem(const TopkProblem& p) {
+  if (!p.score) fail("score program is missing (null)");
+  if (p.heads < 1 || p.heads > kMaxHeads)
+    fail(fmt::format("heads = {} is outside the supported range 1..{}", p.heads, kMaxHeads));
+  if (p.head_dim < 16 || p.head_dim > kMaxHeadDim || p.head_dim % 16 != 0)
+    fail(fmt::format("head_dim = {} is not supported: must be a multiple of 16 in 16..{}",
+                     p.head_dim, kMaxHeadDim));
+  if (!is_score_dtype(p.q_dtype))
+    fail(fmt::format("q_dtype = {} is not supported: use fp32, fp16, bf16 or fp8_e4m3",
+                     dtype_name(p.q_dtype)));
+  if (!is_score_dtype(p.k_dtype))
+    fail(fmt::format("k_dtype = {} is not supported: use fp32, fp16, bf16 or fp8_e4m3",
+                     dtype_name(p.k_dtype)));
+  if (p.mode == Mode::TopK) {
+    if (p.k < 1) fail(fmt::format("k must be at least 1 (got k = {})", p.k));
+    if (p.k > kMaxK) fail(fmt::format("k = {} exceeds the maximum {}", p.k, kMaxK));
+  }
+  if (p.causal_ratio < 1)
+    fail(fmt::format("causal_ratio = {} must be >= 1", p.causal_ratio));
+  if (p.window == WindowKind::Causal && p.causal_offset < 0)
+    fail(fmt::format("causal_offset = {} must be >= 0", p.causal_offset));
+  if (p.sample_size < -1)
+    fail(fmt::format("sample_size = {} must be >= -1 (-1: default, 0: none)", p.sample_size));
+  if (p.candidate_capacity < 0)
+    fail(fmt::format("candidate_capacity = {} must be >= 0 (0: default)", p.candidate_capacity));
+  try {
+    ir::verify(p.score, p.heads);
+  } catch (const ir::UserError& e) {
+    if (e.position() >= 0)
+      fail(fmt::format("score program: {} (at position {})", e.what(), e.position()));
+    fail(fmt::format("score program: {}", e.what()));
+  }
+}
+
+CallShape validate_call(const TopkProblem& p, int device, const TopkInputs& in,
+                        const TensorView* out_indices, const TensorView* out_scores,
+                        const void* workspace, size_t workspace_bytes, size_t required_bytes) {
+  const int64_t H = p.heads, d = p.head_dim;
+
+  // q: [rows, H, d], or [rows, d] when H == 1.
+  if (!in.q.present()) fail("q missing: every call needs the queries");
+  {
+    TensorRules r("q", in.q);
+    if (H == 1 && in.q.ndim == 2) {
+      r.basics(p.q_dtype, device, 2, "[rows, d]");
+      r.dim(1, d, "head_dim");
+      r.stride(1, 1, "elements of a row must be contiguous");
+      r.min_stride(0, d, "head_dim");
+    } else {
+      r.basics(p.q_dtype, device, 3, H == 1 ? "[rows, H, d] or [rows, d]" : "[rows, H, d]");
+      r.dim(1, H, "heads");
+      r.dim(2, d, "head_dim");
+      r.stride(2, 1, "elements of a head must be contiguous");
+      r.stride(1, d, "heads of a row must be contiguous, stride head_dim");
+      r.min_stride(0, H * d, "heads * head_dim");
+    }
+    r.vector_rows(0);
+  }
+  const int64_t rows = in.q.shape[0];
+
+  // k: [num_keys, d].
+  if (!in.k.present()) fail("k missing: every call needs the keys");
+  {
+    TensorRules r("k", in.k);
+    r.basics(p.k_dtype, device, 2, "[num_keys, d]");
+    r.dim(1, d, "head_dim");
+    r.stride(1, 1, "elements of a key must be contiguous");
+    r.min_stride(0, d, "head_dim");
+    r.vector_rows(0);
+  }
+  const int64_t num_keys = in.k.shape[0];
+
+  const ir::Uses uses = ir::uses(p.score);
+  if (require_iff("weights", in.weights, uses.w,
+                  "the score program reads w (fp32 [rows, heads])",
+                  "the score program does not read w"))
+    check_matrix("weights", in.weights, DType::F32, device, rows, H, "heads");
+  if (require_iff("key_scale", in.key_scale, uses.kscale,
+                  "the score program reads kscale (fp32 [num_keys])",
+                  "the score program does not read kscale"))
+    check_vector("key_scale", in.key_scale, DType::F32, device, num_keys, "num_keys");
+
+  const bool ranges = p.window == WindowKind::Ranges;
+  const std::string not_ranges =
+      fmt::format("the window is {}, not ranges", window_name(p.window));
+  if (require_iff("window_start", in.window_start, ranges,
+                  "the ranges window reads int32 [rows] start positions", not_ranges.c_str()))
+    check_vector("window_start", in.window_start, DType::I32, device, rows, "rows");
+  if (require_iff("window_end", in.window_end, ranges,
+                  "the ranges window reads int32 [rows] end positions", not_ranges.c_str()))
+    check_vector("window_end", in.window_end, DType::I32, device, rows, "rows");
+
+  // Causal: row r at position p = causal_offset + r sees t < (p + 1) / m; the last row's
+  // window is the widest.
+  if (p.window == WindowKind::Causal && rows > 0) {
+    if (p.causal_offset < 0) fail(fmt::format("causal_offset = {} must be >= 0", p.causal_offset));
+    const int64_t last = rows - 1;
+    if (p.causal_offset > std::numeric_limits<int64_t>::max() - rows)
+      fail(fmt::format("window of row {} ends past num_keys {}: causal_offset = {} is too large",
+                       last, num_keys, p.causal_offset));
+    const int64_t end = (p.causal_offset + rows) / p.causal_ratio;
+    if (end > num_keys)
+      fail(fmt::format("window of row {} ends at {}, past num_keys {} (causal_offset = {}, "
+                       "causal_ratio = {})",
+                       last, end, num_keys, p.causal_offset, p.causal_ratio));
+  }
+
+  if (p.mode == Mode::TopK) {
+    if (!given(out_indices))
+      fail(fmt::format("out_indices missing: top-k mode writes int32 [rows, k] = [{}, {}]", rows,
+                       p.k));
+    check_matrix("out_indices", *out_indices, DType::I32, device, rows, p.k, "k");
+    if (given(out_scores))
+      check_matrix("out_scores", *out_scores, DType::F32, device, rows, p.k, "k");
+  } else {
+    if (given(out_indices))
+      fail("out_indices given but materialize mode writes only out_scores");
+    if (!given(out_scores))
+      fail(fmt::format("out_scores missing: materialize mode writes fp32 [rows, num_keys] = "
+                       "[{}, {}]",
+                       rows, num_keys));
+    check_matrix("out_scores", *out_scores, DType::F32, device, rows, num_keys, "num_keys");
+  }
+
+  if (required_bytes > 0) {
+    if (workspace == nullptr)
+      fail(fmt::format("workspace is null, but the plan needs {} bytes", required_bytes));
+    if (address(workspace) % 256 != 0)
+      fail(fmt::format("workspace pointer {} is not 256-byte aligned", workspace));
+    if (workspace_bytes < required_bytes)
+      fail(fmt::format("workspace of {} bytes is smaller than the {} the plan needs",
+                       workspace_bytes, required_bytes));
+  }
+  return CallShape{rows, num_keys};
+}
+
+}  // namespace winnow::ops

@@ -1,0 +1,31 @@
+// Input validation for the topk op: every rule a caller can break, each with a message
+// that names the field, what was given and what is allowed. Throws InvalidArgument or
+// NotSupported (ops/errors.h). No device access: runs on machines with no GPU.
+#pragma once
+#include <cstddef>
+
+#include "ops/topk.h"
+
+namespace winnow::ops {
+
+// The problem alone: k in [1, kMaxK] (TopK mode), heads in [1, kMaxHeads], head_dim a
+// multiple of 16 in [16, kMaxHeadDim], dtypes, causal_ratio >= 1, sample_size >= -1,
+// candidate_capacity >= 0, the score program verified for these heads
+// (ir::verify; its UserError becomes InvalidArgument with the same message).
+void validate_problem(const TopkProblem& p);
+
+// One call's tensors against the problem: presence of every input the program reads
+// (weights iff it reads w, key_scale iff kscale, window arrays iff Ranges), dtype,
+// ndim and shape, inner strides (contiguous rows), 16-byte alignment of q and k rows,
+// null pointers, the device ordinal, sizes below 2^31, causal windows that would run
+// past num_keys, the outputs' shapes, and the workspace (pointer, 256-byte alignment,
+// size >= required).
+struct CallShape {
+  int64_t rows = 0;
+  int64_t num_keys = 0;
+};
+CallShape validate_call(const TopkProblem& p, int device, const TopkInputs& in,
+                        const TensorView* out_indices, const TensorView* out_scores,
+                        const void* workspace, size_t workspace_bytes, size_t required_bytes);
+
+}  // namespace winnow::ops

@@ -1,0 +1,59 @@
+// The one list of environment variables winnow reads. A cache-relevant variable changes
+// generated code, so its value goes into every cache key; a neutral one never does.
+#include "runtime/env.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+namespace winnow::rt {
+namespace {
+
+constexpr std::array<EnvVar, 8> kRegistry{{
+    {"HOME", false, "home folder: the cache defaults to $HOME/.cache/winnow"},
+    {"WINNOW_CACHE_DIR", false, "where the kernel cache lives"},
+    {"WINNOW_DISABLE_DISK_CACHE", false, "\"1\" keeps cubins in memory only"},
+    {"WINNOW_DUMP_DIR", false, "where generated sources are written on compile errors and dumps"},
+    // The arch is part of every key already, so forcing it needs no extra key input.
+    {"WINNOW_FORCE_ARCH", false, "compile for this arch (sm_90a, sm_100a) instead of the device's"},
+    {"WINNOW_LOG_LEVEL", false, "error|warn|info|debug"},
+    {"WINNOW_NVRTC_OPTIONS", true, "extra NVRTC options, whitespace-separated"},
+    {"XDG_CACHE_HOME", false, "the cache defaults to $XDG_CACHE_HOME/winnow"},
+}};
+
+const EnvVar* find(const char* name) {
+  for (const EnvVar& v : kRegistry)
+    if (std::strcmp(v.name, name) == 0) return &v;
+  return nullptr;
+}
+
+}  // namespace
+
+std::span<const EnvVar> env_registry() { return kRegistry; }
+
+std::optional<std::string> env_get(const char* name) {
+  // Reading an undeclared variable is a winnow bug: it could silently miss the cache key.
+  if (!find(name))
+    throw std::logic_error(std::string("winnow: environment variable ") + name +
+                           " is not declared in runtime/env.cpp");
+  const char* v = std::getenv(name);
+  if (!v) return std::nullopt;
+  return std::string(v);
+}
+
+std::string cache_relevant_env() {
+  std::vector<const EnvVar*> relevant;
+  for (const EnvVar& v : kRegistry)
+    if (v.cache_relevant) relevant.push_back(&v);
+  std::sort(relevant.begin(), relevant.end(),
+            [](const EnvVar* a, const EnvVar* b) { return std::strcmp(a->name, b->name) < 0; });
+  std::string out;
+  for (const EnvVar* v : relevant)
+    if (const char* value = std::getenv(v->name)) out += std::string(v->name) + "=" + value + "\n";
+  return out;
+}
+
+}  // namespace winnow::rt

@@ -1,0 +1,29 @@
+// Shared-memory layout of the topk kernel, as constexpr arithmetic that the host also
+// compiles (the plan checks the size against the device's limit with the same numbers).
+#pragma once
+#include "winnow/portable.cuh"
+
+namespace winnow {
+
+struct SmemLayout {
+  int rows, heads, dim, key_tile, bins;
+  // Padded strides keep threads of a warp on different banks.
+  WINNOW_HD constexpr int key_stride() const { return dim + 1; }
+  WINNOW_HD constexpr int dot_stride() const { return heads + 1; }
+  // Offsets in 4-byte words.
+  WINNOW_HD constexpr long q_words() const { return long(rows) * heads * dim; }
+  WINNOW_HD constexpr long k_off() const { return q_words(); }
+  WINNOW_HD constexpr long kscale_off() const { return k_off() + long(key_tile) * key_stride(); }
+  WINNOW_HD constexpr long ksq_off() const { return kscale_off() + key_tile; }
+  WINNOW_HD constexpr long dots_off() const { return ksq_off() + key_tile; }
+  WINNOW_HD constexpr long w_off() const { return dots_off() + long(rows) * key_tile * dot_stride(); }
+  WINNOW_HD constexpr long qsq_off() const { return w_off() + long(rows) * heads; }
+  WINNOW_HD constexpr long hist_off() const { return qsq_off() + long(rows) * heads; }
+  WINNOW_HD constexpr long radix_off() const { return hist_off() + long(rows) * bins; }
+  WINNOW_HD constexpr long rows_off() const { return radix_off() + 256 + 8; }
+  // Per row: a RowState of 16 words.
+  WINNOW_HD constexpr long total_words() const { return rows_off() + long(rows) * 16; }
+  WINNOW_HD constexpr long bytes() const { return total_words() * 4; }
+};
+
+}  // namespace winnow

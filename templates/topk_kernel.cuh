@@ -1,0 +1,491 @@
+// The fused score + exact top-k kernel (CUDA-core scoring), and its materialize mode.
+//
+// One CTA takes a block of C::kRows query rows at a time (persistent grid). For each
+// row it
+//   1. scores a strided sample of its window and takes the sample's k-th best as the
+//      low edge of the ThresholdBins (a subset's k-th best never exceeds the row's);
+//   2. streams the window in key tiles: scores each (row, key), keeps a histogram of
+//      bins, and appends keys whose bin is at or above the row's gate to its
+//      CandidateBuffer; after each tile the gate is raised from the histogram;
+//   3. selects the exact top k from the CandidateBuffer by radix select on RankKeys
+//      (unique, so exactly k survive), or, if the buffer ever overflowed, by radix
+//      select over re-scored keys (the exact fallback, counted).
+// The generated stub defines the config C (shape and plan constants) and the score
+// functor S, and instantiates topk_kernel<C, S> in one extern "C" entry point.
+#pragma once
+#include "winnow/element_decode.cuh"
+#include "winnow/rank_order.cuh"
+#include "winnow/score_ops.cuh"
+#include "winnow/smem_layout.cuh"
+#include "winnow/topk_params.cuh"
+
+namespace winnow {
+
+// Per-row state in shared memory (16 words, see SmemLayout::rows_off).
+struct RowState {
+  int start, end;       // the window [start, end)
+  int bad;              // the window ran past num_keys: output all -1
+  int gate;             // lowest bin still appended to the CandidateBuffer
+  u32 count;            // keys appended (may exceed the capacity)
+  u32 overflow;         // the buffer dropped a key: take the exact fallback
+  u32 sample_max;       // largest order key in the sample
+  u32 selected;         // keys written to the selection list
+  ThresholdBins bins;   // 3 words
+  int pad[5];
+};
+
+template <class C>
+struct TopkSmem {
+  float* q;       // [R][H][D]
+  float* k;       // [KT][D+1]
+  float* kscale;  // [KT]
+  float* ksq;     // [KT]
+  float* dots;    // [R][KT][H+1]
+  float* w;       // [R][H]
+  float* qsq;     // [R][H]
+  u32* hist;      // [R][bins]
+  u32* radix;     // [256] + scratch
+  RowState* rows; // [R]
+  __device__ explicit TopkSmem(unsigned char* base) {
+    constexpr SmemLayout L{C::kRows, C::kHeads, C::kDim, C::kKeyTile, C::kBins};
+    float* f = reinterpret_cast<float*>(base);
+    q = f;
+    k = f + L.k_off();
+    kscale = f + L.kscale_off();
+    ksq = f + L.ksq_off();
+    dots = f + L.dots_off();
+    w = f + L.w_off();
+    qsq = f + L.qsq_off();
+    hist = reinterpret_cast<u32*>(f + L.hist_off());
+    radix = reinterpret_cast<u32*>(f + L.radix_off());
+    rows = reinterpret_cast<RowState*>(f + L.rows_off());
+  }
+};
+
+// Loads the block's query rows (dequantised), weights and |q[h]|^2, and each row's window.
+template <class C>
+__device__ void load_rows(const TopkParams& p, const TopkSmem<C>& s, int row0) {
+  constexpr int R = C::kRows, H = C::kHeads, D = C::kDim;
+  for (int e = threadIdx.x; e < R * H * D; e += C::kThreads) {
+    int r = e / (H * D), hd = e % (H * D);
+    int row = row0 + r;
+    s.q[e] = row < p.rows ? decode_element<C::kQElem>(p.q, row * p.q_row_stride + hd) : 0.0f;
+  }
+  for (int e = threadIdx.x; e < R * H; e += C::kThreads) {
+    int r = e / H, h = e % H, row = row0 + r;
+    s.w[e] = (C::kUsesW && row < p.rows) ? p.w[row * p.w_row_stride + h] : 0.0f;
+  }
+  if (threadIdx.x < R) {
+    int r = threadIdx.x, row = row0 + r;
+    RowState& st = s.rows[r];
+    st.start = 0;
+    st.end = 0;
+    st.bad = 0;
+    if (row < p.rows) {
+      if (C::kWindow == 0) {
+        st.end = p.num_keys;
+      } else if (C::kWindow == 1) {
+        int a = p.window_start[row], b = p.window_end[row];
+        if (a < 0 || b > p.num_keys || a > b) {
+          st.bad = 1;
+          atomicAdd(&p.counters[1], 1u);
+        } else {
+          st.start = a;
+          st.end = b;
+        }
+      } else {
+        long long e = (p.causal_offset + row + 1) / p.causal_ratio;
+        st.end = int(e < p.num_keys ? e : p.num_keys);
+      }
+    }
+  }
+  __syncthreads();
+  if (C::kUsesQSq) {
+    for (int e = threadIdx.x; e < R * H; e += C::kThreads) {
+      const float* v = s.q + e * D;
+      float acc = 0.0f;
+      for (int i = 0; i < D; ++i) acc = fmaf(v[i], v[i], acc);
+      s.qsq[e] = acc;
+    }
+  }
+  __syncthreads();
+}
+
+// Scores keys key_of(0..KT-1) (a negative key is an empty slot) against every row of the
+// block and calls visit(r, key, score) for each. Called by the whole CTA.
+template <class C, class S, class KeyOf, class Visit>
+__device__ void score_tile(const TopkParams& p, const TopkSmem<C>& s, KeyOf key_of, Visit visit) {
+  constexpr int R = C::kRows, H = C::kHeads, D = C::kDim, KT = C::kKeyTile;
+  constexpr int KS = D + 1, DS = H + 1;
+  for (int e = threadIdx.x; e < KT * D; e += C::kThreads) {
+    int j = e / D, i = e % D;
+    int key = key_of(j);
+    s.k[j * KS + i] = key >= 0 ? decode_element<C::kKElem>(p.k, key * p.k_row_stride + i) : 0.0f;
+  }
+  if (C::kUsesKScale) {
+    for (int j = threadIdx.x; j < KT; j += C::kThreads) {
+      int key = key_of(j);
+      s.kscale[j] = key >= 0 ? p.kscale[key] : 0.0f;
+    }
+  }
+  __syncthreads();
+  if (C::kUsesKSq) {
+    for (int j = threadIdx.x; j < KT; j += C::kThreads) {
+      const float* v = s.k + j * KS;
+      float acc = 0.0f;
+      for (int i = 0; i < D; ++i) acc = fmaf(v[i], v[i], acc);
+      s.ksq[j] = acc;
+    }
+  }
+  // Dot products, four keys per thread (j, j + KT/4, ...: consecutive threads read
+  // consecutive padded key rows, on different banks). Each accumulates over d in order,
+  // the same order in every mode, so fused and materialize scores have the same bits.
+  constexpr int KQ = KT / 4;
+  for (int item = threadIdx.x; item < R * H * KQ; item += C::kThreads) {
+    int j = item % KQ, rh = item / KQ;
+    const float* qv = s.q + rh * D;
+    const float* k0 = s.k + j * KS;
+    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+#pragma unroll 8
+    for (int i = 0; i < D; ++i) {
+      float x = qv[i];
+      a0 = fmaf(x, k0[i], a0);
+      a1 = fmaf(x, k0[KQ * KS + i], a1);
+      a2 = fmaf(x, k0[2 * KQ * KS + i], a2);
+      a3 = fmaf(x, k0[3 * KQ * KS + i], a3);
+    }
+    int r = rh / H, h = rh % H;
+    float* d = s.dots + (r * KT + j) * DS + h;
+    d[0] = a0;
+    d[KQ * DS] = a1;
+    d[2 * KQ * DS] = a2;
+    d[3 * KQ * DS] = a3;
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < R * KT; e += C::kThreads) {
+    int r = e / KT, j = e % KT;
+    int key = key_of(j);
+    if (key < 0) continue;
+    ScoreArgs a;
+    a.dot = s.dots + (r * KT + j) * DS;
+    a.w = s.w + r * H;
+    a.kscale = C::kUsesKScale ? s.kscale[j] : 1.0f;
+    a.qsq = s.qsq + r * H;
+    a.ksq = C::kUsesKSq ? s.ksq[j] : 0.0f;
+    visit(r, key, S::eval(a));
+  }
+  __syncthreads();
+}
+
+// Visits every key of [begin, end) in tiles.
+template <class C, class S, class Visit>
+__device__ void score_range(const TopkParams& p, const TopkSmem<C>& s, int begin, int end,
+                            Visit visit) {
+  for (int t0 = begin; t0 < end; t0 += C::kKeyTile) {
+    score_tile<C, S>(p, s, [&](int j) { return t0 + j < end ? t0 + j : -1; }, visit);
+  }
+}
+
+// The k-th largest of the distinct RankKeys that for_each yields (k >= 1, and at least k
+// of them exist). Radix select, 8 bits a pass from the top; called by the whole CTA.
+template <class C, class ForEach>
+__device__ u64 radix_kth(const TopkSmem<C>& s, u32 k, ForEach for_each) {
+  u32* hist = s.radix;
+  u64* prefix_slot = reinterpret_cast<u64*>(s.radix + 256);
+  u32* remaining_slot = s.radix + 258;
+  if (threadIdx.x == 0) {
+    *prefix_slot = 0;
+    *remaining_slot = k;
+  }
+  for (int shift = 56; shift >= 0; shift -= 8) {
+    for (int i = threadIdx.x; i < 256; i += C::kThreads) hist[i] = 0;
+    __syncthreads();
+    const u64 prefix = *prefix_slot;
+    const u64 high = shift == 56 ? 0ull : (~0ull << (shift + 8));
+    for_each([&](u64 v) {
+      if ((v & high) == prefix) atomicAdd(&hist[(v >> shift) & 255u], 1u);
+    });
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      u32 need = *remaining_slot, above = 0;
+      for (int d = 255; d >= 0; --d) {
+        if (above + hist[d] >= need) {
+          *prefix_slot = prefix | (u64(d) << shift);
+          *remaining_slot = need - above;
+          break;
+        }
+        above += hist[d];
+      }
+    }
+    __syncthreads();
+  }
+  return *prefix_slot;
+}
+
+// Raises the row's gate to the highest bin whose suffix count reaches k. One warp.
+template <class C>
+__device__ void refresh_gate(const TopkSmem<C>& s, int r, int lane) {
+  constexpr int P = C::kBins / 32;
+  const u32* h = s.hist + r * C::kBins;
+  u32 mine = 0;
+  for (int i = 0; i < P; ++i) mine += h[lane * P + i];
+  u32 suffix = mine;  // sum over lanes >= lane
+  for (int o = 1; o < 32; o <<= 1) {
+    u32 v = __shfl_down_sync(0xFFFFFFFFu, suffix, o);
+    if (lane + o < 32) suffix += v;
+  }
+  const u32 k = C::kTopK;
+  unsigned hit = __ballot_sync(0xFFFFFFFFu, suffix >= k);
+  if (hit == 0) return;
+  int L = 31 - __clz(hit);  // the highest lane whose suffix reaches k
+  u32 above = __shfl_sync(0xFFFFFFFFu, suffix - mine, L);
+  if (lane == L) {
+    int b = lane * P + P - 1;
+    for (; b > lane * P; --b) {
+      above += h[b];
+      if (above >= k) break;
+    }
+    RowState& st = s.rows[r];
+    if (b > st.gate) st.gate = b;
+  }
+}
+
+// Keeps only the entries at or above the gate, in place. Called by the whole CTA.
+template <class C>
+__device__ void compact_candidates(const TopkSmem<C>& s, int r, u64* buf) {
+  RowState& st = s.rows[r];
+  const u32 n = st.count;
+  const ThresholdBins bins = st.bins;
+  const int gate = st.gate;
+  u32* warp_totals = s.radix;  // [32] scratch
+  u32 out = 0;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  for (u32 base = 0; base < n; base += C::kThreads) {
+    u32 i = base + threadIdx.x;
+    u64 v = i < n ? buf[i] : 0ull;
+    bool keep = i < n && bins.bin(rank_key_order(v)) >= gate;
+    unsigned ballot = __ballot_sync(0xFFFFFFFFu, keep);
+    if (lane == 0) warp_totals[warp] = __popc(ballot);
+    __syncthreads();
+    u32 before = 0, total = 0;
+    for (int w2 = 0; w2 < C::kThreads / 32; ++w2) {
+      if (w2 < warp) before += warp_totals[w2];
+      total += warp_totals[w2];
+    }
+    before += __popc(ballot & ((1u << lane) - 1u));
+    if (keep) buf[out + before] = v;
+    out += total;
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) st.count = out;
+  __syncthreads();
+}
+
+// Sorts n (a power of two) RankKeys descending by `order` (bitonic, in global memory).
+template <class C>
+__device__ void sort_desc(u64* v, int n, bool by_index) {
+  auto key = [by_index](u64 x) { return by_index ? ((x << 32) | (x >> 32)) : x; };
+  for (int size = 2; size <= n; size <<= 1) {
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      for (int i = threadIdx.x; i < n / 2; i += C::kThreads) {
+        int lo = 2 * i - (i & (stride - 1));
+        int hi = lo + stride;
+        bool desc = (lo & size) == 0;
+        u64 a = v[lo], b = v[hi];
+        if ((key(a) < key(b)) == desc) {
+          v[lo] = b;
+          v[hi] = a;
+        }
+      }
+      __syncthreads();
+    }
+  }
+}
+
+template <int N>
+struct NextPow2 {
+  static constexpr int value = N <= 1 ? 1 : 2 * NextPow2<(N + 1) / 2>::value;
+};
+template <>
+struct NextPow2<1> {
+  static constexpr int value = 1;
+};
+
+// Selects row r's top k into sel (RankKeys) and writes the outputs.
+template <class C, class S>
+__device__ void select_row(const TopkParams& p, const TopkSmem<C>& s, int r, int row, u64* buf,
+                           u64* sel) {
+  constexpr int K = C::kTopK, KP = NextPow2<C::kTopK>::value;
+  RowState& st = s.rows[r];
+  const int start = st.start, end = st.end;
+  const u32 n_window = u32(end - start);
+  if (threadIdx.x == 0) st.selected = 0;
+  for (int i = threadIdx.x; i < KP; i += C::kThreads) sel[i] = 0ull;
+  __syncthreads();
+  auto emit_from = [&](u64 kth) {
+    return [&, kth](u64 v) {
+      if (v >= kth) sel[atomicAdd(&st.selected, 1u)] = v;
+    };
+  };
+  if (st.overflow) {
+    // Exact fallback: the buffer lost keys, so re-score the window for every pass.
+    auto rescan = [&](auto f) {
+      score_range<C, S>(p, s, start, end, [&](int rr, int key, float sc) {
+        if (rr == r) f(rank_key(order_key(sc), key));
+      });
+    };
+    u64 kth = n_window <= u32(K) ? 0ull : radix_kth<C>(s, K, rescan);
+    rescan(emit_from(kth));
+    if (threadIdx.x == 0) atomicAdd(&p.counters[0], 1u);
+  } else {
+    const u32 n = st.count;
+    auto scan = [&](auto f) {
+      for (u32 i = threadIdx.x; i < n; i += C::kThreads) f(buf[i]);
+    };
+    u64 kth = n <= u32(K) ? 0ull : radix_kth<C>(s, K, scan);
+    scan(emit_from(kth));
+  }
+  __syncthreads();
+  sort_desc<C>(sel, KP, !C::kSorted);
+  const u32 chosen = st.selected;
+  const int base = C::kAbsolute ? 0 : start;
+  for (int i = threadIdx.x; i < K; i += C::kThreads) {
+    bool real = u32(i) < chosen;
+    u64 v = sel[i];
+    p.out_indices[row * p.out_indices_stride + i] = real ? rank_key_index(v) - base : -1;
+    if (p.out_scores) {
+      p.out_scores[row * p.out_scores_stride + i] =
+          real ? order_key_score(rank_key_order(v)) : -__int_as_float(0x7F800000);
+    }
+  }
+  __syncthreads();
+}
+
+// Sample, then filter, for every row of the block; then select each row.
+template <class C, class S>
+__device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, u64* ws) {
+  constexpr int R = C::kRows, K = C::kTopK, CAP = C::kCapacity;
+  constexpr int ROW_WORDS = CAP + NextPow2<C::kTopK>::value;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+
+  // 1. Sample: a strided subset of each row's window sets the low edge of its bins.
+  for (int r = 0; r < R; ++r) {
+    RowState& st = s.rows[r];
+    const int start = st.start, n = st.end - st.start;
+    int ns = C::kSample < n ? C::kSample : n;
+    if (ns > CAP) ns = CAP;
+    const bool sampled = n > K && ns >= K;
+    u64* buf = ws + r * ROW_WORDS;
+    if (threadIdx.x == 0) {
+      st.count = 0;
+      st.sample_max = 0;
+    }
+    __syncthreads();
+    if (sampled) {
+      for (int i0 = 0; i0 < ns; i0 += C::kKeyTile) {
+        auto key_of = [&](int j) {
+          int i = i0 + j;
+          return i < ns ? start + int((long long)i * n / ns) : -1;
+        };
+        score_tile<C, S>(p, s, key_of, [&](int rr, int key, float sc) {
+          if (rr != r) return;
+          u32 ok = order_key(sc);
+          buf[atomicAdd(&st.count, 1u)] = rank_key(ok, key);
+          atomicMax(&st.sample_max, ok);
+        });
+      }
+      u64 kth = radix_kth<C>(s, K, [&](auto f) {
+        for (int i = threadIdx.x; i < ns; i += C::kThreads) f(buf[i]);
+      });
+      if (threadIdx.x == 0) {
+        st.bins = make_threshold_bins(rank_key_order(kth), st.sample_max, C::kBins);
+        st.gate = 1;
+      }
+    } else if (threadIdx.x == 0) {
+      st.bins = make_threshold_bins(0u, 0xFFFFFFFFu, C::kBins);
+      st.gate = 0;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      st.count = 0;
+      st.overflow = 0;
+    }
+  }
+  for (int i = threadIdx.x; i < R * C::kBins; i += C::kThreads) s.hist[i] = 0;
+  __syncthreads();
+
+  // 2. Filter: one pass over the union of the rows' windows.
+  int begin = 0x7FFFFFFF, end = 0;
+  for (int r = 0; r < R; ++r) {
+    if (s.rows[r].end > s.rows[r].start) {
+      begin = min(begin, s.rows[r].start);
+      end = max(end, s.rows[r].end);
+    }
+  }
+  for (int t0 = begin; t0 < end; t0 += C::kKeyTile) {
+    score_tile<C, S>(
+        p, s, [&](int j) { return t0 + j < end ? t0 + j : -1; },
+        [&](int r, int key, float sc) {
+          RowState& st = s.rows[r];
+          if (key < st.start || key >= st.end) return;
+          u32 ok = order_key(sc);
+          int b = st.bins.bin(ok);
+          atomicAdd(&s.hist[r * C::kBins + b], 1u);
+          if (b >= st.gate) {
+            u32 pos = atomicAdd(&st.count, 1u);
+            if (pos < u32(CAP)) ws[r * ROW_WORDS + pos] = rank_key(ok, key);
+          }
+        });
+    // Refresh: a stale gate is only looser, so this may run as rarely as we like.
+    if (warp < R) refresh_gate<C>(s, warp, lane);
+    __syncthreads();
+    for (int r = 0; r < R; ++r) {
+      RowState& st = s.rows[r];
+      if (st.count > u32(CAP)) st.overflow = 1;  // every thread reads the same count
+      if (!st.overflow && st.count > u32(CAP) / 4 * 3) {
+        compact_candidates<C>(s, r, ws + r * ROW_WORDS);
+      }
+    }
+    __syncthreads();
+  }
+
+  // 3. Select.
+  for (int r = 0; r < R; ++r) {
+    const int row = row0 + r;
+    if (row >= p.rows) break;
+    select_row<C, S>(p, s, r, row, ws + r * ROW_WORDS, ws + r * ROW_WORDS + CAP);
+  }
+}
+
+// Writes the fp32 score of every (row, key); keys outside the row's window get -inf.
+template <class C, class S>
+__device__ void materialize_block(const TopkParams& p, const TopkSmem<C>& s, int row0) {
+  score_range<C, S>(p, s, 0, p.num_keys, [&](int r, int key, float sc) {
+    int row = row0 + r;
+    if (row >= p.rows) return;
+    const RowState& st = s.rows[r];
+    bool inside = key >= st.start && key < st.end;
+    p.out_scores[row * p.out_scores_stride + key] = inside ? sc : -__int_as_float(0x7F800000);
+  });
+}
+
+template <class C, class S>
+__device__ void topk_kernel(const TopkParams& p, unsigned char* smem) {
+  TopkSmem<C> s(smem);
+  constexpr long long CTA_WORDS =
+      (long long)C::kRows * (C::kCapacity + NextPow2<C::kTopK>::value);
+  u64* ws = p.workspace + blockIdx.x * CTA_WORDS;
+  const int blocks = (p.rows + C::kRows - 1) / C::kRows;
+  for (int b = blockIdx.x; b < blocks; b += gridDim.x) {
+    __syncthreads();
+    load_rows<C>(p, s, b * C::kRows);
+    if (C::kMaterialize) {
+      materialize_block<C, S>(p, s, b * C::kRows);
+    } else {
+      topk_block<C, S>(p, s, b * C::kRows, ws);
+    }
+  }
+}
+
+}  // namespace winnow

@@ -1,0 +1,30 @@
+// The kernel's run-time arguments. Included by the host (ops/topk.cpp) and by NVRTC, so
+// the layout is one definition; only plain types.
+#pragma once
+
+namespace winnow {
+
+struct TopkParams {
+  const void* q;              // [rows, H, d] elements of the q type
+  long long q_row_stride;     // elements
+  const void* k;              // [num_keys, d]
+  long long k_row_stride;     // elements
+  const float* w;             // [rows, H] or null
+  long long w_row_stride;
+  const float* kscale;        // [num_keys] or null
+  const int* window_start;    // [rows] for range windows
+  const int* window_end;
+  int* out_indices;           // [rows, k] (top-k mode)
+  long long out_indices_stride;
+  float* out_scores;          // [rows, k] (top-k, optional) or [rows, num_keys] (materialize)
+  long long out_scores_stride;
+  int rows;
+  int num_keys;
+  long long causal_offset;    // position of row 0
+  int causal_ratio;           // m
+  int pad0;
+  unsigned long long* workspace;  // per CTA: rows_per_cta * (capacity + k) rank keys
+  unsigned int* counters;     // [0] fallback rows, [1] rows with a bad window
+};
+
+}  // namespace winnow

@@ -1,0 +1,57 @@
+// Helpers shared by the tests.
+#pragma once
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+
+#include "runtime/cuda_driver.h"
+
+namespace winnow::test {
+
+// [gpu] tests start with this. With no GPU it prints WINNOW_SKIP (ctest reports the test
+// as skipped, never as passed) and returns true: the test then returns.
+inline bool skip_without_gpu() {
+  std::string why;
+  if (winnow::rt::gpu_available(&why)) return false;
+  WARN("WINNOW_SKIP: no CUDA device (" << why << ")");
+  return true;
+}
+#define WINNOW_REQUIRE_GPU()                          \
+  do {                                                \
+    if (::winnow::test::skip_without_gpu()) return;  \
+  } while (0)
+
+// Fresh random inputs on each run; the seed is printed so a failure can be replayed
+// with WINNOW_TEST_SEED.
+inline uint64_t test_seed() {
+  static uint64_t seed = []() -> uint64_t {
+    if (const char* s = std::getenv("WINNOW_TEST_SEED")) return std::strtoull(s, nullptr, 10);
+    // Printed once so that a failing run can be replayed.
+    uint64_t v = static_cast<uint64_t>(std::random_device{}()) << 32 | std::random_device{}();
+    std::fprintf(stderr, "WINNOW_TEST_SEED=%llu\n", static_cast<unsigned long long>(v));
+    return v;
+  }();
+  return seed;
+}
+
+// A fresh, empty cache folder for one test (removed at scope exit).
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    std::random_device rd;
+    path = std::filesystem::temp_directory_path() /
+           ("winnow-test-" + std::to_string(rd()) + std::to_string(rd()));
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+}  // namespace winnow::test

@@ -1,0 +1,790 @@
+// The C API's must-fail tests: every rule a caller can break gets its status and a message
+// naming the field. No GPU needed: plans target sm_90a explicitly and are not built
+// (except in one test), and tensors carry fake device pointers, since validation happens
+// before any device access.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstdlib>
+#include <initializer_list>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "compiler/ir/ir.h"
+#include "ops/validate.h"
+#include "support.h"
+#include "winnow.h"
+
+using Catch::Matchers::Contains;
+
+namespace {
+
+// Checks the status and a substring of the thread's last error.
+#define REQUIRE_STATUS(call, status, text)                                  \
+  do {                                                                      \
+    const winnowStatus_t got_ = (call);                                     \
+    INFO("last error: " << winnowGetLastError());                           \
+    REQUIRE(winnowGetStatusString(got_) == winnowGetStatusString(status));  \
+    REQUIRE_THAT(std::string(winnowGetLastError()), Contains(text));        \
+  } while (0)
+
+// Sets an environment variable for one scope (tests run one case per process under ctest,
+// but restore it anyway for a plain run of the test binary).
+struct ScopedEnv {
+  std::string name;
+  std::string old;
+  bool had;
+  ScopedEnv(const char* n, const std::string& value) : name(n) {
+    const char* o = std::getenv(n);
+    had = o != nullptr;
+    if (had) old = o;
+    setenv(n, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (had)
+      setenv(name.c_str(), old.c_str(), 1);
+    else
+      unsetenv(name.c_str());
+  }
+};
+
+struct Context {
+  ScopedEnv no_disk{"WINNOW_DISABLE_DISK_CACHE", "1"};
+  winnowContext_t h = nullptr;
+  Context() {
+    INFO("last error: " << winnowGetLastError());
+    REQUIRE(winnowCreate(&h, 0) == WINNOW_STATUS_SUCCESS);
+  }
+  ~Context() { winnowDestroy(h); }
+};
+
+struct Plan {
+  winnowPlan_t h = nullptr;
+  Plan() = default;
+  Plan(winnowContext_t ctx, const winnowProblemDesc_t& d) {
+    const winnowStatus_t s = winnowPlanCreate(ctx, &d, &h);
+    INFO("last error: " << winnowGetLastError());
+    REQUIRE(s == WINNOW_STATUS_SUCCESS);
+  }
+  ~Plan() {
+    if (h) winnowPlanDestroy(h);
+  }
+};
+
+winnowProblemDesc_t dsa_desc() {  // relu_mh, 64 heads, d 128, fp8 with key scales, k 2048
+  winnowProblemDesc_t d;
+  winnowProblemDescInit(&d);
+  d.arch = "sm_90a";
+  return d;
+}
+
+winnowProblemDesc_t ip_desc() {
+  winnowProblemDesc_t d = dsa_desc();
+  d.score = WINNOW_SCORE_IP;
+  d.heads = 1;
+  d.head_dim = 64;
+  d.q_dtype = WINNOW_DTYPE_FLOAT16;
+  d.k_dtype = WINNOW_DTYPE_FLOAT16;
+  d.k = 16;
+  return d;
+}
+
+void* fake(uintptr_t address) { return reinterpret_cast<void*>(address); }
+
+// A contiguous tensor at a fake device address.
+winnowTensor_t tensor(uintptr_t address, winnowDataType_t dtype,
+                      std::initializer_list<int64_t> shape) {
+  winnowTensor_t t{};
+  t.data = fake(address);
+  t.dtype = dtype;
+  t.ndim = static_cast<int32_t>(shape.size());
+  int i = 0;
+  for (int64_t s : shape) t.shape[i++] = s;
+  int64_t stride = 1;
+  for (int j = t.ndim - 1; j >= 0; --j) {
+    t.strides[j] = stride;
+    stride *= t.shape[j];
+  }
+  t.device = 0;
+  return t;
+}
+
+// One execute call; valid_call() makes it right for a descriptor, tests then break one rule.
+struct Call {
+  winnowTensor_t in[WINNOW_NUM_INPUTS] = {};
+  int n_inputs = WINNOW_NUM_INPUTS;
+  winnowTensor_t indices{}, scores{};
+  bool pass_indices = false, pass_scores = false;
+  void* workspace = fake(0x7000000);
+  size_t workspace_bytes = size_t{1} << 32;
+  winnowStatus_t run(winnowPlan_t plan) const {
+    return winnowExecute(plan, in, n_inputs, pass_indices ? &indices : nullptr,
+                         pass_scores ? &scores : nullptr, workspace, workspace_bytes, nullptr);
+  }
+  winnowTensor_t& q() { return in[WINNOW_INPUT_Q]; }
+  winnowTensor_t& k() { return in[WINNOW_INPUT_K]; }
+  winnowTensor_t& weights() { return in[WINNOW_INPUT_WEIGHTS]; }
+  winnowTensor_t& key_scale() { return in[WINNOW_INPUT_KEY_SCALE]; }
+  winnowTensor_t& window_start() { return in[WINNOW_INPUT_WINDOW_START]; }
+  winnowTensor_t& window_end() { return in[WINNOW_INPUT_WINDOW_END]; }
+};
+
+Call valid_call(const winnowProblemDesc_t& d, int64_t rows, int64_t num_keys) {
+  Call c;
+  c.q() = tensor(0x1000000, d.q_dtype, {rows, d.heads, d.head_dim});
+  c.k() = tensor(0x2000000, d.k_dtype, {num_keys, d.head_dim});
+  if (d.score == WINNOW_SCORE_RELU_MH) {
+    c.weights() = tensor(0x3000000, WINNOW_DTYPE_FLOAT32, {rows, d.heads});
+    if (d.key_scale) c.key_scale() = tensor(0x4000000, WINNOW_DTYPE_FLOAT32, {num_keys});
+  }
+  if (d.window == WINNOW_WINDOW_RANGES) {
+    c.window_start() = tensor(0x5000000, WINNOW_DTYPE_INT32, {rows});
+    c.window_end() = tensor(0x5100000, WINNOW_DTYPE_INT32, {rows});
+  }
+  if (d.mode == WINNOW_MODE_TOPK) {
+    c.indices = tensor(0x6000000, WINNOW_DTYPE_INT32, {rows, d.k});
+    c.pass_indices = true;
+  } else {
+    c.scores = tensor(0x6100000, WINNOW_DTYPE_FLOAT32, {rows, num_keys});
+    c.pass_scores = true;
+  }
+  return c;
+}
+
+// A valid call on a plan that was never built stops after validation, at NOT_BUILT
+// (or NO_DEVICE), so every must-fail case below fails for its own reason.
+void require_passes_validation(const Call& c, winnowPlan_t plan) {
+  const winnowStatus_t s = c.run(plan);
+  INFO("last error: " << winnowGetLastError());
+  REQUIRE((s == WINNOW_STATUS_NOT_BUILT || s == WINNOW_STATUS_NO_DEVICE));
+  REQUIRE(std::string(winnowGetLastError()).size() > 0);
+}
+
+constexpr int64_t kRows = 4, kKeys = 4096;
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// Status strings, defaults, last error.
+
+TEST_CASE("status strings are static, non-empty and distinct", "[capi]") {
+  std::set<std::string> seen;
+  for (int s = WINNOW_STATUS_SUCCESS; s <= WINNOW_STATUS_INTERNAL_ERROR; ++s) {
+    const char* text = winnowGetStatusString(static_cast<winnowStatus_t>(s));
+    REQUIRE(text != nullptr);
+    REQUIRE(std::string(text).size() > 0);
+    REQUIRE(seen.insert(text).second);
+  }
+  REQUIRE(std::string(winnowGetStatusString(static_cast<winnowStatus_t>(99))) == "unknown status");
+  REQUIRE(seen.count("unknown status") == 0);
+}
+
+TEST_CASE("winnowProblemDescInit fills the documented defaults", "[capi]") {
+  winnowProblemDesc_t d;
+  winnowProblemDescInit(&d);
+  REQUIRE(d.struct_size == sizeof(winnowProblemDesc_t));
+  REQUIRE(d.version == WINNOW_PROBLEM_DESC_VERSION);
+  REQUIRE(d.score == WINNOW_SCORE_RELU_MH);
+  REQUIRE(d.heads == 64);
+  REQUIRE(d.head_dim == 128);
+  REQUIRE(d.q_dtype == WINNOW_DTYPE_FP8_E4M3);
+  REQUIRE(d.k_dtype == WINNOW_DTYPE_FP8_E4M3);
+  REQUIRE(d.key_scale == 1);
+  REQUIRE(d.mode == WINNOW_MODE_TOPK);
+  REQUIRE(d.k == 2048);
+  REQUIRE(d.window == WINNOW_WINDOW_DENSE);
+  REQUIRE(d.causal_ratio == 1);
+  REQUIRE(d.arch == nullptr);
+  REQUIRE(d.candidate_capacity == 0);
+  REQUIRE(d.sample_size == -1);
+}
+
+TEST_CASE("the last error is per thread", "[capi]") {
+  REQUIRE_STATUS(winnowCreate(nullptr, 0), WINNOW_STATUS_INVALID_ARGUMENT, "ctx");
+  std::string other;
+  std::thread([&] { other = winnowGetLastError(); }).join();
+  REQUIRE(other.empty());
+  REQUIRE_THAT(std::string(winnowGetLastError()), Contains("ctx"));
+}
+
+// ---------------------------------------------------------------------------------------
+// Null handles and out-pointers.
+
+TEST_CASE("null handles and out-pointers are refused, naming the parameter", "[capi]") {
+  Context ctx;
+  Plan plan(ctx.h, dsa_desc());
+  winnowProblemDesc_t d = dsa_desc();
+  winnowPlan_t p = nullptr;
+  size_t bytes = 0;
+  const char* source = nullptr;
+  REQUIRE_STATUS(winnowCreate(nullptr, 0), WINNOW_STATUS_INVALID_ARGUMENT, "ctx is null");
+  REQUIRE_STATUS(winnowDestroy(nullptr), WINNOW_STATUS_INVALID_ARGUMENT, "ctx is null");
+  REQUIRE_STATUS(winnowPlanCreate(nullptr, &d, &p), WINNOW_STATUS_INVALID_ARGUMENT, "ctx is null");
+  REQUIRE(p == nullptr);
+  REQUIRE_STATUS(winnowPlanCreate(ctx.h, nullptr, &p), WINNOW_STATUS_INVALID_ARGUMENT,
+                 "desc is null");
+  REQUIRE_STATUS(winnowPlanCreate(ctx.h, &d, nullptr), WINNOW_STATUS_INVALID_ARGUMENT,
+                 "plan is null");
+  REQUIRE_STATUS(winnowPlanBuild(nullptr), WINNOW_STATUS_INVALID_ARGUMENT, "plan is null");
+  REQUIRE_STATUS(winnowPlanGetWorkspaceSize(nullptr, &bytes), WINNOW_STATUS_INVALID_ARGUMENT,
+                 "plan is null");
+  REQUIRE_STATUS(winnowPlanGetWorkspaceSize(plan.h, nullptr), WINNOW_STATUS_INVALID_ARGUMENT,
+                 "bytes is null");
+  REQUIRE_STATUS(winnowPlanGetCounterOffset(nullptr, &bytes), WINNOW_STATUS_INVALID_ARGUMENT,
+                 "plan is null");
+  REQUIRE_STATUS(winnowPlanGetCounterOffset(plan.h, nullptr), WINNOW_STATUS_INVALID_ARGUMENT,
+                 "offset is null");
+  REQUIRE_STATUS(winnowPlanGetSource(nullptr, &source), WINNOW_STATUS_INVALID_ARGUMENT,
+                 "plan is null");
+  REQUIRE_STATUS(winnowPlanGetSource(plan.h, nullptr), WINNOW_STATUS_INVALID_ARGUMENT,
+                 "source is null");
+  REQUIRE_STATUS(winnowPlanDestroy(nullptr), WINNOW_STATUS_INVALID_ARGUMENT, "plan is null");
+
+  Call c = valid_call(dsa_desc(), kRows, kKeys);
+  REQUIRE_STATUS(c.run(nullptr), WINNOW_STATUS_INVALID_ARGUMENT, "plan is null");
+  REQUIRE_STATUS(winnowExecute(plan.h, nullptr, 6, &c.indices, nullptr, c.workspace,
+                               c.workspace_bytes, nullptr),
+                 WINNOW_STATUS_INVALID_ARGUMENT, "inputs is null");
+}
+
+TEST_CASE("a negative device ordinal is refused", "[capi]") {
+  winnowContext_t ctx = nullptr;
+  REQUIRE_STATUS(winnowCreate(&ctx, -1), WINNOW_STATUS_INVALID_ARGUMENT, "device_ordinal");
+  REQUIRE(ctx == nullptr);
+}
+
+TEST_CASE("an unbuilt plan has no workspace size", "[capi]") {
+  Context ctx;
+  Plan plan(ctx.h, dsa_desc());
+  size_t bytes = 0;
+  const winnowStatus_t s = winnowPlanGetWorkspaceSize(plan.h, &bytes);
+  INFO("last error: " << winnowGetLastError());
+  REQUIRE(s == WINNOW_STATUS_NOT_BUILT);
+  REQUIRE(std::string(winnowGetLastError()).size() > 0);
+}
+
+// ---------------------------------------------------------------------------------------
+// The problem descriptor.
+
+namespace {
+void require_plan_refused(winnowContext_t ctx, const winnowProblemDesc_t& d, winnowStatus_t status,
+                          const std::string& text) {
+  winnowPlan_t p = reinterpret_cast<winnowPlan_t>(fake(0x1));  // reset to null on failure
+  REQUIRE_STATUS(winnowPlanCreate(ctx, &d, &p), status, text);
+  REQUIRE(p == nullptr);
+}
+}  // namespace
+
+TEST_CASE("the built-in scores make plans for an explicit arch without a GPU", "[capi]") {
+  Context ctx;
+  for (winnowScore_t score :
+       {WINNOW_SCORE_RELU_MH, WINNOW_SCORE_IP, WINNOW_SCORE_L2, WINNOW_SCORE_COSINE}) {
+    winnowProblemDesc_t d = score == WINNOW_SCORE_RELU_MH ? dsa_desc() : ip_desc();
+    d.score = score;
+    Plan plan(ctx.h, d);
+    const char* source = nullptr;
+    REQUIRE(winnowPlanGetSource(plan.h, &source) == WINNOW_STATUS_SUCCESS);
+    REQUIRE(source != nullptr);
+  }
+  winnowProblemDesc_t d = dsa_desc();
+  d.score = WINNOW_SCORE_EXPR;
+  d.expression = "sum_h(w[h] * relu(dot(h))) * kscale";
+  Plan plan(ctx.h, d);
+}
+
+TEST_CASE("descriptor: struct_size and version", "[capi]") {
+  Context ctx;
+  winnowProblemDesc_t d = dsa_desc();
+  d.struct_size = 8;
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "struct_size = 8");
+  d = dsa_desc();
+  d.struct_size = 0;
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "struct_size");
+  d = dsa_desc();
+  d.version = 2;
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "version = 2");
+  d.version = 0;
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "version = 0");
+}
+
+TEST_CASE("descriptor: enums out of range", "[capi]") {
+  Context ctx;
+  winnowProblemDesc_t d = dsa_desc();
+  d.score = static_cast<winnowScore_t>(17);
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "score = 17");
+  d = dsa_desc();
+  d.mode = static_cast<winnowMode_t>(5);
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "mode = 5");
+  d = dsa_desc();
+  d.window = static_cast<winnowWindow_t>(9);
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "window = 9");
+  d = dsa_desc();
+  d.output_flags = 0x10;
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "output_flags");
+}
+
+TEST_CASE("descriptor: dtypes", "[capi]") {
+  Context ctx;
+  winnowProblemDesc_t d = dsa_desc();
+  d.q_dtype = WINNOW_DTYPE_INVALID;
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "q_dtype");
+  d = dsa_desc();
+  d.q_dtype = WINNOW_DTYPE_INT32;
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "q_dtype");
+  d = dsa_desc();
+  d.k_dtype = static_cast<winnowDataType_t>(77);
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "k_dtype = 77");
+}
+
+TEST_CASE("descriptor: k = 0, negative k and k above the maximum", "[capi]") {
+  Context ctx;
+  winnowProblemDesc_t d = dsa_desc();
+  d.k = 0;
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "k must be at least 1");
+  d.k = -5;
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "k must be at least 1");
+  d.k = 9000;
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT,
+                       "k = 9000 exceeds the maximum 8192");
+  d.k = 8192;  // the maximum itself is fine
+  Plan plan(ctx.h, d);
+}
+
+TEST_CASE("descriptor: heads and head_dim", "[capi]") {
+  Context ctx;
+  for (int heads : {0, -1, 129}) {
+    winnowProblemDesc_t d = dsa_desc();
+    d.heads = heads;
+    require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "heads = " + std::to_string(heads));
+  }
+  for (int dim : {0, 8, 100, 1040, 2048}) {
+    winnowProblemDesc_t d = dsa_desc();
+    d.head_dim = dim;
+    require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT,
+                         "head_dim = " + std::to_string(dim));
+  }
+}
+
+TEST_CASE("descriptor: causal ratio and offset, sample size, candidate capacity", "[capi]") {
+  Context ctx;
+  winnowProblemDesc_t d = dsa_desc();
+  d.window = WINNOW_WINDOW_CAUSAL;
+  d.causal_ratio = 0;
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "causal_ratio = 0");
+  d.causal_ratio = 4;
+  d.causal_offset = -1;
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "causal_offset = -1");
+  d = dsa_desc();
+  d.sample_size = -2;
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "sample_size = -2");
+  d = dsa_desc();
+  d.candidate_capacity = -1;
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "candidate_capacity = -1");
+}
+
+TEST_CASE("descriptor: arch", "[capi]") {
+  Context ctx;
+  winnowProblemDesc_t d = dsa_desc();
+  d.arch = "sm_7x";
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "sm_7x");
+  d.arch = "";
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "arch");
+  d.arch = nullptr;
+  if (!winnow::rt::gpu_available()) {
+    ScopedEnv unforced("WINNOW_FORCE_ARCH", "");
+    require_plan_refused(ctx.h, d, WINNOW_STATUS_NO_DEVICE, "pass an explicit arch");
+  }
+  {
+    ScopedEnv forced("WINNOW_FORCE_ARCH", "sm_100a");
+    Plan plan(ctx.h, d);  // the forced arch stands in for the device's
+  }
+  ScopedEnv forced("WINNOW_FORCE_ARCH", "sm_9");
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "WINNOW_FORCE_ARCH = \"sm_9\"");
+}
+
+TEST_CASE("descriptor: expressions", "[capi]") {
+  Context ctx;
+  winnowProblemDesc_t d = dsa_desc();
+  d.score = WINNOW_SCORE_EXPR;
+  d.expression = nullptr;
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "expression is null");
+  d.expression = "sum_h(w[h] * relu(dot(h))";  // unbalanced: ends early
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "position 25");
+  d.expression = "sum_h(w[h] * bogus(dot(h)))";  // unknown function
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "position 13");
+  REQUIRE_THAT(std::string(winnowGetLastError()), Contains("bogus"));
+  d.expression = "";
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "position 0");
+  // Parses, but reads no dot product.
+  d.expression = "kscale";
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "score program");
+  // Parses, but the verifier refuses it: head 70 of 64, h outside a reduction.
+  d.expression = "dot(70)";
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "70");
+  d.expression = "dot(h)";
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "score program");
+}
+
+// ---------------------------------------------------------------------------------------
+// Tensors at execute.
+
+TEST_CASE("valid calls on unbuilt plans pass validation and stop at NOT_BUILT", "[capi]") {
+  Context ctx;
+  SECTION("relu_mh, fp8, key scales") {
+    Plan plan(ctx.h, dsa_desc());
+    require_passes_validation(valid_call(dsa_desc(), kRows, kKeys), plan.h);
+  }
+  SECTION("relu_mh with optional scores and padded rows") {
+    Plan plan(ctx.h, dsa_desc());
+    Call c = valid_call(dsa_desc(), kRows, kKeys);
+    c.scores = tensor(0x6100000, WINNOW_DTYPE_FLOAT32, {kRows, 2048});
+    c.pass_scores = true;
+    c.q().strides[0] = 64 * 128 + 16;  // padded rows stay 16-byte multiples
+    c.indices.strides[0] = 2048 + 64;
+    require_passes_validation(c, plan.h);
+  }
+  SECTION("ip with q as [rows, d] and only two inputs") {
+    Plan plan(ctx.h, ip_desc());
+    Call c = valid_call(ip_desc(), kRows, kKeys);
+    c.q() = tensor(0x1000000, WINNOW_DTYPE_FLOAT16, {kRows, 64});
+    c.n_inputs = 2;
+    require_passes_validation(c, plan.h);
+  }
+  SECTION("ranges") {
+    winnowProblemDesc_t d = dsa_desc();
+    d.window = WINNOW_WINDOW_RANGES;
+    Plan plan(ctx.h, d);
+    require_passes_validation(valid_call(d, kRows, kKeys), plan.h);
+  }
+  SECTION("causal with the last window ending exactly at num_keys") {
+    winnowProblemDesc_t d = dsa_desc();
+    d.window = WINNOW_WINDOW_CAUSAL;
+    d.causal_ratio = 4;
+    d.causal_offset = 100;
+    Plan plan(ctx.h, d);
+    require_passes_validation(valid_call(d, kRows, 26), plan.h);  // (100 + 4) / 4 = 26
+  }
+  SECTION("materialize") {
+    winnowProblemDesc_t d = ip_desc();
+    d.mode = WINNOW_MODE_MATERIALIZE;
+    Plan plan(ctx.h, d);
+    require_passes_validation(valid_call(d, kRows, kKeys), plan.h);
+  }
+}
+
+TEST_CASE("execute: n_inputs", "[capi]") {
+  Context ctx;
+  Plan plan(ctx.h, dsa_desc());
+  Call c = valid_call(dsa_desc(), kRows, kKeys);
+  c.n_inputs = 0;
+  REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "n_inputs = 0");
+  c.n_inputs = 7;
+  REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "n_inputs = 7");
+  c.n_inputs = 2;  // weights and key_scale are then absent
+  REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "weights missing");
+}
+
+TEST_CASE("execute: q", "[capi]") {
+  Context ctx;
+  Plan plan(ctx.h, dsa_desc());
+  const Call good = valid_call(dsa_desc(), kRows, kKeys);
+  auto refused = [&](auto&& change, const std::string& text) {
+    Call c = good;
+    change(c.q());
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, text);
+  };
+  refused([](winnowTensor_t& t) { t = winnowTensor_t{}; }, "q missing");
+  refused([](winnowTensor_t& t) { t.data = nullptr; }, "q: data is null");
+  refused([](winnowTensor_t& t) { t.dtype = WINNOW_DTYPE_BFLOAT16; },
+          "q: dtype is bf16, expected fp8_e4m3");
+  refused([](winnowTensor_t& t) { t.dtype = WINNOW_DTYPE_INVALID; }, "q: dtype");
+  refused([](winnowTensor_t& t) { t.dtype = static_cast<winnowDataType_t>(42); }, "q: dtype");
+  refused([](winnowTensor_t& t) { t.ndim = 2; }, "q: ndim is 2");  // [rows, d] needs H == 1
+  refused([](winnowTensor_t& t) { t.ndim = 4; }, "q: ndim is 4");
+  refused([](winnowTensor_t& t) { t.ndim = 7; }, "q: ndim is 7");
+  refused([](winnowTensor_t& t) { t.ndim = -1; }, "q: ndim is -1");
+  refused([](winnowTensor_t& t) { t.shape[1] = 32; }, "q: shape[1] is 32");
+  refused([](winnowTensor_t& t) { t.shape[2] = 64; }, "q: shape[2] is 64");
+  refused([](winnowTensor_t& t) { t.shape[0] = -1; }, "q: shape[0] is -1");
+  refused([](winnowTensor_t& t) { t.shape[0] = int64_t{1} << 31; }, "2^31");
+  refused([](winnowTensor_t& t) { t.strides[2] = 2; }, "q: strides[2] is 2");
+  refused([](winnowTensor_t& t) { t.strides[1] = 256; }, "q: strides[1] is 256");
+  refused([](winnowTensor_t& t) { t.strides[0] = 64 * 128 - 16; }, "q: strides[0]");
+  refused([](winnowTensor_t& t) { t.strides[0] = 64 * 128 + 8; }, "multiple of 16 bytes");
+  refused([](winnowTensor_t& t) { t.data = fake(0x1000008); }, "16-byte aligned");
+  refused([](winnowTensor_t& t) { t.device = 1; }, "q: device is 1");
+}
+
+TEST_CASE("execute: k", "[capi]") {
+  Context ctx;
+  Plan plan(ctx.h, dsa_desc());
+  const Call good = valid_call(dsa_desc(), kRows, kKeys);
+  auto refused = [&](auto&& change, const std::string& text) {
+    Call c = good;
+    change(c.k());
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, text);
+  };
+  refused([](winnowTensor_t& t) { t = winnowTensor_t{}; }, "k missing");
+  refused([](winnowTensor_t& t) { t.data = nullptr; }, "k: data is null");
+  refused([](winnowTensor_t& t) { t.dtype = WINNOW_DTYPE_FLOAT16; },
+          "k: dtype is fp16, expected fp8_e4m3");
+  refused([](winnowTensor_t& t) { t.ndim = 3; }, "k: ndim is 3");
+  refused([](winnowTensor_t& t) { t.shape[1] = 256; }, "k: shape[1] is 256");
+  refused([](winnowTensor_t& t) { t.shape[0] = int64_t{3} << 31; }, "2^31");
+  refused([](winnowTensor_t& t) { t.strides[1] = 4; }, "k: strides[1] is 4");
+  refused([](winnowTensor_t& t) { t.strides[0] = 64; }, "k: strides[0] is 64");
+  refused([](winnowTensor_t& t) { t.strides[0] = 136; }, "multiple of 16 bytes");
+  refused([](winnowTensor_t& t) { t.data = fake(0x2000004); }, "16-byte aligned");
+  refused([](winnowTensor_t& t) { t.device = 3; }, "k: device is 3");
+}
+
+TEST_CASE("execute: weights and key_scale follow what the program reads", "[capi]") {
+  Context ctx;
+  SECTION("relu_mh with key scales") {
+    Plan plan(ctx.h, dsa_desc());
+    const Call good = valid_call(dsa_desc(), kRows, kKeys);
+    Call c = good;
+    c.weights() = winnowTensor_t{};
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "weights missing");
+    c = good;
+    c.weights().dtype = WINNOW_DTYPE_BFLOAT16;
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "weights: dtype is bf16");
+    c = good;
+    c.weights() = tensor(0x3000000, WINNOW_DTYPE_FLOAT32, {kRows, 32});
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "weights: shape[1] is 32");
+    c = good;
+    c.weights() = tensor(0x3000000, WINNOW_DTYPE_FLOAT32, {kRows + 1, 64});
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "weights: shape[0] is 5");
+    c = good;
+    c.weights().strides[1] = 2;
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "weights: strides[1]");
+    c = good;
+    c.weights().data = fake(0x3000002);
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "weights: data pointer");
+    c = good;
+    c.key_scale() = winnowTensor_t{};
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "key_scale missing");
+    c = good;
+    c.key_scale() = tensor(0x4000000, WINNOW_DTYPE_FLOAT32, {kKeys - 1});
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "key_scale: shape[0] is 4095");
+    c = good;
+    c.key_scale().strides[0] = 2;
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "key_scale: strides[0] is 2");
+    c = good;
+    c.key_scale().dtype = WINNOW_DTYPE_FLOAT16;
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "key_scale: dtype");
+  }
+  SECTION("relu_mh without key scales") {
+    winnowProblemDesc_t d = dsa_desc();
+    d.key_scale = 0;
+    Plan plan(ctx.h, d);
+    Call c = valid_call(d, kRows, kKeys);
+    require_passes_validation(c, plan.h);
+    c.key_scale() = tensor(0x4000000, WINNOW_DTYPE_FLOAT32, {kKeys});
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT,
+                   "key_scale given but the score program does not read kscale");
+  }
+  SECTION("ip reads neither") {
+    Plan plan(ctx.h, ip_desc());
+    const Call good = valid_call(ip_desc(), kRows, kKeys);
+    Call c = good;
+    c.weights() = tensor(0x3000000, WINNOW_DTYPE_FLOAT32, {kRows, 1});
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT,
+                   "weights given but the score program does not read w");
+    c = good;
+    c.key_scale() = tensor(0x4000000, WINNOW_DTYPE_FLOAT32, {kKeys});
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT,
+                   "key_scale given but the score program does not read kscale");
+  }
+}
+
+TEST_CASE("execute: window arrays", "[capi]") {
+  Context ctx;
+  winnowProblemDesc_t d = dsa_desc();
+  d.window = WINNOW_WINDOW_RANGES;
+  Plan plan(ctx.h, d);
+  const Call good = valid_call(d, kRows, kKeys);
+  Call c = good;
+  c.window_start() = winnowTensor_t{};
+  REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "window_start missing");
+  c = good;
+  c.n_inputs = 5;
+  REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "window_end missing");
+  c = good;
+  c.window_start().dtype = WINNOW_DTYPE_FLOAT32;
+  REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT,
+                 "window_start: dtype is fp32, expected int32");
+  c = good;
+  c.window_end() = tensor(0x5100000, WINNOW_DTYPE_INT32, {kRows * 2});
+  REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "window_end: shape[0] is 8");
+  c = good;
+  c.window_end().data = nullptr;
+  REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "window_end: data is null");
+
+  Plan dense(ctx.h, dsa_desc());
+  c = good;  // a dense plan does not read window arrays
+  REQUIRE_STATUS(c.run(dense.h), WINNOW_STATUS_INVALID_ARGUMENT,
+                 "window_start given but the window is dense");
+}
+
+TEST_CASE("execute: causal windows past the key count", "[capi]") {
+  Context ctx;
+  winnowProblemDesc_t d = dsa_desc();
+  d.window = WINNOW_WINDOW_CAUSAL;
+  {
+    Plan plan(ctx.h, d);  // m = 1, offset 0: row 3 sees keys [0, 4)
+    REQUIRE_STATUS(valid_call(d, kRows, 2).run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT,
+                   "window of row 3 ends at 4, past num_keys 2");
+  }
+  d.causal_ratio = 4;
+  d.causal_offset = 100;
+  Plan plan(ctx.h, d);  // row 3 at position 103 sees t < 104 / 4 = 26
+  REQUIRE_STATUS(valid_call(d, kRows, 25).run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT,
+                 "window of row 3 ends at 26, past num_keys 25");
+}
+
+TEST_CASE("execute: outputs", "[capi]") {
+  Context ctx;
+  SECTION("top-k") {
+    Plan plan(ctx.h, dsa_desc());
+    const Call good = valid_call(dsa_desc(), kRows, kKeys);
+    Call c = good;
+    c.pass_indices = false;
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "out_indices missing");
+    c = good;
+    c.indices = winnowTensor_t{};
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "out_indices missing");
+    c = good;
+    c.indices.data = nullptr;
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "out_indices: data is null");
+    c = good;
+    c.indices.dtype = WINNOW_DTYPE_FLOAT32;
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT,
+                   "out_indices: dtype is fp32, expected int32");
+    c = good;
+    c.indices = tensor(0x6000000, WINNOW_DTYPE_INT32, {kRows, 1024});
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "out_indices: shape[1] is 1024");
+    c = good;
+    c.indices = tensor(0x6000000, WINNOW_DTYPE_INT32, {kRows + 1, 2048});
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "out_indices: shape[0] is 5");
+    c = good;
+    c.indices.strides[1] = 2;
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "out_indices: strides[1] is 2");
+    c = good;
+    c.indices.strides[0] = 2047;
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "out_indices: strides[0] is 2047");
+    c = good;
+    c.indices.data = fake(0x6000002);
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "out_indices: data pointer");
+    c = good;
+    c.indices.device = 2;
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "out_indices: device is 2");
+    c = good;
+    c.pass_scores = true;
+    c.scores = tensor(0x6100000, WINNOW_DTYPE_FLOAT16, {kRows, 2048});
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT,
+                   "out_scores: dtype is fp16, expected fp32");
+    c.scores = tensor(0x6100000, WINNOW_DTYPE_FLOAT32, {kRows, kKeys});
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "out_scores: shape[1] is 4096");
+  }
+  SECTION("materialize") {
+    winnowProblemDesc_t d = ip_desc();
+    d.mode = WINNOW_MODE_MATERIALIZE;
+    Plan plan(ctx.h, d);
+    const Call good = valid_call(d, kRows, kKeys);
+    Call c = good;
+    c.pass_scores = false;
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "out_scores missing");
+    c = good;
+    c.indices = tensor(0x6000000, WINNOW_DTYPE_INT32, {kRows, 16});
+    c.pass_indices = true;
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "out_indices given");
+    c = good;
+    c.scores = tensor(0x6100000, WINNOW_DTYPE_FLOAT32, {kRows, 16});
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "out_scores: shape[1] is 16");
+    c = good;
+    c.scores.strides[0] = kKeys - 1;
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "out_scores: strides[0]");
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// The workspace rules, on ops::validate_call directly: an unbuilt plan has no workspace
+// size, and building one needs a device.
+
+namespace {
+namespace ops = winnow::ops;
+
+ops::TensorView view(uintptr_t address, ops::DType dtype, std::initializer_list<int64_t> shape) {
+  ops::TensorView v;
+  v.data = fake(address);
+  v.dtype = dtype;
+  v.ndim = static_cast<int>(shape.size());
+  int i = 0;
+  for (int64_t s : shape) v.shape[i++] = s;
+  int64_t stride = 1;
+  for (int j = v.ndim - 1; j >= 0; --j) {
+    v.strides[j] = stride;
+    stride *= v.shape[j];
+  }
+  return v;
+}
+}  // namespace
+
+TEST_CASE("workspace: null, misaligned and too small", "[capi]") {
+  ops::TopkProblem p;
+  p.score = winnow::ir::ip();
+  p.heads = 1;
+  p.head_dim = 64;
+  p.q_dtype = p.k_dtype = ops::DType::BF16;
+  p.k = 8;
+  ops::validate_problem(p);
+  ops::TopkInputs in;
+  in.q = view(0x100000, ops::DType::BF16, {3, 1, 64});
+  in.k = view(0x200000, ops::DType::BF16, {100, 64});
+  const ops::TensorView out = view(0x300000, ops::DType::I32, {3, 8});
+  constexpr size_t need = 4096;
+
+  const ops::CallShape shape = ops::validate_call(p, 0, in, &out, nullptr, fake(0x400000), need, need);
+  REQUIRE(shape.rows == 3);
+  REQUIRE(shape.num_keys == 100);
+  // A plan that needs no workspace takes none.
+  REQUIRE_NOTHROW(ops::validate_call(p, 0, in, &out, nullptr, nullptr, 0, 0));
+
+  REQUIRE_THROWS_MATCHES(ops::validate_call(p, 0, in, &out, nullptr, nullptr, need, need),
+                         ops::InvalidArgument, Catch::Matchers::Message(
+                             "workspace is null, but the plan needs 4096 bytes"));
+  REQUIRE_THROWS_WITH(ops::validate_call(p, 0, in, &out, nullptr, fake(0x400080), need, need),
+                      Contains("workspace pointer") && Contains("256-byte aligned"));
+  REQUIRE_THROWS_WITH(ops::validate_call(p, 0, in, &out, nullptr, fake(0x400000), need - 1, need),
+                      Contains("workspace of 4095 bytes is smaller than the 4096 the plan needs"));
+}
+
+TEST_CASE("validate_problem: a missing score program", "[capi]") {
+  ops::TopkProblem p;
+  REQUIRE_THROWS_AS(ops::validate_problem(p), ops::InvalidArgument);
+  REQUIRE_THROWS_WITH(ops::validate_problem(p), Contains("score program"));
+}
+
+// ---------------------------------------------------------------------------------------
+// The one test that compiles: a small ip plan for sm_90a (a few seconds of NVRTC).
+
+TEST_CASE("a small ip plan builds for sm_90a without a GPU", "[capi]") {
+  winnow::test::TempDir cache_dir;
+  ScopedEnv dir("WINNOW_CACHE_DIR", cache_dir.path.string());
+  Context ctx;
+  Plan plan(ctx.h, ip_desc());
+  const winnowStatus_t built = winnowPlanBuild(plan.h);
+  INFO("last error: " << winnowGetLastError());
+  REQUIRE(built == WINNOW_STATUS_SUCCESS);
+  const char* source = nullptr;
+  REQUIRE(winnowPlanGetSource(plan.h, &source) == WINNOW_STATUS_SUCCESS);
+  REQUIRE_THAT(std::string(source), Contains("extern \"C\""));
+  if (winnow::rt::gpu_available()) return;  // fake pointers must not reach a real launch
+  const Call c = valid_call(ip_desc(), kRows, kKeys);
+  const winnowStatus_t s = c.run(plan.h);
+  INFO("last error: " << winnowGetLastError());
+  REQUIRE((s == WINNOW_STATUS_NOT_BUILT || s == WINNOW_STATUS_NO_DEVICE));
+  REQUIRE(std::string(winnowGetLastError()).size() > 0);
+}

@@ -1,0 +1,73 @@
+// The generated stub and the real topk kernel through NVRTC, for sm_90a and sm_100a,
+// with no GPU.
+#include <chrono>
+
+#include "compiler/backend/backend.h"
+#include "compiler/codegen/emit_cuda.h"
+#include "compiler/plan/kernel_plan.h"
+#include "ops/topk.h"
+#include "support.h"
+
+using namespace winnow;
+
+TEST_CASE("the score functor is printed from the IR", "[codegen]") {
+  std::string f = codegen::emit_score_functor(ir::relu_mh(true), 64);
+  CHECK_THAT(f, Catch::Contains("winnow::op_relu(a.dot[h])"));
+  CHECK_THAT(f, Catch::Contains("h < 64"));
+  CHECK_THAT(f, Catch::Contains("a.kscale"));
+  std::string g = codegen::emit_score_functor(ir::parse("max_h(dot(h))"), 8);
+  CHECK_THAT(g, Catch::Contains("winnow::op_max(acc"));
+  std::string c = codegen::emit_score_functor(ir::parse("dot(0) * 0.5"), 1);
+  CHECK_THAT(c, Catch::Contains("0x1p-1f"));
+}
+
+TEST_CASE("plans fit shared memory or are refused with the numbers", "[codegen]") {
+  plan::KernelSpec s;
+  plan::KernelPlan p;
+  std::string why;
+  REQUIRE(plan::choose_plan(s, 227 * 1024, 0, -1, &p, &why));
+  CHECK(p.smem_bytes() <= 227 * 1024);
+  CHECK(p.capacity >= s.k);
+  s.heads = 128;
+  s.head_dim = 1024;
+  CHECK_FALSE(plan::choose_plan(s, 227 * 1024, 0, -1, &p, &why));
+  CHECK_THAT(why, Catch::Contains("128 * 1024"));
+}
+
+TEST_CASE("the fused kernel compiles for sm_90a and sm_100a without a GPU", "[nvrtc]") {
+  const char* arch = GENERATE("sm_90a", "sm_100a");
+  const char* expr = GENERATE("relu_mh", "sum_h(w[h] * softplus(dot(h))) * kscale");
+  ops::TopkProblem p;
+  p.score = std::string(expr) == "relu_mh" ? ir::relu_mh(true) : ir::parse(expr);
+  p.heads = 64;
+  p.head_dim = 128;
+  p.arch = backend::parse_arch(arch);
+  auto op = ops::TopkOp::create(p, nullptr);
+  CHECK_THAT(op->source(), Catch::Contains("extern \"C\" __global__"));
+  rt::CubinCache cache(std::nullopt);
+  auto be = backend::make_nvrtc_backend();
+  auto t0 = std::chrono::steady_clock::now();
+  op->build(cache, *be);
+  INFO(arch << " " << expr << " compiled in "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
+            << " s");
+  REQUIRE(op->cubin().size() > 1000);
+  CHECK(std::string(op->cubin().data() + 1, 3) == "ELF");
+  CHECK(op->content_key().size() == 64);
+  CHECK_THROWS_AS(op->workspace_bytes(), ops::NotBuilt);
+}
+
+TEST_CASE("the materialize kernel compiles and differs only in its mode", "[nvrtc]") {
+  ops::TopkProblem p;
+  p.score = ir::ip();
+  p.heads = 1;
+  p.head_dim = 768;
+  p.q_dtype = p.k_dtype = ops::DType::F16;
+  p.mode = ops::Mode::Materialize;
+  p.arch = backend::parse_arch("sm_90a");
+  auto op = ops::TopkOp::create(p, nullptr);
+  CHECK_THAT(op->source(), Catch::Contains("kMaterialize = true"));
+  rt::CubinCache cache(std::nullopt);
+  op->build(cache, *backend::make_nvrtc_backend());
+  CHECK(op->cubin().size() > 1000);
+}

@@ -1,0 +1,86 @@
+// The rank order, bins and element decoding of templates/, compiled for the host.
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "ops/host_data.h"
+#include "support.h"
+#include "winnow/element_decode.cuh"
+#include "winnow/rank_order.cuh"
+
+using namespace winnow;
+
+TEST_CASE("order keys rank NaN first, then descending, with -0 equal to +0", "[ref]") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  CHECK(order_key(nan) > order_key(inf));
+  CHECK(order_key(-nan) == order_key(nan));
+  CHECK(order_key(inf) > order_key(3.0f));
+  CHECK(order_key(3.0f) > order_key(2.5f));
+  CHECK(order_key(0.0f) == order_key(-0.0f));
+  CHECK(order_key(-1.0f) > order_key(-2.0f));
+  CHECK(order_key(-2.0f) > order_key(-inf));
+  std::mt19937_64 rng(test::test_seed());
+  std::normal_distribution<float> d(0.0f, 100.0f);
+  for (int i = 0; i < 100000; ++i) {
+    float a = d(rng), b = d(rng);
+    INFO(a << " vs " << b);
+    REQUIRE((a > b) == (order_key(a) > order_key(b)));
+    REQUIRE(order_key_score(order_key(a)) == a);
+  }
+  CHECK(std::isnan(order_key_score(order_key(nan))));
+}
+
+TEST_CASE("rank keys break ties by the smaller index", "[ref]") {
+  CHECK(rank_key(order_key(1.0f), 5) > rank_key(order_key(1.0f), 6));
+  CHECK(rank_key(order_key(1.5f), 900) > rank_key(order_key(1.0f), 0));
+  CHECK(rank_key_index(rank_key(order_key(2.0f), 123456)) == 123456);
+  CHECK(rank_key_order(rank_key(order_key(2.0f), 7)) == order_key(2.0f));
+}
+
+TEST_CASE("threshold bins are monotone and bin 0 is below lo", "[ref]") {
+  std::mt19937_64 rng(test::test_seed());
+  std::uniform_int_distribution<u32> u;
+  for (int t = 0; t < 50; ++t) {
+    u32 lo = u(rng), hi = u(rng);
+    if (lo > hi) std::swap(lo, hi);
+    ThresholdBins b = make_threshold_bins(lo, hi, 2048);
+    CHECK(b.bin(hi) <= 2046);
+    if (lo > 0) CHECK(b.bin(lo - 1) == 0);
+    CHECK(b.bin(lo) == 1);
+    for (int i = 0; i < 2000; ++i) {
+      u32 x = u(rng), y = u(rng);
+      if (x > y) std::swap(x, y);
+      REQUIRE(b.bin(x) <= b.bin(y));
+    }
+  }
+  ThresholdBins all = make_threshold_bins(0, 0xFFFFFFFFu, 2048);
+  CHECK(all.bin(0xFFFFFFFFu) < 2048);
+  CHECK(all.bin(0) == 1);
+}
+
+TEST_CASE("fp8 e4m3, fp16 and bf16 decode exactly and encode to the nearest", "[ref]") {
+  CHECK(decode_e4m3(0x38) == 1.0f);
+  CHECK(decode_e4m3(0x7E) == 448.0f);
+  CHECK(decode_e4m3(0xFE) == -448.0f);
+  CHECK(decode_e4m3(0x01) == std::ldexp(1.0f, -9));
+  CHECK(std::isnan(decode_e4m3(0x7F)));
+  CHECK(decode_f16(0x3C00) == 1.0f);
+  CHECK(decode_f16(0x0001) == std::ldexp(1.0f, -24));
+  CHECK(std::isinf(decode_f16(0x7C00)));
+  CHECK(decode_bf16(0x3F80) == 1.0f);
+  CHECK(decode_e4m3(ops::encode_e4m3(1000.0f)) == 448.0f);
+  CHECK(decode_e4m3(ops::encode_e4m3(1.0625f)) == 1.0f);  // tie goes to the even code
+  std::mt19937_64 rng(test::test_seed());
+  std::normal_distribution<float> d(0.0f, 4.0f);
+  for (int i = 0; i < 20000; ++i) {
+    float x = d(rng);
+    float e8 = decode_e4m3(ops::encode_e4m3(x));
+    float h = decode_f16(ops::encode_f16(x));
+    float b = decode_bf16(ops::encode_bf16(x));
+    INFO(x);
+    REQUIRE(std::abs(e8 - x) <= std::abs(x) * 0.0625f + std::ldexp(1.0f, -10));
+    REQUIRE(std::abs(h - x) <= std::abs(x) * std::ldexp(1.0f, -11) + std::ldexp(1.0f, -25));
+    REQUIRE(std::abs(b - x) <= std::abs(x) * std::ldexp(1.0f, -8));
+  }
+}

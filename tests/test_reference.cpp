@@ -1,0 +1,87 @@
+// The CPU reference itself: scores from the IR in double, and the top-k order.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "ops/harness.h"
+#include "ops/reference.h"
+#include "support.h"
+
+using namespace winnow;
+
+namespace {
+ops::TopkProblem ip_problem(int k) {
+  ops::TopkProblem p;
+  p.score = ir::ip();
+  p.heads = 1;
+  p.head_dim = 16;
+  p.q_dtype = p.k_dtype = ops::DType::F32;
+  p.k = k;
+  return p;
+}
+}  // namespace
+
+TEST_CASE("select_topk_row: NaN first, ties by the smaller index, k > window", "[ref]") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> s = {1, 3, nan, 3, -0.0f, 0.0f, nan, 2};
+  CHECK(ops::select_topk_row(s.data(), 0, 8, 4) == std::vector<int64_t>{2, 6, 1, 3});
+  CHECK(ops::select_topk_row(s.data(), 3, 6, 2) == std::vector<int64_t>{3, 4});
+  CHECK(ops::select_topk_row(s.data(), 4, 6, 2) == std::vector<int64_t>{4, 5});
+  CHECK(ops::select_topk_row(s.data(), 0, 3, 10).size() == 3);
+  CHECK(ops::select_topk_row(s.data(), 5, 5, 3).empty());
+}
+
+TEST_CASE("select_topk_row equals a full sort on random ties", "[ref]") {
+  std::mt19937_64 rng(test::test_seed());
+  std::uniform_int_distribution<int> v(0, 7);
+  std::vector<float> s(1000);
+  for (auto& x : s) x = float(v(rng));
+  std::vector<int64_t> idx(1000);
+  for (int i = 0; i < 1000; ++i) idx[i] = i;
+  std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return s[a] > s[b]; });
+  idx.resize(100);
+  CHECK(ops::select_topk_row(s.data(), 0, 1000, 100) == idx);
+}
+
+TEST_CASE("reference scores follow the IR in double", "[ref]") {
+  ops::TopkProblem p = ip_problem(2);
+  std::mt19937_64 rng(test::test_seed());
+  ops::ProblemData d = ops::random_problem(p, 3, 50, rng);
+  ops::HostInputs h = d.host(p);
+  double want = 0;
+  for (int i = 0; i < 16; ++i) want += double(h.q[16 + i]) * h.k[7 * 16 + i];
+  CHECK(ops::reference_score(p, h, 1, 7) == want);
+  p.score = ir::l2();
+  double l2 = 0;
+  for (int i = 0; i < 16; ++i) l2 -= std::pow(double(h.q[16 + i]) - h.k[7 * 16 + i], 2);
+  CHECK(ops::reference_score(p, h, 1, 7) == Approx(l2).epsilon(1e-9));
+}
+
+TEST_CASE("reference top-k honours the window and pads nothing itself", "[ref]") {
+  ops::TopkProblem p = ip_problem(5);
+  p.window = ops::WindowKind::Ranges;
+  std::mt19937_64 rng(test::test_seed());
+  ops::ProblemData d = ops::random_problem(p, 2, 40, rng);
+  d.window_start = {10, 3};
+  d.window_end = {13, 3};
+  ops::HostInputs h = d.host(p);
+  auto top = ops::reference_topk_row(p, h, 0);
+  REQUIRE(top.size() == 3);
+  for (auto x : top) CHECK((x >= 10 && x < 13));
+  CHECK(ops::reference_topk_row(p, h, 1).empty());
+  d.window_end = {41, 3};
+  h = d.host(p);
+  CHECK(ops::row_window(p, h, 0).bad);
+}
+
+TEST_CASE("causal windows with ratio m", "[ref]") {
+  ops::TopkProblem p = ip_problem(5);
+  p.window = ops::WindowKind::Causal;
+  p.causal_ratio = 4;
+  p.causal_offset = 100;
+  ops::HostInputs h;
+  h.num_keys = 1000;
+  CHECK(ops::row_window(p, h, 0).end == 25);   // (100 + 0 + 1) / 4
+  CHECK(ops::row_window(p, h, 3).end == 26);   // (100 + 3 + 1) / 4
+}

@@ -1,0 +1,177 @@
+// The fused top-k on the GPU against materialize + exact select (bit for bit) and the
+// CPU double reference. Fresh random inputs on every run (the seed is printed).
+#include "support.h"
+#include "topk_check.h"
+
+using namespace winnow;
+using winnow::test::GpuFixture;
+
+namespace {
+
+ops::TopkProblem relu_mh_problem(int heads, int k, ops::DType t) {
+  ops::TopkProblem p;
+  p.score = ir::relu_mh(true);
+  p.heads = heads;
+  p.head_dim = 128;
+  p.q_dtype = t;
+  p.k_dtype = t;
+  p.k = k;
+  return p;
+}
+
+ops::TopkProblem single_head(ir::Expr score, int dim, int k, ops::DType t) {
+  ops::TopkProblem p;
+  p.score = std::move(score);
+  p.heads = 1;
+  p.head_dim = dim;
+  p.q_dtype = t;
+  p.k_dtype = t;
+  p.k = k;
+  return p;
+}
+
+// Runs the fused op and the materialize op on the same data and checks both ways.
+ops::RunResult run_and_check(ops::TopkProblem p, int64_t rows, int64_t keys,
+                             const ops::DataOptions& opt, std::vector<int64_t> ref_rows,
+                             bool exact_data) {
+  auto& f = GpuFixture::get();
+  std::mt19937_64 rng(test::test_seed() ^ (uint64_t(rows) * 1315423911u + keys + p.k));
+  ops::ProblemData d = ops::random_problem(p, rows, keys, rng, opt);
+  auto fused = f.build(p);
+  ops::TopkProblem pm = p;
+  pm.mode = ops::Mode::Materialize;
+  auto mat = f.build(pm);
+  ops::RunResult rf = ops::run_on_device(*fused, *f.ctx, d);
+  ops::RunResult rm = ops::run_on_device(*mat, *f.ctx, d);
+  test::check_against_materialize(p, d, rf, rm);
+  if (ref_rows.empty()) {
+    for (int64_t r = 0; r < rows; ++r) ref_rows.push_back(r);
+  }
+  test::check_against_reference(p, d, rf, ref_rows, exact_data);
+  return rf;
+}
+
+}  // namespace
+
+TEST_CASE("relu_mh fp8 with key scale equals materialize and the reference", "[gpu]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  const int k = GENERATE(1, 31, 512, 2048);
+  auto p = relu_mh_problem(64, k, ops::DType::E4M3);
+  run_and_check(p, 40, 5003, {}, {0, 7, 39}, false);
+}
+
+TEST_CASE("relu_mh bf16, H = 32, sorted and absolute indices", "[gpu]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  auto p = relu_mh_problem(32, 100, ops::DType::BF16);
+  p.score = ir::relu_mh(false);
+  p.sorted = GENERATE(false, true);
+  p.absolute_indices = true;
+  run_and_check(p, 33, 3000, {}, {1, 32}, false);
+}
+
+TEST_CASE("heavy ties: few distinct values, ties broken by the smaller index", "[gpu]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  const int k = GENERATE(1, 100, 2048);
+  auto p = relu_mh_problem(64, k, ops::DType::E4M3);
+  p.sorted = true;
+  ops::DataOptions opt;
+  opt.levels = 4;  // integers in [-2, 2]: exact in fp32, so the reference is exact too
+  run_and_check(p, 16, 4099, opt, {0, 5, 15}, true);
+}
+
+TEST_CASE("NaN and inf scores rank as torch.topk ranks them", "[gpu]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  auto p = single_head(ir::ip(), 64, 64, ops::DType::F32);
+  p.sorted = true;
+  ops::DataOptions opt;
+  opt.nan_fraction = 0.01;
+  opt.inf_fraction = 0.01;
+  run_and_check(p, 24, 3000, opt, {}, false);
+}
+
+TEST_CASE("range windows: empty, not tile aligned, k = window, k > window", "[gpu]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  auto p = relu_mh_problem(64, GENERATE(1, 300), ops::DType::E4M3);
+  p.window = ops::WindowKind::Ranges;
+  ops::DataOptions opt;
+  opt.levels = GENERATE(0, 6);
+  run_and_check(p, 50, 1000, opt, {}, opt.levels > 0);
+}
+
+TEST_CASE("k equal to the window and larger than the window", "[gpu]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  const int keys = 777;
+  auto p = single_head(ir::l2(), 128, GENERATE(777, 1000), ops::DType::F16);
+  run_and_check(p, 9, keys, {}, {}, false);
+}
+
+TEST_CASE("causal windows with compression ratio m", "[gpu]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  auto p = relu_mh_problem(64, 64, ops::DType::E4M3);
+  p.window = ops::WindowKind::Causal;
+  p.causal_ratio = GENERATE(1, 4);
+  const int64_t rows = 200, keys = 2000;
+  p.causal_offset = keys * p.causal_ratio - rows;  // the last row sees every key
+  run_and_check(p, rows, keys, {}, {0, 63, 64, 199}, false);
+}
+
+TEST_CASE("single-head scores: ip, l2, cosine", "[gpu]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  ir::Expr score = GENERATE(ir::ip(), ir::l2(), ir::cosine());
+  auto p = single_head(score, 96, 50, ops::DType::BF16);
+  run_and_check(p, 70, 4000, {}, {0, 33, 69}, false);
+}
+
+TEST_CASE("user expressions compile at run time and stay exact", "[gpu]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  const char* text = GENERATE("max_h(dot(h))", "sum_h(w[h] * softplus(dot(h))) * kscale");
+  auto p = relu_mh_problem(16, 40, ops::DType::BF16);
+  p.score = ir::parse(text);
+  INFO(text);
+  run_and_check(p, 20, 2500, {}, {0, 19}, false);
+}
+
+TEST_CASE("a candidate buffer overflow falls back and stays exact", "[gpu]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  auto p = relu_mh_problem(64, 64, ops::DType::E4M3);
+  p.candidate_capacity = 70;  // barely above k: the filter cannot keep up
+  p.sample_size = 0;          // and no sample to set a first threshold
+  ops::DataOptions opt;
+  opt.levels = GENERATE(0, 2);  // levels 2: nearly every score ties
+  auto r = run_and_check(p, 12, 5000, opt, {0, 11}, opt.levels > 0);
+  CHECK(r.fallback_rows > 0);
+}
+
+TEST_CASE("a range window past the key count is reported, and its row is all -1", "[gpu]") {
+  WINNOW_REQUIRE_GPU();
+  auto& f = GpuFixture::get();
+  auto p = single_head(ir::ip(), 32, 8, ops::DType::F32);
+  p.window = ops::WindowKind::Ranges;
+  std::mt19937_64 rng(test::test_seed());
+  ops::ProblemData d = ops::random_problem(p, 4, 100, rng);
+  d.window_start = {0, 10, 50, 0};
+  d.window_end = {100, 20, 101, 5};  // row 2 runs past the 100 keys
+  auto op = f.build(p);
+  ops::RunResult r = ops::run_on_device(*op, *f.ctx, d);
+  CHECK(r.bad_windows == 1);
+  for (int i = 0; i < p.k; ++i) CHECK(r.indices[2 * p.k + i] == -1);
+  CHECK(r.indices[1 * p.k] >= 0);
+}
+
+TEST_CASE("DSA shape: 512 queries x 65536 keys, H = 64, k = 2048", "[gpu]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  auto p = relu_mh_problem(64, 2048, ops::DType::E4M3);
+  auto r = run_and_check(p, 512, 65536, {}, {0, 311}, false);
+  CHECK(r.fallback_rows == 0);
+}

@@ -1,0 +1,134 @@
+// Shared checks of topk results for the [gpu] tests: fused == materialize + exact select
+// (bit for bit), and fused == the CPU double reference on sampled rows.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ops/harness.h"
+#include "ops/reference.h"
+#include "ops/topk.h"
+#include "support.h"
+#include "winnow/rank_order.cuh"
+
+namespace winnow::test {
+
+// One process-wide context and cache for the [gpu] tests (a fresh cache folder per run).
+struct GpuFixture {
+  std::unique_ptr<rt::Context> ctx;
+  std::unique_ptr<rt::CubinCache> cache;
+  std::unique_ptr<backend::Backend> be;
+  static GpuFixture& get() {
+    static GpuFixture f = [] {
+      GpuFixture g;
+      g.ctx = std::make_unique<rt::Context>(0);
+      g.cache = std::make_unique<rt::CubinCache>(std::nullopt);
+      g.be = backend::make_nvrtc_backend();
+      return g;
+    }();
+    return f;
+  }
+  std::unique_ptr<ops::TopkOp> build(ops::TopkProblem p) {
+    p.arch = ops::device_arch(*ctx);
+    auto op = ops::TopkOp::create(p, ctx.get());
+    op->build(*cache, *be);
+    return op;
+  }
+};
+
+// The selected key indices of one row (absolute), -1 padding removed.
+inline std::vector<int64_t> row_indices(const ops::TopkProblem& p, const ops::RunResult& r,
+                                        const ops::KeyWindow& w, int64_t row) {
+  std::vector<int64_t> out;
+  for (int i = 0; i < p.k; ++i) {
+    int v = r.indices[row * p.k + i];
+    if (v < 0) continue;
+    out.push_back(p.absolute_indices ? v : v + w.start);
+  }
+  return out;
+}
+
+// Checks every row of a fused result against the materialized scores: the same index
+// set (the same order when sorted), the -1 padding, and the same score bits.
+inline void check_against_materialize(const ops::TopkProblem& p, const ops::ProblemData& d,
+                                      const ops::RunResult& fused, const ops::RunResult& mat) {
+  const ops::HostInputs host = d.host(p);
+  int64_t bad_rows = 0;
+  for (int64_t row = 0; row < d.rows; ++row) {
+    const ops::KeyWindow w = ops::row_window(p, host, row);
+    std::vector<int64_t> want;
+    if (!w.bad) want = ops::select_topk_row(&mat.scores[row * d.num_keys], w.start, w.end, p.k);
+    std::vector<int64_t> got = row_indices(p, fused, w, row);
+    // Padding: exactly k - n slots of -1, at the end.
+    int pads = 0;
+    for (int i = 0; i < p.k; ++i) pads += fused.indices[row * p.k + i] < 0;
+    bool ok = pads == p.k - int64_t(want.size());
+    for (int i = 0; i < int(want.size()) && ok; ++i) ok = fused.indices[row * p.k + i] >= 0;
+    if (p.sorted) {
+      ok = ok && got == want;
+    } else {
+      std::vector<int64_t> a = got, b = want;
+      std::sort(a.begin(), a.end());
+      std::sort(b.begin(), b.end());
+      ok = ok && a == b;
+      ok = ok && std::is_sorted(got.begin(), got.end());  // unsorted output: index order
+    }
+    // Scores: the same bits as the materialized ones (-0 and NaN payloads canonical).
+    for (int i = 0; i < int(got.size()) && ok; ++i) {
+      float fs = fused.scores[row * p.k + i];
+      float ms = mat.scores[row * d.num_keys + got[i]];
+      ok = order_key(fs) == order_key(ms);
+    }
+    if (!ok && bad_rows++ < 3) {
+      UNSCOPED_INFO("row " << row << " window [" << w.start << ", " << w.end << ") got "
+                           << got.size() << " keys, want " << want.size());
+    }
+  }
+  CHECK(bad_rows == 0);
+}
+
+// Checks sampled rows against the CPU double reference. With exact data (integer
+// levels) the index sets must be equal; otherwise a key may differ only where the
+// reference scores of the swapped keys are within `tol` of the k-th score.
+inline void check_against_reference(const ops::TopkProblem& p, const ops::ProblemData& d,
+                                    const ops::RunResult& fused, const std::vector<int64_t>& rows,
+                                    bool exact_data, double tol = 1e-3) {
+  const ops::HostInputs host = d.host(p);
+  for (int64_t row : rows) {
+    const ops::KeyWindow w = ops::row_window(p, host, row);
+    std::vector<int64_t> want = ops::reference_topk_row(p, host, row);
+    std::vector<int64_t> got = row_indices(p, fused, w, row);
+    INFO("row " << row << " window [" << w.start << ", " << w.end << ")");
+    REQUIRE(got.size() == want.size());
+    std::set<int64_t> g(got.begin(), got.end()), r(want.begin(), want.end());
+    if (exact_data) {
+      CHECK(g == r);
+      continue;
+    }
+    if (want.empty()) continue;
+    const double kth = ops::reference_score(p, host, row, want.back());
+    for (int64_t x : got) {
+      if (r.count(x)) continue;
+      double s = ops::reference_score(p, host, row, x);
+      INFO("key " << x << " chosen, reference score " << s << ", k-th " << kth);
+      CHECK(std::abs(s - kth) <= tol * std::max(1.0, std::abs(kth)));
+    }
+    // Returned scores match the reference within fp32 accumulation error.
+    for (int i = 0; i < int(got.size()); ++i) {
+      double s = ops::reference_score(p, host, row, got[i]);
+      float f = fused.scores[row * p.k + i];
+      if (std::isnan(s)) {
+        CHECK(std::isnan(f));
+      } else if (std::isinf(s)) {
+        CHECK(f == s);
+      } else {
+        CHECK(std::abs(f - s) <= tol * std::max(1.0, std::abs(s)));
+      }
+    }
+  }
+}
+
+}  // namespace winnow::test

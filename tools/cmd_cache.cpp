@@ -1,0 +1,86 @@
+// `winnow cache`: the on-disk kernel cache (list, verify, clear).
+#include <fmt/format.h>
+
+#include <optional>
+#include <string>
+
+#include "runtime/kernel_cache.h"
+#include "tools/commands.h"
+
+using winnow::tools::Args;
+using winnow::tools::UsageError;
+
+namespace {
+
+constexpr const char* kHelp = R"(Usage: winnow cache ls|clear|verify [--dir DIR] [--fix]
+
+The on-disk kernel cache (default $WINNOW_CACHE_DIR, else $XDG_CACHE_HOME/winnow, else
+~/.cache/winnow).
+
+  ls        list the entries: arch, key prefix, bytes, valid, description
+  clear     remove every entry
+  verify    check every entry; exits 1 if any is bad
+    --fix   remove the bad entries
+
+Options:
+  --dir DIR    the cache folder instead of the default
+  -h, --help   this text
+)";
+
+}  // namespace
+
+int run_cache(int argc, char** argv) {
+  std::optional<std::string> action, dir;
+  bool fix = false;
+  Args args(argc, argv);
+  std::string flag;
+  while (args.next(flag)) {
+    if (flag == "-h" || flag == "--help") {
+      fmt::print("{}", kHelp);
+      return 0;
+    } else if (flag == "--dir") {
+      dir = args.value();
+    } else if (flag == "--fix") {
+      args.no_value();
+      fix = true;
+    } else if (!action && (flag == "ls" || flag == "clear" || flag == "verify")) {
+      action = flag;
+    } else {
+      winnow::tools::unknown_argument(flag);
+    }
+  }
+  if (!action) throw UsageError("give an action: ls, clear or verify");
+  if (fix && *action != "verify") throw UsageError("--fix goes with verify");
+
+  const winnow::rt::DiskStore store(dir ? std::filesystem::path(*dir)
+                                        : winnow::rt::default_cache_dir());
+  const std::string root = store.root().string();
+  if (*action == "ls") {
+    const auto entries = store.list();
+    if (entries.empty()) {
+      fmt::print("no entries in {}\n", root);
+      return 0;
+    }
+    fmt::print("{:<9} {:<16} {:>10}  {:<5}  {}\n", "arch", "key", "bytes", "valid", "description");
+    for (const auto& e : entries)
+      fmt::print("{:<9} {:<16} {:>10}  {:<5}  {}\n", e.arch, e.key.substr(0, 16), e.bytes,
+                 e.valid ? "yes" : "NO", e.description);
+    fmt::print("{} entries in {}\n", entries.size(), root);
+    return 0;
+  }
+  if (*action == "clear") {
+    fmt::print("removed {} entries from {}\n", store.clear(), root);
+    return 0;
+  }
+  const std::size_t bad = store.verify(fix);
+  if (bad == 0) {
+    fmt::print("every entry in {} is valid\n", root);
+    return 0;
+  }
+  if (fix) {
+    fmt::print("removed {} bad entries from {}\n", bad, root);
+    return 0;
+  }
+  fmt::print("{} bad entries in {} (run 'winnow cache verify --fix' to remove them)\n", bad, root);
+  return 1;
+}

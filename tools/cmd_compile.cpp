@@ -1,0 +1,224 @@
+// `winnow compile`: one kernel from the command line, through the ops layer: its canonical
+// IR, its generated .cu, its PTX, or its cubin. Needs no GPU.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "compiler/backend/arch.h"
+#include "compiler/backend/backend.h"
+#include "compiler/ir/ir.h"
+#include "ops/topk.h"
+#include "tools/commands.h"
+
+namespace ops = winnow::ops;
+namespace ir = winnow::ir;
+namespace backend = winnow::backend;
+using winnow::tools::Args;
+using winnow::tools::UsageError;
+
+namespace {
+
+constexpr const char* kHelp = R"(Usage: winnow compile (--expr TEXT | --score NAME) --arch ARCH --emit WHAT [options]
+
+Builds one fused score + top-k kernel and prints one stage of it. Needs no GPU.
+
+Required:
+  --expr TEXT        a score expression, e.g. 'sum_h(w[h] * relu(dot(h))) * kscale'
+  --score NAME       a built-in score: relu_mh, ip, l2, cosine
+  --arch ARCH        sm_90a or sm_100a
+  --emit WHAT        ir     the canonical score IR
+                     cu     the generated CUDA source (compiles by hand with the templates)
+                     ptx    the PTX from NVRTC
+                     cubin  the cubin (needs -o)
+
+Options:
+  --heads H          query heads per row (default 64 for relu_mh and --expr, else 1)
+  --dim D            head dimension, a multiple of 16 (default 128)
+  --q-dtype T        fp8, bf16, fp16 or fp32 (default fp8 for relu_mh and --expr, else bf16)
+  --k-dtype T        as --q-dtype
+  --no-key-scale     relu_mh without the per-key scale
+  --k K              top-k, 1..8192 (default 2048)
+  --mode M           topk or materialize (default topk)
+  --window W         dense, ranges or causal (default dense)
+  --causal-ratio M   compression ratio of a causal window (default 1)
+  --sorted           indices in rank order
+  --absolute         absolute key indices, not offsets from the window start
+  -o FILE            write the output to FILE instead of standard output
+  -h, --help         this text
+
+The compile time goes to standard error.
+)";
+
+enum class Emit { Ir, Cu, Ptx, Cubin };
+
+Emit parse_emit(const std::string& s) {
+  if (s == "ir") return Emit::Ir;
+  if (s == "cu") return Emit::Cu;
+  if (s == "ptx") return Emit::Ptx;
+  if (s == "cubin") return Emit::Cubin;
+  throw UsageError("--emit must be ir, cu, ptx or cubin, not '" + s + "'");
+}
+
+ops::DType parse_dtype(const std::string& flag, const std::string& s) {
+  if (s == "fp8" || s == "fp8_e4m3" || s == "e4m3") return ops::DType::E4M3;
+  if (s == "bf16") return ops::DType::BF16;
+  if (s == "fp16") return ops::DType::F16;
+  if (s == "fp32") return ops::DType::F32;
+  throw UsageError(flag + " must be fp8, bf16, fp16 or fp32, not '" + s + "'");
+}
+
+ops::Mode parse_mode(const std::string& s) {
+  if (s == "topk") return ops::Mode::TopK;
+  if (s == "materialize") return ops::Mode::Materialize;
+  throw UsageError("--mode must be topk or materialize, not '" + s + "'");
+}
+
+ops::WindowKind parse_window(const std::string& s) {
+  if (s == "dense") return ops::WindowKind::Dense;
+  if (s == "ranges") return ops::WindowKind::Ranges;
+  if (s == "causal") return ops::WindowKind::Causal;
+  throw UsageError("--window must be dense, ranges or causal, not '" + s + "'");
+}
+
+ir::Expr builtin_score(const std::string& name, bool key_scale) {
+  if (name == "relu_mh") return ir::relu_mh(key_scale);
+  if (name == "ip") return ir::ip();
+  if (name == "l2") return ir::l2();
+  if (name == "cosine") return ir::cosine();
+  throw UsageError("--score must be relu_mh, ip, l2 or cosine, not '" + name + "'");
+}
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void write_file(const std::string& path, const char* data, size_t size) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(data, static_cast<std::streamsize>(size));
+  f.close();
+  if (!f) throw std::runtime_error("cannot write " + path);
+}
+
+void emit_text(const std::optional<std::string>& out, const std::string& text) {
+  if (out)
+    write_file(*out, text.data(), text.size());
+  else
+    fmt::print("{}", text);
+}
+
+}  // namespace
+
+int run_compile(int argc, char** argv) {
+  std::optional<std::string> expr, score, arch, emit_text_arg, out, q_dtype, k_dtype;
+  std::optional<int> heads;
+  bool key_scale = true;
+  ops::TopkProblem p;
+  Args args(argc, argv);
+  std::string flag;
+  while (args.next(flag)) {
+    if (flag == "-h" || flag == "--help") {
+      fmt::print("{}", kHelp);
+      return 0;
+    } else if (flag == "--expr") {
+      expr = args.value();
+    } else if (flag == "--score") {
+      score = args.value();
+    } else if (flag == "--arch") {
+      arch = args.value();
+    } else if (flag == "--emit") {
+      emit_text_arg = args.value();
+    } else if (flag == "-o" || flag == "--output") {
+      out = args.value();
+    } else if (flag == "--heads") {
+      heads = args.int_value();
+    } else if (flag == "--dim") {
+      p.head_dim = args.int_value();
+    } else if (flag == "--q-dtype") {
+      q_dtype = args.value();
+    } else if (flag == "--k-dtype") {
+      k_dtype = args.value();
+    } else if (flag == "--no-key-scale") {
+      args.no_value();
+      key_scale = false;
+    } else if (flag == "--k") {
+      p.k = args.int_value();
+    } else if (flag == "--mode") {
+      p.mode = parse_mode(args.value());
+    } else if (flag == "--window") {
+      p.window = parse_window(args.value());
+    } else if (flag == "--causal-ratio") {
+      p.causal_ratio = args.int_value();
+    } else if (flag == "--sorted") {
+      args.no_value();
+      p.sorted = true;
+    } else if (flag == "--absolute") {
+      args.no_value();
+      p.absolute_indices = true;
+    } else {
+      winnow::tools::unknown_argument(flag);
+    }
+  }
+  if (expr.has_value() == score.has_value())
+    throw UsageError("give exactly one of --expr TEXT and --score NAME");
+  if (!arch) throw UsageError("--arch is required (sm_90a or sm_100a)");
+  if (!emit_text_arg) throw UsageError("--emit is required (ir, cu, ptx or cubin)");
+  const Emit emit = parse_emit(*emit_text_arg);
+  if (emit == Emit::Cubin && !out) throw UsageError("--emit cubin needs -o FILE");
+  if (!key_scale && score != "relu_mh") throw UsageError("--no-key-scale is for --score relu_mh");
+
+  // Multi-head scores default to the DSA indexer's shape, the others to one head in bf16.
+  const bool multi_head = expr || *score == "relu_mh";
+  if (expr) {
+    try {
+      p.score = ir::parse(*expr);
+    } catch (const ir::UserError& e) {
+      fmt::print(stderr, "winnow compile: bad expression: {}\n  {}\n", e.what(), *expr);
+      if (e.position() >= 0) fmt::print(stderr, "  {:>{}}\n", "^", e.position() + 1);
+      return 1;
+    }
+  } else {
+    p.score = builtin_score(*score, key_scale);
+  }
+  p.heads = heads.value_or(multi_head ? 64 : 1);
+  p.q_dtype = q_dtype ? parse_dtype("--q-dtype", *q_dtype)
+                      : (multi_head ? ops::DType::E4M3 : ops::DType::BF16);
+  p.k_dtype = k_dtype ? parse_dtype("--k-dtype", *k_dtype) : p.q_dtype;
+  try {
+    p.arch = backend::parse_arch(*arch);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(fmt::format("--arch {}: {}", *arch, e.what()));
+  }
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto op = ops::TopkOp::create(p, nullptr);
+  const double generate_ms = ms_since(t0);
+  switch (emit) {
+    case Emit::Ir:
+      emit_text(out, ir::print(op->problem().score) + "\n");
+      return 0;
+    case Emit::Cu:
+      emit_text(out, op->source());
+      fmt::print(stderr, "generated in {:.1f} ms\n", generate_ms);
+      return 0;
+    case Emit::Ptx:
+    case Emit::Cubin: break;
+  }
+  const auto be = backend::make_nvrtc_backend();
+  const auto t1 = std::chrono::steady_clock::now();
+  const backend::CompileResult r = be->compile(op->compile_request(), emit == Emit::Ptx);
+  const double compile_ms = ms_since(t1);
+  if (!r.log.empty()) fmt::print(stderr, "{}\n", r.log);
+  if (emit == Emit::Ptx)
+    emit_text(out, r.ptx);
+  else
+    write_file(*out, r.cubin.data(), r.cubin.size());
+  fmt::print(stderr, "compiled for {} with {} {} in {:.0f} ms (generated in {:.1f} ms){}\n",
+             p.arch.str(), be->name(), be->version(), compile_ms, generate_ms,
+             emit == Emit::Cubin ? fmt::format(", {} bytes to {}", r.cubin.size(), *out) : "");
+  return 0;
+}
