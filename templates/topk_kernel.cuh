@@ -219,7 +219,9 @@ __device__ u64 radix_kth(const TopkSmem<C>& s, u32 k, ForEach for_each) {
     }
     __syncthreads();
   }
-  return *prefix_slot;
+  const u64 kth = *prefix_slot;
+  __syncthreads();  // every thread has read it before a later call resets it
+  return kth;
 }
 
 // Raises the row's gate to the highest bin whose suffix count reaches k. One warp.

@@ -4,12 +4,17 @@
 // before any device access.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <initializer_list>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "compiler/ir/ir.h"
 #include "ops/validate.h"
@@ -787,4 +792,99 @@ TEST_CASE("a small ip plan builds for sm_90a without a GPU", "[capi]") {
   INFO("last error: " << winnowGetLastError());
   REQUIRE((s == WINNOW_STATUS_NOT_BUILT || s == WINNOW_STATUS_NO_DEVICE));
   REQUIRE(std::string(winnowGetLastError()).size() > 0);
+}
+
+// ---------------------------------------------------------------------------------------
+// The whole C API lifecycle on a device: build, workspace, execute, counters, and the
+// workspace rules on a built plan.
+
+TEST_CASE("C API end to end: ip top-k with sorted output and scores", "[capi][gpu]") {
+  WINNOW_REQUIRE_GPU();
+  namespace rt = winnow::rt;
+  winnow::test::TempDir cache_dir;
+  ScopedEnv dir("WINNOW_CACHE_DIR", cache_dir.path.string());
+  Context ctx;
+  winnowProblemDesc_t d = ip_desc();
+  d.arch = nullptr;  // the device's
+  d.q_dtype = d.k_dtype = WINNOW_DTYPE_FLOAT32;
+  d.k = 16;
+  d.output_flags = WINNOW_OUTPUT_SORTED;
+  Plan plan(ctx.h, d);
+  {
+    const winnowStatus_t s = winnowPlanBuild(plan.h);
+    INFO("last error: " << winnowGetLastError());
+    REQUIRE(s == WINNOW_STATUS_SUCCESS);
+  }
+  size_t ws_bytes = 0, counters = 0;
+  REQUIRE(winnowPlanGetWorkspaceSize(plan.h, &ws_bytes) == WINNOW_STATUS_SUCCESS);
+  REQUIRE(winnowPlanGetCounterOffset(plan.h, &counters) == WINNOW_STATUS_SUCCESS);
+  REQUIRE(counters + 8 <= ws_bytes);
+
+  // Small integers: every dot product is exact, and ties are many.
+  const int64_t rows = 8, keys = 1000, dim = d.head_dim;
+  std::mt19937_64 rng(winnow::test::test_seed());
+  INFO("seed " << winnow::test::test_seed());
+  std::uniform_int_distribution<int> small(-2, 2);
+  std::vector<float> q(rows * dim), k(keys * dim);
+  for (float& x : q) x = float(small(rng));
+  for (float& x : k) x = float(small(rng));
+  rt::DeviceBuffer dq(q.size() * 4), dk(k.size() * 4), didx(rows * d.k * 4),
+      dscores(rows * d.k * 4), dws(ws_bytes + 256);
+  dq.upload(q.data(), q.size() * 4);
+  dk.upload(k.data(), k.size() * 4);
+
+  Call c;
+  c.q() = tensor(dq.ptr(), WINNOW_DTYPE_FLOAT32, {rows, dim});
+  c.k() = tensor(dk.ptr(), WINNOW_DTYPE_FLOAT32, {keys, dim});
+  c.n_inputs = 2;
+  c.indices = tensor(didx.ptr(), WINNOW_DTYPE_INT32, {rows, d.k});
+  c.scores = tensor(dscores.ptr(), WINNOW_DTYPE_FLOAT32, {rows, d.k});
+  c.pass_indices = c.pass_scores = true;
+  c.workspace = dws.data();  // cuMemAlloc returns 256-byte aligned memory
+  c.workspace_bytes = ws_bytes;
+
+  Call bad = c;
+  bad.workspace_bytes = ws_bytes - 1;
+  REQUIRE_STATUS(bad.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT,
+                 "workspace of " + std::to_string(ws_bytes - 1) + " bytes is smaller than the " +
+                     std::to_string(ws_bytes));
+  bad = c;
+  bad.workspace = static_cast<char*>(dws.data()) + 128;
+  REQUIRE_STATUS(bad.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "256-byte aligned");
+  bad = c;
+  bad.workspace = nullptr;
+  REQUIRE_STATUS(bad.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "workspace is null");
+
+  {
+    const winnowStatus_t s = c.run(plan.h);
+    INFO("last error: " << winnowGetLastError());
+    REQUIRE(s == WINNOW_STATUS_SUCCESS);
+  }
+  std::vector<int32_t> idx(rows * d.k);
+  std::vector<float> scores(rows * d.k);
+  uint32_t count[2] = {99, 99};
+  didx.download(idx.data(), idx.size() * 4);
+  dscores.download(scores.data(), scores.size() * 4);
+  std::vector<char> ws(ws_bytes);
+  dws.download(ws.data(), ws_bytes);
+  std::memcpy(count, ws.data() + counters, sizeof count);
+  REQUIRE(count[1] == 0);  // no window past num_keys
+
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<std::pair<float, int32_t>> want(keys);
+    for (int64_t s = 0; s < keys; ++s) {
+      float dot = 0;
+      for (int64_t i = 0; i < dim; ++i) dot += q[r * dim + i] * k[s * dim + i];
+      want[s] = {dot, int32_t(s)};
+    }
+    // Descending score, then the smaller index.
+    std::sort(want.begin(), want.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    for (int i = 0; i < d.k; ++i) {
+      INFO("row " << r << " rank " << i);
+      REQUIRE(idx[r * d.k + i] == want[i].second);
+      REQUIRE(scores[r * d.k + i] == want[i].first);
+    }
+  }
 }

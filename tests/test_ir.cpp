@@ -308,8 +308,18 @@ TEST_CASE("the parser refuses text nested deeper than it can take", "[ir]") {
   CHECK_THROWS_WITH(parse(deep), Contains("nested too deeply"));
   const std::string minus = std::string(5000, '-') + "dot";
   CHECK_THROWS_WITH(parse(minus), Contains("nested too deeply"));
+  // Deep trees without parentheses: a long chain of operators, or of calls.
+  std::string chain = "dot";
+  for (int i = 0; i < 5000; ++i) chain += " + dot";
+  CHECK_THROWS_WITH(parse(chain), Contains("nested too deeply"));
+  std::string calls = "dot";
+  for (int i = 0; i < 300; ++i) calls = "relu(" + calls + ")";
+  CHECK_THROWS_WITH(parse(calls), Contains("nested too deeply"));
   const std::string fine = std::string(50, '(') + "dot" + std::string(50, ')');
   CHECK(print(parse(fine)) == "dot(0)");
+  std::string sum_of_64 = "dot(0)";
+  for (int i = 1; i < 64; ++i) sum_of_64 += " + dot(" + std::to_string(i) + ")";
+  CHECK(uses(parse(sum_of_64)).max_fixed_head == 63);
 }
 
 TEST_CASE("verify accepts the built-ins and user programs", "[ir]") {
@@ -365,6 +375,10 @@ TEST_CASE("verify reports malformed nodes as internal errors", "[ir]") {
   // Malformed deep inside a well-formed program.
   CHECK_THROWS_AS(verify(unary(UnaryOp::Relu, malformed(NodeKind::Binary, {})), 1), InternalError);
   CHECK_THROWS_AS(verify(nullptr, 1), InternalError);
+  // A user mistake whose message would print a malformed node still reports a bug.
+  const Expr nested = head_reduce(ReduceOp::Sum, binary(BinaryOp::Add,
+                          head_reduce(ReduceOp::Max, dot()), malformed(NodeKind::Unary, {nullptr})));
+  CHECK_THROWS_AS(verify(nested, 2), InternalError);
 }
 
 TEST_CASE("uses reports the params read, the largest fixed head and reductions", "[ir]") {

@@ -2,6 +2,7 @@
 // (`mul(sum_h(mul(w[h], relu(dot(h)))), kscale)`) and the infix form a person writes
 // (`sum_h(w[h] * relu(dot(h))) * kscale`). Purely syntactic: meaning (h outside a head
 // reduction, heads out of range) is verify()'s job, so parse(print(e)) == e for every e.
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdio>
@@ -22,8 +23,9 @@ struct Token {
   int position = 0;
 };
 
-// Deep enough for any real score, shallow enough that hostile text cannot overflow the stack.
-constexpr int kMaxNesting = 200;
+// Deep enough for any real score, shallow enough that hostile text cannot overflow the
+// stack, here or in the passes that recurse over the program.
+constexpr int kMaxNesting = 256;
 
 bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
@@ -161,15 +163,21 @@ float number_value(const Token& t) {
   return value;
 }
 
+// A parsed sub-expression and the depth of its tree, bounded so that later passes, which
+// recurse over the tree, cannot overflow the stack on text like `dot + dot + ... + dot`.
+struct Parsed {
+  Expr expr;
+  int depth = 1;
+};
+
 class Parser {
  public:
   explicit Parser(std::string_view text) : lexer_(text) { advance(); }
 
   Expr program() {
-    Expr e = expression();
-    if (current_.kind != TokenKind::End)
-      fail_expected("end of input", current_);
-    return e;
+    Parsed e = expression();
+    if (current_.kind != TokenKind::End) fail_expected("end of input", current_);
+    return e.expr;
   }
 
  private:
@@ -180,12 +188,11 @@ class Parser {
   }
 
   void expect(char c) {
-    if (!at_symbol(c))
-      fail_expected("'" + std::string(1, c) + "'", current_);
+    if (!at_symbol(c)) fail_expected("'" + std::string(1, c) + "'", current_);
     advance();
   }
 
-  // Guards every recursion into a sub-expression.
+  // Guards every recursion of the parser itself (parentheses add none to the tree's depth).
   struct Nesting {
     explicit Nesting(Parser& p) : parser(p) {
       if (++parser.nesting_ > kMaxNesting)
@@ -195,56 +202,70 @@ class Parser {
     Parser& parser;
   };
 
+  // A node over operands `deepest` deep, made by the token at `position`.
+  static Parsed over(Expr e, int deepest, int position) {
+    if (deepest + 1 > kMaxNesting) fail("expression nested too deeply", position);
+    return {std::move(e), deepest + 1};
+  }
+
+  Parsed binary_node(BinaryOp op, const Parsed& a, const Parsed& b, int position) {
+    return over(binary(op, a.expr, b.expr), std::max(a.depth, b.depth), position);
+  }
+
   // expression := term (('+' | '-') term)*
-  Expr expression() {
+  Parsed expression() {
     Nesting guard(*this);
-    Expr e = term();
+    Parsed e = term();
     while (at_symbol('+') || at_symbol('-')) {
       const BinaryOp op = at_symbol('+') ? BinaryOp::Add : BinaryOp::Sub;
+      const int position = current_.position;
       advance();
-      e = binary(op, e, term());
+      e = binary_node(op, e, term(), position);
     }
     return e;
   }
 
   // term := signed (('*' | '/') signed)*
-  Expr term() {
-    Expr e = signed_factor();
+  Parsed term() {
+    Parsed e = signed_factor();
     while (at_symbol('*') || at_symbol('/')) {
       const BinaryOp op = at_symbol('*') ? BinaryOp::Mul : BinaryOp::Div;
+      const int position = current_.position;
       advance();
-      e = binary(op, e, signed_factor());
+      e = binary_node(op, e, signed_factor(), position);
     }
     return e;
   }
 
   // signed := '-' signed | primary. A minus right before a literal makes a negative
   // constant, so the printed `-0x1p+1` reads back as the constant it was.
-  Expr signed_factor() {
+  Parsed signed_factor() {
     if (!at_symbol('-')) return primary();
+    const int position = current_.position;
     advance();
     if (current_.kind == TokenKind::Number) {
       const float v = -number_value(current_);
       advance();
-      return constant(v);
+      return {constant(v)};
     }
     Nesting guard(*this);
-    return unary(UnaryOp::Neg, signed_factor());
+    const Parsed operand = signed_factor();
+    return over(unary(UnaryOp::Neg, operand.expr), operand.depth, position);
   }
 
-  Expr primary() {
+  Parsed primary() {
     const Token t = current_;
     switch (t.kind) {
       case TokenKind::Number:
         advance();
-        return constant(number_value(t));
+        return {constant(number_value(t))};
       case TokenKind::Name:
         advance();
         return named(t);
       case TokenKind::Symbol:
         if (t.text[0] == '(') {
           advance();
-          Expr e = expression();
+          Parsed e = expression();
           expect(')');
           return e;
         }
@@ -264,8 +285,7 @@ class Parser {
     }
     const bool digits_only = t.kind == TokenKind::Number &&
                              t.text.find_first_not_of("0123456789") == std::string_view::npos;
-    if (!digits_only)
-      fail_expected("a head index ('h' or an integer)", t);
+    if (!digits_only) fail_expected("a head index ('h' or an integer)", t);
     int head = 0;
     const auto [end, ec] = std::from_chars(t.text.data(), t.text.data() + t.text.size(), head);
     if (ec != std::errc() || end != t.text.data() + t.text.size())
@@ -277,29 +297,28 @@ class Parser {
   // Bare `dot`, `w`, `qsq` mean head h inside a head reduction and head 0 outside.
   int bare_head() const { return reductions_open_ > 0 ? kBoundHead : 0; }
 
-  Expr named(const Token& name) {
+  Parsed named(const Token& name) {
     const std::string_view n = name.text;
     if (n == "dot") {
-      if (!at_symbol('(')) return dot(bare_head());
+      if (!at_symbol('(')) return {dot(bare_head())};
       advance();
       const int head = head_index();
       expect(')');
-      return dot(head);
+      return {dot(head)};
     }
     if (const auto p = param_named(n)) {
       if (!param_per_head(*p)) {
         if (at_symbol('['))
           fail(quote(n) + " is per key and takes no head index", current_.position);
-        return param(*p);
+        return {param(*p)};
       }
-      if (!at_symbol('[')) return param(*p, bare_head());
+      if (!at_symbol('[')) return {param(*p, bare_head())};
       advance();
       const int head = head_index();
       expect(']');
-      return param(*p, head);
+      return {param(*p, head)};
     }
-    if (n == "h")
-      fail("'h' is only a head index, as in dot(h) or w[h]", name.position);
+    if (n == "h") fail("'h' is only a head index, as in dot(h) or w[h]", name.position);
     const auto u = unary_named(n);
     const auto b = binary_named(n);
     const auto r = reduce_named(n);
@@ -308,17 +327,19 @@ class Parser {
       fail("unknown name " + quote(n), name.position);
     }
     expect('(');
-    Expr result;
+    Parsed result;
     if (u) {
-      result = unary(*u, expression());
+      const Parsed operand = expression();
+      result = over(unary(*u, operand.expr), operand.depth, name.position);
     } else if (b) {
-      Expr lhs = expression();
+      const Parsed lhs = expression();
       expect(',');
-      result = binary(*b, lhs, expression());
+      result = binary_node(*b, lhs, expression(), name.position);
     } else {
       ++reductions_open_;
-      result = head_reduce(*r, expression());
+      const Parsed body = expression();
       --reductions_open_;
+      result = over(head_reduce(*r, body.expr), body.depth, name.position);
     }
     expect(')');
     return result;

@@ -64,6 +64,7 @@ void print_call(const char* name, const Node& n, std::string& out) {
   out += '(';
   for (size_t i = 0; i < n.args.size(); ++i) {
     if (i) out += ", ";
+    if (!n.args[i]) throw InternalError(std::string("print: ") + name + " has a null operand");
     print_node(*n.args[i], out);
   }
   out += ')';

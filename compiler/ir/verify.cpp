@@ -1,6 +1,5 @@
 // The verifier: user mistakes (UserError, quoting the offending sub-expression) and
 // malformed nodes (InternalError: a bug in whoever built them, not the user's fault).
-#include <bit>
 #include <cmath>
 #include <string>
 
@@ -11,22 +10,21 @@ namespace {
 
 struct VerifyContext {
   int heads = 1;
-  const Node* open_reduction = nullptr;  // the enclosing HeadReduce, if any
+  Expr open_reduction;  // the enclosing HeadReduce, if any
   bool reads_dot = false;
 };
 
-std::string quoted(const Node& n) {
-  // print() needs an Expr; wrap the node without owning it.
-  return "'" + print(Expr(Expr(), &n)) + "'";
-}
+std::string quoted(const Expr& e) { return "'" + print(e) + "'"; }
 
-void require_arity(const Node& n, size_t arity) {
-  if (n.args.size() != arity)
-    throw InternalError(std::string(node_kind_name(n.kind)) + " node has " +
-                        std::to_string(n.args.size()) + " operands, expected " +
-                        std::to_string(arity));
-  for (const Expr& a : n.args)
-    if (!a) throw InternalError(std::string(node_kind_name(n.kind)) + " node has a null operand");
+// Checked before anything else reads the node (print included), so a malformed node is
+// reported as such rather than crashing the message that would describe it.
+void require_arity(const Expr& e, size_t arity) {
+  const std::string kind = node_kind_name(e->kind);
+  if (e->args.size() != arity)
+    throw InternalError(kind + " node has " + std::to_string(e->args.size()) +
+                        " operands, expected " + std::to_string(arity));
+  for (const Expr& a : e->args)
+    if (!a) throw InternalError(kind + " node has a null operand");
 }
 
 void require_in_range(int value, int count, const char* what) {
@@ -34,72 +32,73 @@ void require_in_range(int value, int count, const char* what) {
     throw InternalError(std::string("bad ") + what + " " + std::to_string(value));
 }
 
-// A head index is either h (then there must be a reduction binding it) or a fixed head.
-void check_head(const Node& n, const VerifyContext& cx) {
-  if (n.head == kBoundHead) {
-    if (!cx.open_reduction)
-      throw UserError("head 'h' used outside sum_h/max_h in " + quoted(n));
+// A head index is either h (then a reduction must bind it) or a fixed head below H.
+void check_head(const Expr& e, const VerifyContext& cx) {
+  if (e->head == kBoundHead) {
+    if (!cx.open_reduction) throw UserError("head 'h' used outside sum_h/max_h in " + quoted(e));
     return;
   }
-  if (n.head < 0) throw InternalError("negative head index " + std::to_string(n.head));
-  if (n.head >= cx.heads)
-    throw UserError("head index " + std::to_string(n.head) + " in " + quoted(n) +
+  if (e->head < 0) throw InternalError("negative head index " + std::to_string(e->head));
+  if (e->head >= cx.heads)
+    throw UserError("head index " + std::to_string(e->head) + " in " + quoted(e) +
                     " is out of range for " + std::to_string(cx.heads) + " heads");
 }
 
-void verify_node(const Node& n, VerifyContext& cx);
+void verify_node(const Expr& e, VerifyContext& cx);
 
-void verify_Const(const Node& n, VerifyContext&) {
-  require_arity(n, 0);
-  if (!std::isfinite(n.value)) throw InternalError("non-finite constant");
+void verify_Const(const Expr& e, VerifyContext&) {
+  require_arity(e, 0);
+  if (!std::isfinite(e->value)) throw InternalError("non-finite constant");
 }
 
-void verify_Param(const Node& n, VerifyContext& cx) {
-  require_arity(n, 0);
-  require_in_range(static_cast<int>(n.param), 4, "ParamId");
-  if (param_per_head(n.param)) check_head(n, cx);
-  else if (n.head != kBoundHead)
-    throw InternalError(std::string("per-key param '") + param_name(n.param) + "' has a head index");
+void verify_Param(const Expr& e, VerifyContext& cx) {
+  require_arity(e, 0);
+  require_in_range(static_cast<int>(e->param), static_cast<int>(ParamId::KSq) + 1, "ParamId");
+  if (param_per_head(e->param)) {
+    check_head(e, cx);
+  } else if (e->head != kBoundHead) {
+    throw InternalError(std::string("per-key param '") + param_name(e->param) + "' has a head index");
+  }
 }
 
-void verify_Dot(const Node& n, VerifyContext& cx) {
-  require_arity(n, 0);
-  check_head(n, cx);
+void verify_Dot(const Expr& e, VerifyContext& cx) {
+  require_arity(e, 0);
+  check_head(e, cx);
   cx.reads_dot = true;
 }
 
-void verify_Unary(const Node& n, VerifyContext& cx) {
-  require_arity(n, 1);
-  require_in_range(static_cast<int>(n.unary), static_cast<int>(UnaryOp::Tanh) + 1, "UnaryOp");
-  verify_node(*n.args[0], cx);
+void verify_Unary(const Expr& e, VerifyContext& cx) {
+  require_arity(e, 1);
+  require_in_range(static_cast<int>(e->unary), static_cast<int>(UnaryOp::Tanh) + 1, "UnaryOp");
+  verify_node(e->args[0], cx);
 }
 
-void verify_Binary(const Node& n, VerifyContext& cx) {
-  require_arity(n, 2);
-  require_in_range(static_cast<int>(n.binary), static_cast<int>(BinaryOp::Min) + 1, "BinaryOp");
-  verify_node(*n.args[0], cx);
-  verify_node(*n.args[1], cx);
+void verify_Binary(const Expr& e, VerifyContext& cx) {
+  require_arity(e, 2);
+  require_in_range(static_cast<int>(e->binary), static_cast<int>(BinaryOp::Min) + 1, "BinaryOp");
+  verify_node(e->args[0], cx);
+  verify_node(e->args[1], cx);
 }
 
-void verify_HeadReduce(const Node& n, VerifyContext& cx) {
-  require_arity(n, 1);
-  require_in_range(static_cast<int>(n.reduce), static_cast<int>(ReduceOp::Max) + 1, "ReduceOp");
+void verify_HeadReduce(const Expr& e, VerifyContext& cx) {
+  require_arity(e, 1);
+  require_in_range(static_cast<int>(e->reduce), static_cast<int>(ReduceOp::Max) + 1, "ReduceOp");
   if (cx.open_reduction)
-    throw UserError("nested head reduction " + quoted(n) + " inside " + quoted(*cx.open_reduction));
-  cx.open_reduction = &n;
-  verify_node(*n.args[0], cx);
+    throw UserError("nested head reduction " + quoted(e) + " inside " + quoted(cx.open_reduction));
+  cx.open_reduction = e;
+  verify_node(e->args[0], cx);
   cx.open_reduction = nullptr;
 }
 
-void verify_node(const Node& n, VerifyContext& cx) {
-  switch (n.kind) {
-#define WINNOW_NODE(name)          \
-  case NodeKind::name:             \
-    return verify_##name(n, cx);
+void verify_node(const Expr& e, VerifyContext& cx) {
+  switch (e->kind) {
+#define WINNOW_NODE(name) \
+  case NodeKind::name:    \
+    return verify_##name(e, cx);
 #include "compiler/ir/nodes.def"
 #undef WINNOW_NODE
   }
-  throw InternalError("unknown node kind " + std::to_string(static_cast<int>(n.kind)));
+  throw InternalError("unknown node kind " + std::to_string(static_cast<int>(e->kind)));
 }
 
 }  // namespace
@@ -109,9 +108,9 @@ void verify(const Expr& e, int heads) {
   if (heads < 1) throw UserError("heads must be at least 1, found " + std::to_string(heads));
   VerifyContext cx;
   cx.heads = heads;
-  verify_node(*e, cx);
+  verify_node(e, cx);
   if (!cx.reads_dot)
-    throw UserError("program " + quoted(*e) + " reads no dot product (use dot or dot(h))");
+    throw UserError("program " + quoted(e) + " reads no dot product (use dot or dot(h))");
 }
 
 }  // namespace winnow::ir
