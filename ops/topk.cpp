@@ -43,6 +43,9 @@ plan::KernelSpec make_spec(const TopkProblem& p) {
   s.window = static_cast<plan::WindowCode>(static_cast<int>(p.window));
   s.sorted = p.sorted;
   s.absolute = p.absolute_indices;
+  const ir::Uses u = ir::uses(p.score);
+  s.reads_norms = u.qsq || u.ksq;
+  s.allow_tensor_cores = p.allow_tensor_cores;
   return s;
 }
 

@@ -40,6 +40,7 @@ struct TopkProblem {
   backend::Arch arch;          // the target; ops::device_arch() gives the device's
   int candidate_capacity = 0;  // per row; 0: default
   int sample_size = -1;        // -1: default, 0: none
+  bool allow_tensor_cores = true;  // false: CUDA-core dots (tests cover both paths)
 };
 
 // Inputs of one call, indexed like winnowInput_t.

@@ -7,13 +7,23 @@ namespace winnow {
 
 struct SmemLayout {
   int rows, heads, dim, key_tile, bins;
-  // Padded strides keep threads of a warp on different banks.
+  // 0: q and k tiles held as fp32 (CUDA-core dots); 1 or 2: held in their stored
+  // 8- or 16-bit form for mma.sync.
+  int mma_bytes = 0;
+  // Padded strides keep threads of a warp on different banks: fp32 rows by one word,
+  // stored rows by 16 bytes (4 words: the 8 rows of an mma fragment hit 8 bank groups).
   WINNOW_HD constexpr int key_stride() const { return dim + 1; }
+  WINNOW_HD constexpr int raw_row_bytes() const { return dim * mma_bytes + 16; }
   WINNOW_HD constexpr int dot_stride() const { return heads + 1; }
   // Offsets in 4-byte words.
-  WINNOW_HD constexpr long q_words() const { return long(rows) * heads * dim; }
+  WINNOW_HD constexpr long q_words() const {
+    return mma_bytes ? long(rows) * heads * raw_row_bytes() / 4 : long(rows) * heads * dim;
+  }
+  WINNOW_HD constexpr long k_words() const {
+    return mma_bytes ? long(key_tile) * raw_row_bytes() / 4 : long(key_tile) * key_stride();
+  }
   WINNOW_HD constexpr long k_off() const { return q_words(); }
-  WINNOW_HD constexpr long kscale_off() const { return k_off() + long(key_tile) * key_stride(); }
+  WINNOW_HD constexpr long kscale_off() const { return k_off() + k_words(); }
   WINNOW_HD constexpr long ksq_off() const { return kscale_off() + key_tile; }
   WINNOW_HD constexpr long dots_off() const { return ksq_off() + key_tile; }
   WINNOW_HD constexpr long w_off() const { return dots_off() + long(rows) * key_tile * dot_stride(); }

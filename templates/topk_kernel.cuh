@@ -34,6 +34,12 @@ struct RowState {
   int pad[5];
 };
 
+// Bytes per element of the tiles the tensor cores read (0: the CUDA-core path).
+template <class C>
+struct MmaBytes {
+  static constexpr int value = C::kMma == 0 ? 0 : (C::kMma == kElemE4M3 ? 1 : 2);
+};
+
 template <class C>
 struct TopkSmem {
   float* q;       // [R][H][D]
@@ -47,7 +53,7 @@ struct TopkSmem {
   u32* radix;     // [256] + scratch
   RowState* rows; // [R]
   __device__ explicit TopkSmem(unsigned char* base) {
-    constexpr SmemLayout L{C::kRows, C::kHeads, C::kDim, C::kKeyTile, C::kBins};
+    constexpr SmemLayout L{C::kRows, C::kHeads, C::kDim, C::kKeyTile, C::kBins, MmaBytes<C>::value};
     float* f = reinterpret_cast<float*>(base);
     q = f;
     k = f + L.k_off();
@@ -66,10 +72,24 @@ struct TopkSmem {
 template <class C>
 __device__ void load_rows(const TopkParams& p, const TopkSmem<C>& s, int row0) {
   constexpr int R = C::kRows, H = C::kHeads, D = C::kDim;
-  for (int e = threadIdx.x; e < R * H * D; e += C::kThreads) {
-    int r = e / (H * D), hd = e % (H * D);
-    int row = row0 + r;
-    s.q[e] = row < p.rows ? decode_element<C::kQElem>(p.q, row * p.q_row_stride + hd) : 0.0f;
+  if (C::kMma) {
+    // Stored form, 16 bytes at a time, rows padded (see SmemLayout::raw_row_bytes).
+    constexpr int EB = MmaBytes<C>::value, VPR = D * EB / 16, RB = D * EB + 16;
+    for (int e = threadIdx.x; e < R * H * VPR; e += C::kThreads) {
+      int rh = e / VPR, v = e % VPR, r = rh / H, h = rh % H, row = row0 + r;
+      uint4 x = make_uint4(0u, 0u, 0u, 0u);
+      if (row < p.rows) {
+        const char* src = static_cast<const char*>(p.q) + (row * p.q_row_stride + h * D) * EB;
+        x = reinterpret_cast<const uint4*>(src)[v];
+      }
+      *reinterpret_cast<uint4*>(reinterpret_cast<char*>(s.q) + rh * RB + v * 16) = x;
+    }
+  } else {
+    for (int e = threadIdx.x; e < R * H * D; e += C::kThreads) {
+      int r = e / (H * D), hd = e % (H * D);
+      int row = row0 + r;
+      s.q[e] = row < p.rows ? decode_element<C::kQElem>(p.q, row * p.q_row_stride + hd) : 0.0f;
+    }
   }
   for (int e = threadIdx.x; e < R * H; e += C::kThreads) {
     int r = e / H, h = e % H, row = row0 + r;
@@ -111,35 +131,14 @@ __device__ void load_rows(const TopkParams& p, const TopkSmem<C>& s, int row0) {
   __syncthreads();
 }
 
-// Scores keys key_of(0..KT-1) (a negative key is an empty slot) against every row of the
-// block and calls visit(r, key, score) for each. Called by the whole CTA.
-template <class C, class S, class KeyOf, class Visit>
-__device__ void score_tile(const TopkParams& p, const TopkSmem<C>& s, KeyOf key_of, Visit visit) {
+// Dot products on the CUDA cores, four keys per thread (j, j + KT/4, ...: consecutive
+// threads read consecutive padded key rows, on different banks). Each accumulates over
+// d in order, the same order in every mode, so fused and materialize scores have the
+// same bits.
+template <class C>
+__device__ void cuda_core_dots(const TopkSmem<C>& s) {
   constexpr int R = C::kRows, H = C::kHeads, D = C::kDim, KT = C::kKeyTile;
   constexpr int KS = D + 1, DS = H + 1;
-  for (int e = threadIdx.x; e < KT * D; e += C::kThreads) {
-    int j = e / D, i = e % D;
-    int key = key_of(j);
-    s.k[j * KS + i] = key >= 0 ? decode_element<C::kKElem>(p.k, key * p.k_row_stride + i) : 0.0f;
-  }
-  if (C::kUsesKScale) {
-    for (int j = threadIdx.x; j < KT; j += C::kThreads) {
-      int key = key_of(j);
-      s.kscale[j] = key >= 0 ? p.kscale[key] : 0.0f;
-    }
-  }
-  __syncthreads();
-  if (C::kUsesKSq) {
-    for (int j = threadIdx.x; j < KT; j += C::kThreads) {
-      const float* v = s.k + j * KS;
-      float acc = 0.0f;
-      for (int i = 0; i < D; ++i) acc = fmaf(v[i], v[i], acc);
-      s.ksq[j] = acc;
-    }
-  }
-  // Dot products, four keys per thread (j, j + KT/4, ...: consecutive threads read
-  // consecutive padded key rows, on different banks). Each accumulates over d in order,
-  // the same order in every mode, so fused and materialize scores have the same bits.
   constexpr int KQ = KT / 4;
   for (int item = threadIdx.x; item < R * H * KQ; item += C::kThreads) {
     int j = item % KQ, rh = item / KQ;
@@ -160,6 +159,113 @@ __device__ void score_tile(const TopkParams& p, const TopkSmem<C>& s, KeyOf key_
     d[KQ * DS] = a1;
     d[2 * KQ * DS] = a2;
     d[3 * KQ * DS] = a3;
+  }
+}
+
+// Dot products on the tensor cores (mma.sync, fp32 accumulation): q rows [R*H][D] times
+// the key tile [KT][D], one 16 x 8 output block per warp step. The fused and the
+// materialize kernels run this same code, so their scores have the same bits.
+template <class C>
+__device__ void mma_dots(const TopkSmem<C>& s) {
+  constexpr int H = C::kHeads, D = C::kDim, KT = C::kKeyTile, DS = H + 1;
+  constexpr int M = C::kRows * H, MT = M / 16, NT = KT / 8;
+  constexpr int EB = MmaBytes<C>::value, RB = D * EB + 16;
+  constexpr int KSTEP = EB == 1 ? 32 : 16;  // k elements per mma
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
+  const char* qraw = reinterpret_cast<const char*>(s.q);
+  const char* kraw = reinterpret_cast<const char*>(s.k);
+  for (int t = warp; t < MT * NT; t += C::kThreads / 32) {
+    const int mt = t / NT, nt = t % NT;
+    const char* qa = qraw + (mt * 16 + g) * RB;
+    const char* kb = kraw + (nt * 8 + g) * RB;
+    float c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < D; kk += KSTEP) {
+      // Byte offsets of this thread's fragment columns (see the PTX ISA's mma layouts).
+      const int lo = (kk + t4 * (EB == 1 ? 4 : 2)) * EB;
+      const int hi = lo + (KSTEP / 2) * EB;
+      u32 a0 = *reinterpret_cast<const u32*>(qa + lo);
+      u32 a1 = *reinterpret_cast<const u32*>(qa + 8 * RB + lo);
+      u32 a2 = *reinterpret_cast<const u32*>(qa + hi);
+      u32 a3 = *reinterpret_cast<const u32*>(qa + 8 * RB + hi);
+      u32 b0 = *reinterpret_cast<const u32*>(kb + lo);
+      u32 b1 = *reinterpret_cast<const u32*>(kb + hi);
+      if (C::kMma == kElemE4M3) {
+        asm volatile(
+            "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
+            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+      } else if (C::kMma == kElemBF16) {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+      } else {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+      }
+    }
+    // c0, c1: row g, keys 2*t4 and 2*t4 + 1; c2, c3: row g + 8.
+    const int j = nt * 8 + 2 * t4;
+    const int rh0 = mt * 16 + g, rh1 = rh0 + 8;
+    float* d0 = s.dots + ((rh0 / H) * KT + j) * DS + rh0 % H;
+    float* d1 = s.dots + ((rh1 / H) * KT + j) * DS + rh1 % H;
+    d0[0] = c0;
+    d0[DS] = c1;
+    d1[0] = c2;
+    d1[DS] = c3;
+  }
+}
+
+// Scores keys key_of(0..KT-1) (a negative key is an empty slot) against every row of the
+// block and calls visit(r, key, score) for each. Called by the whole CTA.
+template <class C, class S, class KeyOf, class Visit>
+__device__ void score_tile(const TopkParams& p, const TopkSmem<C>& s, KeyOf key_of, Visit visit) {
+  constexpr int R = C::kRows, H = C::kHeads, D = C::kDim, KT = C::kKeyTile;
+  constexpr int KS = D + 1, DS = H + 1;
+  if (C::kMma) {
+    constexpr int EB = MmaBytes<C>::value, VPR = D * EB / 16, RB = D * EB + 16;
+    for (int e = threadIdx.x; e < KT * VPR; e += C::kThreads) {
+      int j = e / VPR, v = e % VPR;
+      int key = key_of(j);
+      uint4 x = make_uint4(0u, 0u, 0u, 0u);
+      if (key >= 0) {
+        x = reinterpret_cast<const uint4*>(static_cast<const char*>(p.k) +
+                                           key * p.k_row_stride * EB)[v];
+      }
+      *reinterpret_cast<uint4*>(reinterpret_cast<char*>(s.k) + j * RB + v * 16) = x;
+    }
+  } else {
+    for (int e = threadIdx.x; e < KT * D; e += C::kThreads) {
+      int j = e / D, i = e % D;
+      int key = key_of(j);
+      s.k[j * KS + i] = key >= 0 ? decode_element<C::kKElem>(p.k, key * p.k_row_stride + i) : 0.0f;
+    }
+  }
+  if (C::kUsesKScale) {
+    for (int j = threadIdx.x; j < KT; j += C::kThreads) {
+      int key = key_of(j);
+      s.kscale[j] = key >= 0 ? p.kscale[key] : 0.0f;
+    }
+  }
+  __syncthreads();
+  if (C::kUsesKSq) {
+    for (int j = threadIdx.x; j < KT; j += C::kThreads) {
+      const float* v = s.k + j * KS;
+      float acc = 0.0f;
+      for (int i = 0; i < D; ++i) acc = fmaf(v[i], v[i], acc);
+      s.ksq[j] = acc;
+    }
+  }
+  if (C::kMma) {
+    mma_dots<C>(s);
+  } else {
+    cuda_core_dots<C>(s);
   }
   __syncthreads();
   for (int e = threadIdx.x; e < R * KT; e += C::kThreads) {

@@ -55,6 +55,30 @@ TEST_CASE("the fused kernel compiles for sm_90a and sm_100a without a GPU", "[nv
   CHECK(std::string(op->cubin().data() + 1, 3) == "ELF");
   CHECK(op->content_key().size() == 64);
   CHECK_THROWS_AS(op->workspace_bytes(), ops::NotBuilt);
+  CHECK_THAT(op->source(), Catch::Contains("kMma = 3"));  // fp8 dots on the tensor cores
+}
+
+TEST_CASE("tensor cores only where the dots allow them", "[codegen]") {
+  plan::KernelSpec s;
+  plan::KernelPlan p;
+  std::string why;
+  REQUIRE(plan::choose_plan(s, 227 * 1024, 0, -1, &p, &why));
+  CHECK(p.mma == int(plan::ElemType::E4M3));
+  s.q_type = plan::ElemType::BF16;  // mixed types: CUDA cores
+  REQUIRE(plan::choose_plan(s, 227 * 1024, 0, -1, &p, &why));
+  CHECK(p.mma == 0);
+  s.k_type = plan::ElemType::BF16;
+  s.heads = 1;  // 8 rows of one head do not fill a 16-row fragment
+  REQUIRE(plan::choose_plan(s, 227 * 1024, 0, -1, &p, &why));
+  CHECK(p.mma == 0);
+  s.heads = 32;
+  s.reads_norms = true;
+  REQUIRE(plan::choose_plan(s, 227 * 1024, 0, -1, &p, &why));
+  CHECK(p.mma == 0);
+  s.reads_norms = false;
+  REQUIRE(plan::choose_plan(s, 227 * 1024, 0, -1, &p, &why));
+  CHECK(p.mma == int(plan::ElemType::BF16));
+  CHECK(p.rows_per_cta * s.heads % 16 == 0);
 }
 
 TEST_CASE("the materialize kernel compiles and differs only in its mode", "[nvrtc]") {

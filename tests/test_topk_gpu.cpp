@@ -58,6 +58,8 @@ TEST_CASE("relu_mh fp8 with key scale equals materialize and the reference", "[g
   INFO("seed " << test::test_seed());
   const int k = GENERATE(1, 31, 512, 2048);
   auto p = relu_mh_problem(64, k, ops::DType::E4M3);
+  p.allow_tensor_cores = GENERATE(true, false);  // mma.sync dots and CUDA-core dots
+  INFO("tensor cores " << p.allow_tensor_cores);
   run_and_check(p, 40, 5003, {}, {0, 7, 39}, false);
 }
 

@@ -33,6 +33,16 @@ long KernelPlan::workspace_words_per_cta() const {
   return long(rows_per_cta) * (capacity + next_pow2(k));
 }
 
+// mma.sync needs q and k of one 8- or 16-bit type, whole 16-row fragments of (row, head)
+// and whole k-steps of d; norms are computed from fp32 tiles, so they keep CUDA cores.
+static int tensor_core_type(const KernelSpec& s, int rows) {
+  if (!s.allow_tensor_cores || s.reads_norms || s.q_type != s.k_type) return 0;
+  if (s.q_type == ElemType::F32) return 0;
+  if ((rows * s.heads) % 16 != 0) return 0;
+  if (s.head_dim % (s.q_type == ElemType::E4M3 ? 32 : 16) != 0) return 0;
+  return int(s.q_type);
+}
+
 bool choose_plan(const KernelSpec& spec, long smem_limit, int candidate_capacity,
                  int sample_size, KernelPlan* out, std::string* why) {
   KernelPlan p;
@@ -42,8 +52,11 @@ bool choose_plan(const KernelSpec& spec, long smem_limit, int candidate_capacity
   p.capacity = candidate_capacity > 0 ? candidate_capacity : std::max(4 * spec.k, 4096);
   p.sample = sample_size >= 0 ? sample_size : std::max(2 * spec.k, 4096);
   for (int rows = p.rows_per_cta; rows >= 1; rows /= 2) {
-    for (int tile : {64, 32, 16}) {
-      winnow::SmemLayout L{rows, spec.heads, spec.head_dim, tile, p.bins};
+    p.mma = tensor_core_type(spec, rows);
+    for (int tile : {128, 64, 32, 16}) {
+      if (tile == 128 && !p.mma) continue;  // larger tiles only pay off with cheap dots
+      winnow::SmemLayout L{rows, spec.heads, spec.head_dim, tile, p.bins,
+                           p.mma == 0 ? 0 : (p.mma == int(ElemType::E4M3) ? 1 : 2)};
       if (L.bytes() <= smem_limit) {
         p.rows_per_cta = rows;
         p.key_tile = tile;
@@ -62,11 +75,14 @@ bool choose_plan(const KernelSpec& spec, long smem_limit, int candidate_capacity
 
 std::string describe(const KernelSpec& s, const KernelPlan& p) {
   return fmt::format(
-      "spec heads={} dim={} q={} k={} mode={} topk={} window={} sorted={} absolute={}\n"
-      "plan rows_per_cta={} key_tile={} threads={} bins={} capacity={} sample={} smem={}\n",
+      "spec heads={} dim={} q={} k={} mode={} topk={} window={} sorted={} absolute={} "
+      "tensor_cores={}\n"
+      "plan rows_per_cta={} key_tile={} threads={} bins={} capacity={} sample={} mma={} "
+      "smem={}\n",
       s.heads, s.head_dim, elem_name(s.q_type), elem_name(s.k_type),
       s.materialize ? "materialize" : "topk", s.k, int(s.window), s.sorted, s.absolute,
-      p.rows_per_cta, p.key_tile, p.threads, p.bins, p.capacity, p.sample, p.smem_bytes());
+      s.allow_tensor_cores,
+      p.rows_per_cta, p.key_tile, p.threads, p.bins, p.capacity, p.sample, p.mma, p.smem_bytes());
 }
 
 }  // namespace winnow::plan

@@ -22,6 +22,8 @@ struct KernelSpec {
   WindowCode window = WindowCode::Dense;
   bool sorted = false;
   bool absolute = false;
+  bool reads_norms = false;        // qsq / ksq: computed from the fp32 tiles
+  bool allow_tensor_cores = true;  // false: CUDA-core dots even where mma.sync could run
 };
 
 struct KernelPlan {
@@ -31,6 +33,8 @@ struct KernelPlan {
   int bins = 2048;        // ThresholdBins per row (a multiple of 32)
   int capacity = 8192;    // CandidateBuffer entries per row
   int sample = 4096;      // keys scored first for the initial threshold (0: none)
+  // Element type the tensor cores read (mma.sync), as its ElemType code; 0: CUDA cores.
+  int mma = 0;
   long smem_bytes() const;  // from templates/smem_layout.cuh
   long workspace_words_per_cta() const;  // rows_per_cta * (capacity + next_pow2(k))
   int k = 2048;           // copy of the spec's k (the workspace depends on it)
