@@ -9,6 +9,7 @@
 #include "compiler/codegen/emit_cuda.h"
 #include "compiler/lower/lower.h"
 #include "compiler/plan/kernel_plan.h"
+#include "ops/loaded_kernels.h"
 #include "ops/validate.h"
 #include "runtime/env.h"
 #include "runtime/sha256.h"
@@ -80,7 +81,7 @@ struct TopkOp::Impl {
   codegen::GeneratedKernel generated;
   std::string key;
   std::vector<char> cubin;
-  std::unique_ptr<rt::LoadedKernel> kernel;
+  std::shared_ptr<const rt::LoadedKernel> kernel;
   int max_ctas = 0;  // resident CTAs on the device: the persistent grid
   size_t workspace = 0;
 };
@@ -131,7 +132,10 @@ void TopkOp::build(rt::CubinCache& cache, const backend::Backend& be) {
   in.backend = be.name() + " " + be.version();
   in.arch = req.arch.str();
   for (const auto& o : req.options) in.options += o + "\n";
-  in.program = ir::print(m.problem.score) + "\n" + plan::describe(m.spec, m.plan);
+  // The generated stub itself, so a change to the emitter changes the key even when the
+  // build id (the commit, read at configure time) is stale.
+  in.program = ir::print(m.problem.score) + "\n" + plan::describe(m.spec, m.plan) +
+               m.generated.source;
   m.key = rt::content_key(in);
   req.source_name = fmt::format("winnow_topk_{}.cu", m.key.substr(0, 16));
   auto got = cache.get(in.arch, m.key, ir::print(m.problem.score),
@@ -140,8 +144,10 @@ void TopkOp::build(rt::CubinCache& cache, const backend::Backend& be) {
   m.kernel.reset();
   m.workspace = 0;
   if (!m.ctx) return;
-  m.kernel = std::make_unique<rt::LoadedKernel>(*m.ctx, m.cubin, m.generated.entry.c_str(),
-                                                int(m.plan.smem_bytes()));
+  m.kernel = loaded_kernel(*m.ctx, m.key, [&] {
+    return std::make_shared<const rt::LoadedKernel>(*m.ctx, m.cubin, m.generated.entry.c_str(),
+                                                    int(m.plan.smem_bytes()));
+  });
   const int per_sm = m.kernel->max_blocks_per_sm(m.plan.threads);
   if (per_sm < 1) {
     throw NotSupported(fmt::format("the kernel cannot run on this device ({} bytes of shared "

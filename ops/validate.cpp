@@ -85,7 +85,8 @@ class TensorRules {
   // q and k rows are loaded in 16-byte vectors.
   void vector_rows(int row_dim) const {
     aligned(16);
-    const int64_t row_bytes = t_.strides[row_dim] * dtype_bytes(t_.dtype);
+    // Unsigned: wraps instead of overflowing, and 16 divides 2^64, so the test still holds.
+    const uint64_t row_bytes = uint64_t(t_.strides[row_dim]) * uint64_t(dtype_bytes(t_.dtype));
     if (row_bytes % 16 != 0)
       fail(fmt::format("{}: row stride of {} elements is {} bytes, must be a multiple of 16 bytes",
                        name_, t_.strides[row_dim], row_bytes));
