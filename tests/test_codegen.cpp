@@ -30,6 +30,8 @@ TEST_CASE("plans fit shared memory or are refused with the numbers", "[codegen]"
   CHECK(p.capacity >= s.k);
   s.heads = 128;
   s.head_dim = 1024;
+  CHECK(plan::choose_plan(s, 227 * 1024, 0, -1, &p, &why));  // fp8 tiles in stored form fit
+  s.q_type = s.k_type = plan::ElemType::F32;                 // fp32 tiles do not
   CHECK_FALSE(plan::choose_plan(s, 227 * 1024, 0, -1, &p, &why));
   CHECK_THAT(why, Catch::Contains("128 * 1024"));
 }
