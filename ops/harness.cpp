@@ -75,21 +75,6 @@ ProblemData random_problem(const TopkProblem& p, int64_t rows, int64_t num_keys,
 
 namespace {
 
-TensorView view(void* data, DType t, std::initializer_list<int64_t> shape) {
-  TensorView v;
-  v.data = data;
-  v.dtype = t;
-  v.ndim = int(shape.size());
-  int i = 0;
-  for (int64_t s : shape) v.shape[i++] = s;
-  int64_t stride = 1;
-  for (int j = v.ndim - 1; j >= 0; --j) {
-    v.strides[j] = stride;
-    stride *= v.shape[j];
-  }
-  return v;
-}
-
 template <class T>
 rt::DeviceBuffer upload(const std::vector<T>& v) {
   rt::DeviceBuffer b(std::max<size_t>(v.size() * sizeof(T), 16));
@@ -116,19 +101,19 @@ RunResult run_on_device(const TopkOp& op, const rt::Context& ctx, const ProblemD
 
   TopkInputs in;
   if (p.heads == 1) {
-    in.q = view(q.data(), p.q_dtype, {d.rows, p.head_dim});
+    in.q = contiguous_view(q.data(), p.q_dtype, {d.rows, p.head_dim});
   } else {
-    in.q = view(q.data(), p.q_dtype, {d.rows, p.heads, p.head_dim});
+    in.q = contiguous_view(q.data(), p.q_dtype, {d.rows, p.heads, p.head_dim});
   }
-  in.k = view(k.data(), p.k_dtype, {d.num_keys, p.head_dim});
-  if (!d.w.empty()) in.weights = view(w.data(), DType::F32, {d.rows, p.heads});
-  if (!d.kscale.empty()) in.key_scale = view(ks.data(), DType::F32, {d.num_keys});
+  in.k = contiguous_view(k.data(), p.k_dtype, {d.num_keys, p.head_dim});
+  if (!d.w.empty()) in.weights = contiguous_view(w.data(), DType::F32, {d.rows, p.heads});
+  if (!d.kscale.empty()) in.key_scale = contiguous_view(ks.data(), DType::F32, {d.num_keys});
   if (p.window == WindowKind::Ranges) {
-    in.window_start = view(wst.data(), DType::I32, {d.rows});
-    in.window_end = view(wen.data(), DType::I32, {d.rows});
+    in.window_start = contiguous_view(wst.data(), DType::I32, {d.rows});
+    in.window_end = contiguous_view(wen.data(), DType::I32, {d.rows});
   }
-  TensorView out_idx = view(idx.data(), DType::I32, {d.rows, p.k});
-  TensorView out_sc = view(sc.data(), DType::F32, {d.rows, out_cols});
+  TensorView out_idx = contiguous_view(idx.data(), DType::I32, {d.rows, p.k});
+  TensorView out_sc = contiguous_view(sc.data(), DType::F32, {d.rows, out_cols});
   const TensorView* oi = materialize ? nullptr : &out_idx;
 
   CUstream stream = nullptr;

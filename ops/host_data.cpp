@@ -17,40 +17,27 @@ uint16_t encode_bf16(float f) {
   return uint16_t(u >> 16);
 }
 
-uint16_t encode_f16(float f) {
-  // Search the 65536 codes once; exactness matters more than speed here.
-  static const std::vector<std::pair<float, uint16_t>> table = [] {
-    std::vector<std::pair<float, uint16_t>> t;
-    for (uint32_t c = 0; c < 0x10000; ++c) {
-      float v = winnow::decode_f16(uint16_t(c));
-      if (!std::isnan(v) && !(v == 0 && (c & 0x8000))) t.emplace_back(v, uint16_t(c));
+namespace {
+
+// The finite values of an encoding with `bits` bits, sorted, each with its code (-0 left
+// out, so zero encodes as +0).
+template <class Code, class Decode>
+std::vector<std::pair<float, Code>> value_table(int bits, Decode decode) {
+  std::vector<std::pair<float, Code>> t;
+  for (uint32_t c = 0; c < (1u << bits); ++c) {
+    float v = decode(Code(c));
+    if (!std::isnan(v) && !std::isinf(v) && !(v == 0 && (c >> (bits - 1)))) {
+      t.emplace_back(v, Code(c));
     }
-    std::sort(t.begin(), t.end());
-    return t;
-  }();
-  if (std::isnan(f)) return 0x7E00;
-  auto it = std::lower_bound(table.begin(), table.end(), std::make_pair(f, uint16_t(0)));
-  if (it == table.end()) return table.back().second;
-  if (it == table.begin()) return it->second;
-  auto prev = it - 1;
-  float dh = it->first - f, dl = f - prev->first;
-  if (dl < dh) return prev->second;
-  if (dh < dl) return it->second;
-  return (prev->second & 1) ? it->second : prev->second;  // tie: even mantissa
+  }
+  std::sort(t.begin(), t.end());
+  return t;
 }
 
-uint8_t encode_e4m3(float f) {
-  static const std::vector<std::pair<float, uint8_t>> table = [] {
-    std::vector<std::pair<float, uint8_t>> t;
-    for (uint32_t c = 0; c < 256; ++c) {
-      float v = winnow::decode_e4m3(uint8_t(c));
-      if (!std::isnan(v) && !(v == 0 && (c & 0x80))) t.emplace_back(v, uint8_t(c));
-    }
-    std::sort(t.begin(), t.end());
-    return t;
-  }();
-  if (std::isnan(f)) return 0x7F;
-  auto it = std::lower_bound(table.begin(), table.end(), std::make_pair(f, uint8_t(0)));
+// The nearest value's code (ties to the even code); values past the ends saturate.
+template <class Code>
+Code nearest_code(const std::vector<std::pair<float, Code>>& table, float f) {
+  auto it = std::lower_bound(table.begin(), table.end(), std::make_pair(f, Code(0)));
   if (it == table.end()) return table.back().second;
   if (it == table.begin()) return it->second;
   auto prev = it - 1;
@@ -58,6 +45,21 @@ uint8_t encode_e4m3(float f) {
   if (dl < dh) return prev->second;
   if (dh < dl) return it->second;
   return (prev->second & 1) ? it->second : prev->second;
+}
+
+}  // namespace
+
+uint16_t encode_f16(float f) {
+  static const auto table = value_table<uint16_t>(16, winnow::decode_f16);
+  if (std::isnan(f)) return 0x7E00;
+  if (std::isinf(f)) return f > 0 ? 0x7C00 : 0xFC00;
+  return nearest_code(table, f);
+}
+
+uint8_t encode_e4m3(float f) {
+  static const auto table = value_table<uint8_t>(8, winnow::decode_e4m3);
+  if (std::isnan(f)) return 0x7F;
+  return nearest_code(table, f);
 }
 
 HostTensor make_tensor(DType dtype, std::vector<float> values) {

@@ -26,4 +26,19 @@ int dtype_bytes(DType t) {
   return 0;
 }
 
+TensorView contiguous_view(void* data, DType dtype, std::initializer_list<int64_t> shape) {
+  TensorView v;
+  v.data = data;
+  v.dtype = dtype;
+  v.ndim = int(shape.size());
+  int i = 0;
+  for (int64_t s : shape) v.shape[i++] = s;
+  int64_t stride = 1;
+  for (int j = v.ndim - 1; j >= 0; --j) {
+    v.strides[j] = stride;
+    stride *= v.shape[j];
+  }
+  return v;
+}
+
 }  // namespace winnow::ops

@@ -1,6 +1,7 @@
 // A borrowed tensor as the ops see it (the C API's winnowTensor_t, without the C names).
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 namespace winnow::ops {
@@ -18,5 +19,8 @@ struct TensorView {
   int device = 0;
   bool present() const { return data != nullptr || ndim != 0; }
 };
+
+// A tensor with row-major (contiguous) strides.
+TensorView contiguous_view(void* data, DType dtype, std::initializer_list<int64_t> shape);
 
 }  // namespace winnow::ops

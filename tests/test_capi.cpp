@@ -18,6 +18,7 @@
 
 #include "compiler/ir/ir.h"
 #include "ops/validate.h"
+#include "capi_tensor.h"
 #include "support.h"
 #include "winnow.h"
 
@@ -100,19 +101,7 @@ void* fake(uintptr_t address) { return reinterpret_cast<void*>(address); }
 // A contiguous tensor at a fake device address.
 winnowTensor_t tensor(uintptr_t address, winnowDataType_t dtype,
                       std::initializer_list<int64_t> shape) {
-  winnowTensor_t t{};
-  t.data = fake(address);
-  t.dtype = dtype;
-  t.ndim = static_cast<int32_t>(shape.size());
-  int i = 0;
-  for (int64_t s : shape) t.shape[i++] = s;
-  int64_t stride = 1;
-  for (int j = t.ndim - 1; j >= 0; --j) {
-    t.strides[j] = stride;
-    stride *= t.shape[j];
-  }
-  t.device = 0;
-  return t;
+  return winnow::test::capi_tensor(fake(address), dtype, shape);
 }
 
 // One execute call; valid_call() makes it right for a descriptor, tests then break one rule.
@@ -722,18 +711,7 @@ namespace {
 namespace ops = winnow::ops;
 
 ops::TensorView view(uintptr_t address, ops::DType dtype, std::initializer_list<int64_t> shape) {
-  ops::TensorView v;
-  v.data = fake(address);
-  v.dtype = dtype;
-  v.ndim = static_cast<int>(shape.size());
-  int i = 0;
-  for (int64_t s : shape) v.shape[i++] = s;
-  int64_t stride = 1;
-  for (int j = v.ndim - 1; j >= 0; --j) {
-    v.strides[j] = stride;
-    stride *= v.shape[j];
-  }
-  return v;
+  return ops::contiguous_view(fake(address), dtype, shape);
 }
 }  // namespace
 

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "ops/harness.h"
+#include "capi_tensor.h"
 #include "support.h"
 #include "topk_check.h"
 #include "winnow.h"
@@ -11,20 +12,7 @@
 using namespace winnow;
 
 namespace {
-winnowTensor_t tensor(void* data, winnowDataType_t t, std::initializer_list<int64_t> shape) {
-  winnowTensor_t v{};
-  v.data = data;
-  v.dtype = t;
-  v.ndim = int(shape.size());
-  int i = 0;
-  for (int64_t s : shape) v.shape[i++] = s;
-  int64_t stride = 1;
-  for (int j = v.ndim - 1; j >= 0; --j) {
-    v.strides[j] = stride;
-    stride *= v.shape[j];
-  }
-  return v;
-}
+using test::capi_tensor;
 #define REQUIRE_OK(call)                                   \
   do {                                                     \
     winnowStatus_t s_ = (call);                            \
@@ -67,12 +55,12 @@ TEST_CASE("C API: execute, then the same call in a CUDA graph, equal the referen
   w.upload(d.w.data(), w.size());
   ks.upload(d.kscale.data(), ks.size());
   winnowTensor_t in[WINNOW_NUM_INPUTS] = {};
-  in[WINNOW_INPUT_Q] = tensor(q.data(), WINNOW_DTYPE_FP8_E4M3, {rows, 64, 128});
-  in[WINNOW_INPUT_K] = tensor(k.data(), WINNOW_DTYPE_FP8_E4M3, {keys, 128});
-  in[WINNOW_INPUT_WEIGHTS] = tensor(w.data(), WINNOW_DTYPE_FLOAT32, {rows, 64});
-  in[WINNOW_INPUT_KEY_SCALE] = tensor(ks.data(), WINNOW_DTYPE_FLOAT32, {keys});
-  winnowTensor_t oi = tensor(idx.data(), WINNOW_DTYPE_INT32, {rows, p.k});
-  winnowTensor_t os = tensor(sc.data(), WINNOW_DTYPE_FLOAT32, {rows, p.k});
+  in[WINNOW_INPUT_Q] = capi_tensor(q.data(), WINNOW_DTYPE_FP8_E4M3, {rows, 64, 128});
+  in[WINNOW_INPUT_K] = capi_tensor(k.data(), WINNOW_DTYPE_FP8_E4M3, {keys, 128});
+  in[WINNOW_INPUT_WEIGHTS] = capi_tensor(w.data(), WINNOW_DTYPE_FLOAT32, {rows, 64});
+  in[WINNOW_INPUT_KEY_SCALE] = capi_tensor(ks.data(), WINNOW_DTYPE_FLOAT32, {keys});
+  winnowTensor_t oi = capi_tensor(idx.data(), WINNOW_DTYPE_INT32, {rows, p.k});
+  winnowTensor_t os = capi_tensor(sc.data(), WINNOW_DTYPE_FLOAT32, {rows, p.k});
 
   CUstream stream;
   rt::check(cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
