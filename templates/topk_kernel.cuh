@@ -165,52 +165,62 @@ __device__ void cuda_core_dots(const TopkSmem<C>& s) {
 // Dot products on the tensor cores (mma.sync, fp32 accumulation): q rows [R*H][D] times
 // the key tile [KT][D], one 16 x 8 output block per warp step. The fused and the
 // materialize kernels run this same code, so their scores have the same bits.
+// One 16 x 8 block of dot products on the tensor cores (mma.sync, fp32 accumulation):
+// q rows qa.. qa + 15 (stored form, padded rows) times keys kb .. kb + 7, over all of d.
+// c0, c1: row g, keys 2 * t4 and 2 * t4 + 1; c2, c3: row g + 8 (PTX ISA fragment layouts).
+template <class C>
+__device__ __forceinline__ void mma_block(const char* qa, const char* kb, int t4, float& c0,
+                                          float& c1, float& c2, float& c3) {
+  constexpr int D = C::kDim, EB = MmaBytes<C>::value, RB = D * EB + 16;
+  constexpr int KSTEP = EB == 1 ? 32 : 16;  // k elements per mma
+  c0 = c1 = c2 = c3 = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < D; kk += KSTEP) {
+    // Byte offsets of this thread's fragment columns.
+    const int lo = (kk + t4 * (EB == 1 ? 4 : 2)) * EB;
+    const int hi = lo + (KSTEP / 2) * EB;
+    u32 a0 = *reinterpret_cast<const u32*>(qa + lo);
+    u32 a1 = *reinterpret_cast<const u32*>(qa + 8 * RB + lo);
+    u32 a2 = *reinterpret_cast<const u32*>(qa + hi);
+    u32 a3 = *reinterpret_cast<const u32*>(qa + 8 * RB + hi);
+    u32 b0 = *reinterpret_cast<const u32*>(kb + lo);
+    u32 b1 = *reinterpret_cast<const u32*>(kb + hi);
+    if (C::kMma == kElemE4M3) {
+      asm volatile(
+          "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
+          "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+          : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
+          : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    } else if (C::kMma == kElemBF16) {
+      asm volatile(
+          "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+          "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+          : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
+          : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    } else {
+      asm volatile(
+          "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+          "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+          : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
+          : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    }
+  }
+}
+
+// Dot products on the tensor cores, written to s.dots: one 16 x 8 block per warp step.
+// The fused and the materialize kernels run this same code, so their scores have the
+// same bits.
 template <class C>
 __device__ void mma_dots(const TopkSmem<C>& s) {
-  constexpr int H = C::kHeads, D = C::kDim, KT = C::kKeyTile, DS = H + 1;
-  constexpr int M = C::kRows * H, MT = M / 16, NT = KT / 8;
-  constexpr int EB = MmaBytes<C>::value, RB = D * EB + 16;
-  constexpr int KSTEP = EB == 1 ? 32 : 16;  // k elements per mma
+  constexpr int H = C::kHeads, KT = C::kKeyTile, DS = H + 1;
+  constexpr int MT = C::kRows * H / 16, NT = KT / 8, RB = C::kDim * MmaBytes<C>::value + 16;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
   const char* qraw = reinterpret_cast<const char*>(s.q);
   const char* kraw = reinterpret_cast<const char*>(s.k);
   for (int t = warp; t < MT * NT; t += C::kThreads / 32) {
     const int mt = t / NT, nt = t % NT;
-    const char* qa = qraw + (mt * 16 + g) * RB;
-    const char* kb = kraw + (nt * 8 + g) * RB;
-    float c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < D; kk += KSTEP) {
-      // Byte offsets of this thread's fragment columns (see the PTX ISA's mma layouts).
-      const int lo = (kk + t4 * (EB == 1 ? 4 : 2)) * EB;
-      const int hi = lo + (KSTEP / 2) * EB;
-      u32 a0 = *reinterpret_cast<const u32*>(qa + lo);
-      u32 a1 = *reinterpret_cast<const u32*>(qa + 8 * RB + lo);
-      u32 a2 = *reinterpret_cast<const u32*>(qa + hi);
-      u32 a3 = *reinterpret_cast<const u32*>(qa + 8 * RB + hi);
-      u32 b0 = *reinterpret_cast<const u32*>(kb + lo);
-      u32 b1 = *reinterpret_cast<const u32*>(kb + hi);
-      if (C::kMma == kElemE4M3) {
-        asm volatile(
-            "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
-            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
-            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-      } else if (C::kMma == kElemBF16) {
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
-            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-      } else {
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
-            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-      }
-    }
-    // c0, c1: row g, keys 2*t4 and 2*t4 + 1; c2, c3: row g + 8.
+    float c0, c1, c2, c3;
+    mma_block<C>(qraw + (mt * 16 + g) * RB, kraw + (nt * 8 + g) * RB, t4, c0, c1, c2, c3);
     const int j = nt * 8 + 2 * t4;
     const int rh0 = mt * 16 + g, rh1 = rh0 + 8;
     float* d0 = s.dots + ((rh0 / H) * KT + j) * DS + rh0 % H;
@@ -219,6 +229,60 @@ __device__ void mma_dots(const TopkSmem<C>& s) {
     d0[DS] = c1;
     d1[0] = c2;
     d1[DS] = c3;
+  }
+}
+
+// The head-sum form (S::kHeadSum: score = post(sum_h term(dot(h), w[h]))): each warp takes
+// 8 keys against every (row, head), applies term to its accumulators and sums over
+// heads in registers and by a fixed butterfly of shuffles, so no dot goes through
+// shared memory. Writes the per-(row, key) sums to s.dots[r * KT + j].
+template <class C, class S>
+__device__ void mma_head_sums(const TopkSmem<C>& s) {
+  constexpr int R = C::kRows, H = C::kHeads, KT = C::kKeyTile;
+  constexpr int MT_ROW = H / 16, NT = KT / 8, RB = C::kDim * MmaBytes<C>::value + 16;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
+  const char* qraw = reinterpret_cast<const char*>(s.q);
+  const char* kraw = reinterpret_cast<const char*>(s.k);
+  for (int nt = warp; nt < NT; nt += C::kThreads / 32) {
+    const char* kb = kraw + (nt * 8 + g) * RB;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float p0 = 0.0f, p1 = 0.0f;  // keys 2 * t4 and 2 * t4 + 1
+#pragma unroll
+      for (int m = 0; m < MT_ROW; ++m) {
+        const int rh0 = r * H + m * 16 + g;
+        float c0, c1, c2, c3;
+        mma_block<C>(qraw + rh0 * RB, kb, t4, c0, c1, c2, c3);
+        const float w0 = s.w[rh0], w1 = s.w[rh0 + 8];
+        p0 = op_add(op_add(p0, S::term(c0, w0)), S::term(c2, w1));
+        p1 = op_add(op_add(p1, S::term(c1, w0)), S::term(c3, w1));
+      }
+#pragma unroll
+      for (int o = 4; o < 32; o <<= 1) {
+        p0 = op_add(p0, __shfl_xor_sync(0xFFFFFFFFu, p0, o));
+        p1 = op_add(p1, __shfl_xor_sync(0xFFFFFFFFu, p1, o));
+      }
+      if (g == 0) {
+        s.dots[r * KT + nt * 8 + 2 * t4] = p0;
+        s.dots[r * KT + nt * 8 + 2 * t4 + 1] = p1;
+      }
+    }
+  }
+}
+
+// Whether the kernel sums heads next to the accumulators (whole 16-head fragments).
+template <class C, class S>
+struct UsesHeadSums {
+  static constexpr bool value = C::kMma != 0 && S::kHeadSum && C::kHeads % 16 == 0;
+};
+
+// The score of (row r, key slot j) from what the dot step left in shared memory.
+template <class C, class S>
+__device__ __forceinline__ float score_of(const TopkSmem<C>& s, const ScoreArgs& a, int r, int j) {
+  if constexpr (UsesHeadSums<C, S>::value) {
+    return S::post(s.dots[r * C::kKeyTile + j], a);
+  } else {
+    return S::eval(a);
   }
 }
 
@@ -262,7 +326,9 @@ __device__ void score_tile(const TopkParams& p, const TopkSmem<C>& s, KeyOf key_
       s.ksq[j] = acc;
     }
   }
-  if (C::kMma) {
+  if constexpr (UsesHeadSums<C, S>::value) {
+    mma_head_sums<C, S>(s);
+  } else if (C::kMma) {
     mma_dots<C>(s);
   } else {
     cuda_core_dots<C>(s);
@@ -278,7 +344,7 @@ __device__ void score_tile(const TopkParams& p, const TopkSmem<C>& s, KeyOf key_
     a.kscale = C::kUsesKScale ? s.kscale[j] : 1.0f;
     a.qsq = s.qsq + r * H;
     a.ksq = C::kUsesKSq ? s.ksq[j] : 0.0f;
-    visit(r, key, S::eval(a));
+    visit(r, key, score_of<C, S>(s, a, r, j));
   }
   __syncthreads();
 }

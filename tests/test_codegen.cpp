@@ -97,3 +97,16 @@ TEST_CASE("the materialize kernel compiles and differs only in its mode", "[nvrt
   op->build(cache, *backend::make_nvrtc_backend());
   CHECK(op->cubin().size() > 1000);
 }
+
+TEST_CASE("the head-sum form is recognised only where it holds", "[codegen]") {
+  CHECK(codegen::head_sum_node(ir::relu_mh(true)) != nullptr);
+  CHECK(codegen::head_sum_node(ir::relu_mh(false)) != nullptr);
+  CHECK(codegen::head_sum_node(ir::parse("sum_h(w[h] * softplus(dot(h))) * kscale")) != nullptr);
+  CHECK(codegen::head_sum_node(ir::parse("max_h(dot(h))")) == nullptr);          // not a sum
+  CHECK(codegen::head_sum_node(ir::ip()) == nullptr);                            // no reduction
+  CHECK(codegen::head_sum_node(ir::parse("sum_h(dot(h)) + dot(0)")) == nullptr);  // dot outside
+  CHECK(codegen::head_sum_node(ir::parse("sum_h(dot(h)) * sum_h(w[h])")) == nullptr);
+  std::string f = codegen::emit_score_functor(ir::relu_mh(true), 64);
+  CHECK_THAT(f, Catch::Contains("term(float dot, float w) { return winnow::op_mul(w, winnow::op_relu(dot)); }"));
+  CHECK_THAT(f, Catch::Contains("post(float hsum, const winnow::ScoreArgs& a) { return winnow::op_mul(hsum, a.kscale); }"));
+}

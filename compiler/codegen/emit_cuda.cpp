@@ -13,7 +13,15 @@ class FunctorPrinter {
  public:
   explicit FunctorPrinter(int heads) : heads_(heads) {}
 
+  // Head-sum form (see head_sum_node): the sum prints as `hsum`, and inside a term
+  // dot(h) and w[h] print as the scalars `dot` and `w`.
+  void set_head_sum(const ir::Node* node) { head_sum_ = node; }
+  void set_term_scalars(bool on) { term_scalars_ = on; }
+
   std::string expr(const ir::Expr& e) {
+    if (e.get() == head_sum_) return "hsum";
+    if (term_scalars_ && e->kind == ir::NodeKind::Dot) return "dot";
+    if (term_scalars_ && e->kind == ir::NodeKind::Param) return "w";
     switch (e->kind) {
       case ir::NodeKind::Const:
         return fmt::format("{:a}f", e->value);
@@ -57,21 +65,81 @@ class FunctorPrinter {
   }
 
   int heads_;
+  const ir::Node* head_sum_ = nullptr;
+  bool term_scalars_ = false;
   int next_id_ = 0;
   std::string helpers_;
 };
 
+// True when e reads only dot(h), w[h] and constants.
+bool is_head_term(const ir::Expr& e) {
+  switch (e->kind) {
+    case ir::NodeKind::Const: return true;
+    case ir::NodeKind::Dot: return e->head == ir::kBoundHead;
+    case ir::NodeKind::Param: return e->param == ir::ParamId::W && e->head == ir::kBoundHead;
+    case ir::NodeKind::Unary:
+    case ir::NodeKind::Binary:
+      for (const auto& a : e->args) {
+        if (!is_head_term(a)) return false;
+      }
+      return true;
+    case ir::NodeKind::HeadReduce: return false;
+  }
+  return false;
+}
+
+// Counts head reductions and the dots / per-head params outside them.
+void count_outside(const ir::Expr& e, int* reduces, int* per_head_outside) {
+  if (e->kind == ir::NodeKind::HeadReduce) {
+    ++*reduces;
+    return;
+  }
+  if (e->kind == ir::NodeKind::Dot) ++*per_head_outside;
+  if (e->kind == ir::NodeKind::Param && ir::param_per_head(e->param)) ++*per_head_outside;
+  for (const auto& a : e->args) count_outside(a, reduces, per_head_outside);
+}
+
+const ir::Node* find_reduce(const ir::Expr& e) {
+  if (e->kind == ir::NodeKind::HeadReduce) return e.get();
+  for (const auto& a : e->args) {
+    if (const ir::Node* n = find_reduce(a)) return n;
+  }
+  return nullptr;
+}
+
 }  // namespace
+
+const ir::Node* head_sum_node(const ir::Expr& score) {
+  int reduces = 0, outside = 0;
+  count_outside(score, &reduces, &outside);
+  if (reduces != 1 || outside != 0) return nullptr;
+  const ir::Node* r = find_reduce(score);
+  if (r->reduce != ir::ReduceOp::Sum || !is_head_term(r->args[0])) return nullptr;
+  return r;
+}
 
 std::string emit_score_functor(const ir::Expr& score, int heads) {
   FunctorPrinter printer(heads);
   std::string body = printer.expr(score);
+  std::string head_sum = "  static constexpr bool kHeadSum = false;\n";
+  if (const ir::Node* sum = head_sum_node(score)) {
+    // term(dot, w) per head, summed by the kernel in registers; post(hsum, a) after.
+    FunctorPrinter term_printer(heads);
+    term_printer.set_term_scalars(true);
+    FunctorPrinter post_printer(heads);
+    post_printer.set_head_sum(sum);
+    head_sum = fmt::format(
+        "  static constexpr bool kHeadSum = true;\n"
+        "  __device__ static float term(float dot, float w) {{ return {}; }}\n"
+        "  __device__ static float post(float hsum, const winnow::ScoreArgs& a) {{ return {}; }}\n",
+        term_printer.expr(sum->args[0]), post_printer.expr(score));
+  }
   return fmt::format(
       "// score: {}\n"
       "struct WinnowScore {{\n{}"
-      "  __device__ static float eval(const winnow::ScoreArgs& a) {{ return {}; }}\n"
+      "  __device__ static float eval(const winnow::ScoreArgs& a) {{ return {}; }}\n{}"
       "}};\n",
-      ir::print(score), printer.helpers(), body);
+      ir::print(score), printer.helpers(), body, head_sum);
 }
 
 GeneratedKernel emit_topk(const ir::Expr& score, const plan::KernelSpec& spec,

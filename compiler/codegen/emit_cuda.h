@@ -18,6 +18,11 @@ struct GeneratedKernel {
   std::vector<std::pair<std::string, std::string>> headers;  // the embedded templates
 };
 
+// The one head sum of a program of the form post(sum_h(term(dot(h), w[h]))), where post
+// reads no dot: the kernel can then sum the terms in registers next to the tensor-core
+// accumulators. Null for any other program.
+const ir::Node* head_sum_node(const ir::Expr& score);
+
 // The score functor alone: `struct WinnowScore { static float eval(const ScoreArgs&) }`.
 std::string emit_score_functor(const ir::Expr& score, int heads);
 
