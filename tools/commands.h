@@ -13,6 +13,7 @@
 int run_compile(int argc, char** argv);
 int run_cache(int argc, char** argv);
 int run_demo(int argc, char** argv);
+int run_bench(int argc, char** argv);
 
 namespace winnow::tools {
 

@@ -25,6 +25,7 @@ Usage: winnow <command> [options]
 
 Commands:
   demo      run a small problem on the GPU and check it against the CPU reference
+  bench     time a PERF.md workload (fused vs materialize vs floor), JSON lines out
   compile   print the IR, the generated CUDA source or the PTX of a kernel, or write its cubin
   cache     list, verify or clear the on-disk kernel cache
 
@@ -41,6 +42,7 @@ struct Command {
 };
 constexpr Command kCommands[] = {
     {"demo", run_demo},
+    {"bench", run_bench},
     {"compile", run_compile},
     {"cache", run_cache},
 };
