@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "compiler/build_id.h"
 #include "compiler/codegen/embedded_templates.h"
 #include "compiler/codegen/emit_cuda.h"
 #include "compiler/lower/lower.h"
@@ -127,7 +128,7 @@ void TopkOp::build(rt::CubinCache& cache, const backend::Backend& be) {
   Impl& m = *impl_;
   backend::CompileRequest req = compile_request();
   rt::ContentKeyInputs in;
-  in.build_id = WINNOW_GIT_COMMIT;
+  in.build_id = build_id();
   in.template_hashes = template_hashes();
   in.backend = be.name() + " " + be.version();
   in.arch = req.arch.str();

@@ -31,6 +31,7 @@
 #include "compiler/backend/backend.h"
 #include "ops/harness.h"
 #include "ops/reference.h"
+#include "compiler/build_id.h"
 #include "ops/topk.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/kernel_cache.h"
@@ -650,7 +651,7 @@ int bench_main(int argc, char** argv) {
     return 1;
   }
   rt::Context ctx(0);
-  Meta meta{ctx.info().name, WINNOW_GIT_COMMIT, utc_date(), read_ceilings(a.ceilings_path)};
+  Meta meta{ctx.info().name, winnow::build_id(), utc_date(), read_ceilings(a.ceilings_path)};
   const ops::TopkProblem base = make_problem(a, ctx);
   fmt::print(stderr, "winnow bench {} on {} ({}): Q={} H={} d={} k={} {}, T in [{}]; ceilings {}\n",
              a.workload->name, meta.gpu, base.arch.str(), a.queries, base.heads, base.head_dim,

@@ -15,6 +15,7 @@
 #include "compiler/backend/backend.h"
 #include "ops/harness.h"
 #include "ops/reference.h"
+#include "compiler/build_id.h"
 #include "ops/topk.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/kernel_cache.h"
@@ -206,7 +207,7 @@ int demo_main(int argc, char** argv) {
         "\"fallbacks\": {}, \"gpu\": \"{}\", \"commit\": \"{}\", \"date\": \"{}\"}}",
         impl, a.rows, a.keys, a.heads, a.dim, a.k, r.ms_median, r.ms_min, r.ms_max,
         flop / r.ms_median / 1e9, extra, exact ? "true" : "false", r.fallback_rows,
-        ctx.info().name, WINNOW_GIT_COMMIT, date);
+        ctx.info().name, winnow::build_id(), date);
   };
   append_json(a.json, record("winnow", rf, fused->workspace_bytes()));
   append_json(a.json, record("materialize", rm, mat_bytes));

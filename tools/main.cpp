@@ -10,14 +10,12 @@
 #include "compiler/backend/backend.h"
 #include "ops/errors.h"
 #include "runtime/cuda_driver.h"
+#include "compiler/build_id.h"
 #include "tools/commands.h"
 #include "winnow.h"
 
 namespace {
 
-#ifndef WINNOW_GIT_COMMIT
-#define WINNOW_GIT_COMMIT "unknown"
-#endif
 
 constexpr const char* kUsage = R"(winnow: fused score + top-k GPU kernels, generated at run time.
 
@@ -77,7 +75,7 @@ int main(int argc, char** argv) {
   }
   if (first == "--version") {
     fmt::print("winnow {}.{} ({})\n", WINNOW_VERSION_MAJOR, WINNOW_VERSION_MINOR,
-               WINNOW_GIT_COMMIT);
+               winnow::build_id());
     return 0;
   }
   // `winnow help compile` is `winnow compile --help`.
