@@ -48,6 +48,7 @@ plan::KernelSpec make_spec(const TopkProblem& p) {
   const ir::Uses u = ir::uses(p.score);
   s.reads_norms = u.qsq || u.ksq;
   s.allow_tensor_cores = p.allow_tensor_cores;
+  s.head_sum_form = codegen::head_sum_node(p.score) != nullptr;
   return s;
 }
 

@@ -10,6 +10,8 @@ struct SmemLayout {
   // 0: q and k tiles held as fp32 (CUDA-core dots); 1 or 2: held in their stored
   // 8- or 16-bit form for mma.sync.
   int mma_bytes = 0;
+  // The head-sum form keeps one sum per (row, key) instead of a dot per head.
+  bool head_sums = false;
   // Padded strides keep threads of a warp on different banks: fp32 rows by one word,
   // stored rows by 16 bytes (4 words: the 8 rows of an mma fragment hit 8 bank groups).
   WINNOW_HD constexpr int key_stride() const { return dim + 1; }
@@ -19,14 +21,19 @@ struct SmemLayout {
   WINNOW_HD constexpr long q_words() const {
     return mma_bytes ? long(rows) * heads * raw_row_bytes() / 4 : long(rows) * heads * dim;
   }
-  WINNOW_HD constexpr long k_words() const {
+  // One key-tile stage; the tensor-core path keeps two (the next loads during this one).
+  WINNOW_HD constexpr long k_stage_words() const {
     return mma_bytes ? long(key_tile) * raw_row_bytes() / 4 : long(key_tile) * key_stride();
   }
+  WINNOW_HD constexpr long k_words() const { return k_stage_words() * (mma_bytes ? 2 : 1); }
   WINNOW_HD constexpr long k_off() const { return q_words(); }
   WINNOW_HD constexpr long kscale_off() const { return k_off() + k_words(); }
   WINNOW_HD constexpr long ksq_off() const { return kscale_off() + key_tile; }
   WINNOW_HD constexpr long dots_off() const { return ksq_off() + key_tile; }
-  WINNOW_HD constexpr long w_off() const { return dots_off() + long(rows) * key_tile * dot_stride(); }
+  WINNOW_HD constexpr long dots_words() const {
+    return long(rows) * key_tile * (head_sums ? 1 : dot_stride());
+  }
+  WINNOW_HD constexpr long w_off() const { return dots_off() + dots_words(); }
   WINNOW_HD constexpr long qsq_off() const { return w_off() + long(rows) * heads; }
   WINNOW_HD constexpr long hist_off() const { return qsq_off() + long(rows) * heads; }
   WINNOW_HD constexpr long radix_off() const { return hist_off() + long(rows) * bins; }

@@ -53,7 +53,7 @@ struct TopkSmem {
   u32* radix;     // [256] + scratch
   RowState* rows; // [R]
   __device__ explicit TopkSmem(unsigned char* base) {
-    constexpr SmemLayout L{C::kRows, C::kHeads, C::kDim, C::kKeyTile, C::kBins, MmaBytes<C>::value};
+    constexpr SmemLayout L{C::kRows, C::kHeads, C::kDim, C::kKeyTile, C::kBins, MmaBytes<C>::value, C::kHeadSums};
     float* f = reinterpret_cast<float*>(base);
     q = f;
     k = f + L.k_off();
@@ -270,10 +270,13 @@ __device__ void mma_head_sums(const TopkSmem<C>& s) {
   }
 }
 
-// Whether the kernel sums heads next to the accumulators (whole 16-head fragments).
+// Whether the kernel sums heads next to the accumulators (the plan decides: tensor cores,
+// whole 16-head fragments, and a score of the head-sum form).
 template <class C, class S>
 struct UsesHeadSums {
-  static constexpr bool value = C::kMma != 0 && S::kHeadSum && C::kHeads % 16 == 0;
+  static_assert(!C::kHeadSums || (S::kHeadSum && C::kMma != 0 && C::kHeads % 16 == 0),
+                "the plan's head sums need a head-sum score on the tensor cores");
+  static constexpr bool value = C::kHeadSums;
 };
 
 // The score of (row r, key slot j) from what the dot step left in shared memory.
@@ -286,24 +289,46 @@ __device__ __forceinline__ float score_of(const TopkSmem<C>& s, const ScoreArgs&
   }
 }
 
-// Scores keys key_of(0..KT-1) (a negative key is an empty slot) against every row of the
-// block and calls visit(r, key, score) for each. Called by the whole CTA.
-template <class C, class S, class KeyOf, class Visit>
-__device__ void score_tile(const TopkParams& p, const TopkSmem<C>& s, KeyOf key_of, Visit visit) {
-  constexpr int R = C::kRows, H = C::kHeads, D = C::kDim, KT = C::kKeyTile;
-  constexpr int KS = D + 1, DS = H + 1;
+// Asynchronous 16-byte global -> shared copies (cp.async, sm_80+): the next key tile
+// loads while the current one is scored. src_bytes 0 fills the slot with zeros.
+__device__ __forceinline__ void copy_async_16(void* smem, const void* global, bool valid) {
+  unsigned long long shared_addr;
+  asm("cvta.to.shared.u64 %0, %1;" : "=l"(shared_addr) : "l"(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(unsigned(shared_addr)),
+               "l"(global), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n"); }
+template <int Pending>
+__device__ __forceinline__ void copy_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
+}
+
+// The shared memory of key-tile stage `stage` (two stages on the tensor-core path).
+template <class C>
+__device__ __forceinline__ TopkSmem<C> with_stage(const TopkSmem<C>& s, int stage) {
+  constexpr SmemLayout L{C::kRows, C::kHeads, C::kDim, C::kKeyTile, C::kBins, MmaBytes<C>::value, C::kHeadSums};
+  TopkSmem<C> t = s;
+  t.k = s.k + stage * L.k_stage_words();
+  return t;
+}
+
+// Starts loading keys key_of(0..KT-1) (negative: an empty slot) into stage `stage`: in
+// the stored form by cp.async on the tensor-core path (complete after copy_async_wait),
+// else decoded to fp32 by plain loads.
+template <class C, class KeyOf>
+__device__ void load_key_tile(const TopkParams& p, const TopkSmem<C>& s, int stage, KeyOf key_of) {
+  constexpr int D = C::kDim, KT = C::kKeyTile, KS = D + 1;
   if (C::kMma) {
     constexpr int EB = MmaBytes<C>::value, VPR = D * EB / 16, RB = D * EB + 16;
+    char* dst = reinterpret_cast<char*>(with_stage<C>(s, stage).k);
     for (int e = threadIdx.x; e < KT * VPR; e += C::kThreads) {
       int j = e / VPR, v = e % VPR;
       int key = key_of(j);
-      uint4 x = make_uint4(0u, 0u, 0u, 0u);
-      if (key >= 0) {
-        x = reinterpret_cast<const uint4*>(static_cast<const char*>(p.k) +
-                                           key * p.k_row_stride * EB)[v];
-      }
-      *reinterpret_cast<uint4*>(reinterpret_cast<char*>(s.k) + j * RB + v * 16) = x;
+      const char* src = static_cast<const char*>(p.k) +
+                        (key >= 0 ? key * p.k_row_stride * EB + v * 16 : 0);
+      copy_async_16(dst + j * RB + v * 16, src, key >= 0);
     }
+    copy_async_commit();
   } else {
     for (int e = threadIdx.x; e < KT * D; e += C::kThreads) {
       int j = e / D, i = e % D;
@@ -311,13 +336,22 @@ __device__ void score_tile(const TopkParams& p, const TopkSmem<C>& s, KeyOf key_
       s.k[j * KS + i] = key >= 0 ? decode_element<C::kKElem>(p.k, key * p.k_row_stride + i) : 0.0f;
     }
   }
+}
+
+// Scores the key tile in stage `stage` (loaded, and visible after a barrier) against
+// every row of the block and calls visit(r, key, score) for each. Called by the whole CTA.
+template <class C, class S, class KeyOf, class Visit>
+__device__ void score_loaded_tile(const TopkParams& p, const TopkSmem<C>& s0, int stage,
+                                  KeyOf key_of, Visit visit) {
+  constexpr int R = C::kRows, H = C::kHeads, D = C::kDim, KT = C::kKeyTile;
+  constexpr int KS = D + 1, DS = H + 1;
+  const TopkSmem<C> s = with_stage<C>(s0, stage);
   if (C::kUsesKScale) {
     for (int j = threadIdx.x; j < KT; j += C::kThreads) {
       int key = key_of(j);
       s.kscale[j] = key >= 0 ? p.kscale[key] : 0.0f;
     }
   }
-  __syncthreads();
   if (C::kUsesKSq) {
     for (int j = threadIdx.x; j < KT; j += C::kThreads) {
       const float* v = s.k + j * KS;
@@ -349,13 +383,53 @@ __device__ void score_tile(const TopkParams& p, const TopkSmem<C>& s, KeyOf key_
   __syncthreads();
 }
 
+// One tile of arbitrary keys (the sample), loaded and scored without overlap.
+template <class C, class S, class KeyOf, class Visit>
+__device__ void score_tile(const TopkParams& p, const TopkSmem<C>& s, KeyOf key_of, Visit visit) {
+  load_key_tile<C>(p, s, 0, key_of);
+  if (C::kMma) copy_async_wait<0>();
+  __syncthreads();
+  score_loaded_tile<C, S>(p, s, 0, key_of, visit);
+}
+
+// Visits every key of [begin, end) in tiles, calling after_tile() (by the whole CTA)
+// after each. On the tensor-core path the next tile loads while this one is scored.
+template <class C, class S, class Visit, class AfterTile>
+__device__ void score_tiles(const TopkParams& p, const TopkSmem<C>& s, int begin, int end,
+                            Visit visit, AfterTile after_tile) {
+  constexpr int KT = C::kKeyTile;
+  auto keys_from = [end](int t0) {
+    return [t0, end](int j) { return t0 + j < end ? t0 + j : -1; };
+  };
+  if (C::kMma) {
+    if (begin < end) load_key_tile<C>(p, s, 0, keys_from(begin));
+    int stage = 0;
+    for (int t0 = begin; t0 < end; t0 += KT, stage ^= 1) {
+      if (t0 + KT < end) {
+        load_key_tile<C>(p, s, stage ^ 1, keys_from(t0 + KT));
+      } else {
+        copy_async_commit();  // an empty group: "all but the newest" is still this tile
+      }
+      copy_async_wait<1>();
+      __syncthreads();
+      score_loaded_tile<C, S>(p, s, stage, keys_from(t0), visit);
+      after_tile();
+    }
+  } else {
+    for (int t0 = begin; t0 < end; t0 += KT) {
+      load_key_tile<C>(p, s, 0, keys_from(t0));
+      __syncthreads();
+      score_loaded_tile<C, S>(p, s, 0, keys_from(t0), visit);
+      after_tile();
+    }
+  }
+}
+
 // Visits every key of [begin, end) in tiles.
 template <class C, class S, class Visit>
 __device__ void score_range(const TopkParams& p, const TopkSmem<C>& s, int begin, int end,
                             Visit visit) {
-  for (int t0 = begin; t0 < end; t0 += C::kKeyTile) {
-    score_tile<C, S>(p, s, [&](int j) { return t0 + j < end ? t0 + j : -1; }, visit);
-  }
+  score_tiles<C, S>(p, s, begin, end, visit, [] {});
 }
 
 // The k-th largest of the distinct RankKeys that for_each yields (k >= 1, and at least k
@@ -597,32 +671,40 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
       end = max(end, s.rows[r].end);
     }
   }
-  for (int t0 = begin; t0 < end; t0 += C::kKeyTile) {
-    score_tile<C, S>(
-        p, s, [&](int j) { return t0 + j < end ? t0 + j : -1; },
-        [&](int r, int key, float sc) {
+  int tile = 0;
+  score_tiles<C, S>(
+      p, s, begin, end,
+      [&](int r, int key, float sc) {
+        RowState& st = s.rows[r];
+        if (key < st.start || key >= st.end) return;
+        const u32 ok = order_key(sc);
+        const int b = st.bins.bin(ok);
+        // Keys below the gate are out and need no count: the gate only rises, and every
+        // count the refresh reads is of a bin at or above it.
+        if (b < st.gate) return;
+        atomicAdd(&s.hist[r * C::kBins + b], 1u);
+        const u32 pos = atomicAdd(&st.count, 1u);
+        if (pos < u32(CAP)) ws[r * ROW_WORDS + pos] = rank_key(ok, key);
+      },
+      [&] {
+        // Refresh: a stale gate is only looser, so it runs every few tiles.
+        if ((++tile & 3) != 0) return;
+        if (warp < R) refresh_gate<C>(s, warp, lane);
+        __syncthreads();
+        for (int r = 0; r < R; ++r) {
           RowState& st = s.rows[r];
-          if (key < st.start || key >= st.end) return;
-          u32 ok = order_key(sc);
-          int b = st.bins.bin(ok);
-          atomicAdd(&s.hist[r * C::kBins + b], 1u);
-          if (b >= st.gate) {
-            u32 pos = atomicAdd(&st.count, 1u);
-            if (pos < u32(CAP)) ws[r * ROW_WORDS + pos] = rank_key(ok, key);
+          if (st.count > u32(CAP)) st.overflow = 1;  // every thread reads the same count
+          if (!st.overflow && st.count > u32(CAP) / 4 * 3) {
+            compact_candidates<C>(s, r, ws + r * ROW_WORDS);
           }
-        });
-    // Refresh: a stale gate is only looser, so this may run as rarely as we like.
-    if (warp < R) refresh_gate<C>(s, warp, lane);
-    __syncthreads();
-    for (int r = 0; r < R; ++r) {
-      RowState& st = s.rows[r];
-      if (st.count > u32(CAP)) st.overflow = 1;  // every thread reads the same count
-      if (!st.overflow && st.count > u32(CAP) / 4 * 3) {
-        compact_candidates<C>(s, r, ws + r * ROW_WORDS);
-      }
-    }
-    __syncthreads();
+        }
+        __syncthreads();
+      });
+  // A drop in the last tiles counts too.
+  for (int r = 0; r < R; ++r) {
+    if (s.rows[r].count > u32(CAP)) s.rows[r].overflow = 1;
   }
+  __syncthreads();
 
   // 3. Select.
   for (int r = 0; r < R; ++r) {

@@ -161,6 +161,7 @@ GeneratedKernel emit_topk(const ir::Expr& score, const plan::KernelSpec& spec,
       "  static constexpr int kRows = {}, kKeyTile = {}, kThreads = {};\n"
       "  static constexpr int kBins = {}, kCapacity = {}, kSample = {};\n"
       "  static constexpr int kMma = {};  // element type of mma.sync dots, 0: CUDA cores\n"
+      "  static constexpr bool kHeadSums = {};  // heads summed next to the accumulators\n"
       "}};\n\n"
       "{}\n"
       "extern \"C\" __global__ void __launch_bounds__({}) {}(const winnow::TopkParams p) {{\n"
@@ -171,7 +172,7 @@ GeneratedKernel emit_topk(const ir::Expr& score, const plan::KernelSpec& spec,
       plan::elem_name(spec.q_type), plan::elem_name(spec.k_type), spec.materialize, spec.k,
       int(spec.window), spec.sorted, spec.absolute, u.w, u.kscale, u.qsq, u.ksq,
       plan.rows_per_cta, plan.key_tile, plan.threads, plan.bins, plan.capacity, plan.sample,
-      plan.mma,
+      plan.mma, plan.head_sums,
       emit_score_functor(score, spec.heads), plan.threads, g.entry);
   for (const EmbeddedTemplate& t : embedded_templates()) {
     g.headers.emplace_back(t.name, std::string(t.text, t.size));

@@ -47,16 +47,22 @@ bool choose_plan(const KernelSpec& spec, long smem_limit, int candidate_capacity
                  int sample_size, KernelPlan* out, std::string* why) {
   KernelPlan p;
   p.k = spec.k;
-  // Few heads: several rows share each key tile, so the CTA has enough dot products.
+  // Few heads: several rows share each key tile, so the CTA has enough dot products; on
+  // the tensor cores 128 (row, head) pairs make one 128-row operand, and each key tile
+  // read from L2 serves twice the rows.
   p.rows_per_cta = std::clamp(64 / std::max(spec.heads, 1), 1, 8);
+  const int mma_rows = std::clamp(128 / std::max(spec.heads, 1), 1, 8);
+  if (tensor_core_type(spec, mma_rows) != 0) p.rows_per_cta = mma_rows;
   p.capacity = candidate_capacity > 0 ? candidate_capacity : std::max(4 * spec.k, 4096);
   p.sample = sample_size >= 0 ? sample_size : std::max(2 * spec.k, 4096);
   for (int rows = p.rows_per_cta; rows >= 1; rows /= 2) {
     p.mma = tensor_core_type(spec, rows);
+    p.head_sums = p.mma != 0 && spec.head_sum_form && spec.heads % 16 == 0;
     for (int tile : {128, 64, 32, 16}) {
       if (tile == 128 && !p.mma) continue;  // larger tiles only pay off with cheap dots
       winnow::SmemLayout L{rows, spec.heads, spec.head_dim, tile, p.bins,
-                           p.mma == 0 ? 0 : (p.mma == int(ElemType::E4M3) ? 1 : 2)};
+                           p.mma == 0 ? 0 : (p.mma == int(ElemType::E4M3) ? 1 : 2),
+                           p.head_sums};
       if (L.bytes() <= smem_limit) {
         p.rows_per_cta = rows;
         p.key_tile = tile;
@@ -78,11 +84,12 @@ std::string describe(const KernelSpec& s, const KernelPlan& p) {
       "spec heads={} dim={} q={} k={} mode={} topk={} window={} sorted={} absolute={} "
       "tensor_cores={}\n"
       "plan rows_per_cta={} key_tile={} threads={} bins={} capacity={} sample={} mma={} "
-      "smem={}\n",
+      "head_sums={} smem={}\n",
       s.heads, s.head_dim, elem_name(s.q_type), elem_name(s.k_type),
       s.materialize ? "materialize" : "topk", s.k, int(s.window), s.sorted, s.absolute,
       s.allow_tensor_cores,
-      p.rows_per_cta, p.key_tile, p.threads, p.bins, p.capacity, p.sample, p.mma, p.smem_bytes());
+      p.rows_per_cta, p.key_tile, p.threads, p.bins, p.capacity, p.sample, p.mma,
+      p.head_sums, p.smem_bytes());
 }
 
 }  // namespace winnow::plan

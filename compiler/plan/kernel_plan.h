@@ -24,6 +24,7 @@ struct KernelSpec {
   bool absolute = false;
   bool reads_norms = false;        // qsq / ksq: computed from the fp32 tiles
   bool allow_tensor_cores = true;  // false: CUDA-core dots even where mma.sync could run
+  bool head_sum_form = false;      // post(sum_h term(dot(h), w[h])): codegen::head_sum_node
 };
 
 struct KernelPlan {
@@ -35,6 +36,8 @@ struct KernelPlan {
   int sample = 4096;      // keys scored first for the initial threshold (0: none)
   // Element type the tensor cores read (mma.sync), as its ElemType code; 0: CUDA cores.
   int mma = 0;
+  // Heads summed next to the mma accumulators (needs mma, head_sum_form, heads % 16 == 0).
+  bool head_sums = false;
   long smem_bytes() const;  // from templates/smem_layout.cuh
   long workspace_words_per_cta() const;  // rows_per_cta * (capacity + next_pow2(k))
   int k = 2048;           // copy of the spec's k (the workspace depends on it)
