@@ -10,7 +10,7 @@ struct SmemLayout {
   // 0: q and k tiles held as fp32 (CUDA-core dots); 1 or 2: held in their stored
   // 8- or 16-bit form for mma.sync.
   int mma_bytes = 0;
-  // The head-sum form keeps one sum per (row, key) instead of a dot per head.
+  // The head-sum form keeps one sum per (16-head block, key) instead of a dot per head.
   bool head_sums = false;
   // Padded strides keep threads of a warp on different banks: fp32 rows by one word,
   // stored rows by 16 bytes (4 words: the 8 rows of an mma fragment hit 8 bank groups).
@@ -31,7 +31,7 @@ struct SmemLayout {
   WINNOW_HD constexpr long ksq_off() const { return kscale_off() + key_tile; }
   WINNOW_HD constexpr long dots_off() const { return ksq_off() + key_tile; }
   WINNOW_HD constexpr long dots_words() const {
-    return long(rows) * key_tile * (head_sums ? 1 : dot_stride());
+    return long(rows) * key_tile * (head_sums ? heads / 16 : dot_stride());
   }
   WINNOW_HD constexpr long w_off() const { return dots_off() + dots_words(); }
   WINNOW_HD constexpr long qsq_off() const { return w_off() + long(rows) * heads; }

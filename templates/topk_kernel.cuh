@@ -165,6 +165,32 @@ __device__ void cuda_core_dots(const TopkSmem<C>& s) {
 // Dot products on the tensor cores (mma.sync, fp32 accumulation): q rows [R*H][D] times
 // the key tile [KT][D], one 16 x 8 output block per warp step. The fused and the
 // materialize kernels run this same code, so their scores have the same bits.
+// One mma.sync k-step: c += A (16 x KSTEP, fragment a) * B (KSTEP x 8, fragment b0 b1),
+// fp32 accumulation, for the stored element type.
+template <class C>
+__device__ __forceinline__ void mma_step(const u32 (&a)[4], u32 b0, u32 b1, float& c0, float& c1,
+                                         float& c2, float& c3) {
+  if (C::kMma == kElemE4M3) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else if (C::kMma == kElemBF16) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
 // One 16 x 8 block of dot products on the tensor cores (mma.sync, fp32 accumulation):
 // q rows qa.. qa + 15 (stored form, padded rows) times keys kb .. kb + 7, over all of d.
 // c0, c1: row g, keys 2 * t4 and 2 * t4 + 1; c2, c3: row g + 8 (PTX ISA fragment layouts).
@@ -179,31 +205,12 @@ __device__ __forceinline__ void mma_block(const char* qa, const char* kb, int t4
     // Byte offsets of this thread's fragment columns.
     const int lo = (kk + t4 * (EB == 1 ? 4 : 2)) * EB;
     const int hi = lo + (KSTEP / 2) * EB;
-    u32 a0 = *reinterpret_cast<const u32*>(qa + lo);
-    u32 a1 = *reinterpret_cast<const u32*>(qa + 8 * RB + lo);
-    u32 a2 = *reinterpret_cast<const u32*>(qa + hi);
-    u32 a3 = *reinterpret_cast<const u32*>(qa + 8 * RB + hi);
-    u32 b0 = *reinterpret_cast<const u32*>(kb + lo);
-    u32 b1 = *reinterpret_cast<const u32*>(kb + hi);
-    if (C::kMma == kElemE4M3) {
-      asm volatile(
-          "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
-          "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-          : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
-          : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-    } else if (C::kMma == kElemBF16) {
-      asm volatile(
-          "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-          "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-          : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
-          : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-    } else {
-      asm volatile(
-          "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-          "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-          : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
-          : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-    }
+    const u32 a[4] = {*reinterpret_cast<const u32*>(qa + lo),
+                      *reinterpret_cast<const u32*>(qa + 8 * RB + lo),
+                      *reinterpret_cast<const u32*>(qa + hi),
+                      *reinterpret_cast<const u32*>(qa + 8 * RB + hi)};
+    mma_step<C>(a, *reinterpret_cast<const u32*>(kb + lo), *reinterpret_cast<const u32*>(kb + hi),
+                c0, c1, c2, c3);
   }
 }
 
@@ -232,39 +239,51 @@ __device__ void mma_dots(const TopkSmem<C>& s) {
   }
 }
 
-// The head-sum form (S::kHeadSum: score = post(sum_h term(dot(h), w[h]))): each warp takes
-// 8 keys against every (row, head), applies term to its accumulators and sums over
-// heads in registers and by a fixed butterfly of shuffles, so no dot goes through
-// shared memory. Writes the per-(row, key) sums to s.dots[r * KT + j].
+// The head-sum form (S::kHeadSum: score = post(sum_h term(dot(h), w[h]))): each warp
+// keeps the q fragments of one 16-head block in registers for the whole tile, runs it
+// against every key, applies term to the accumulators and sums its 16 heads by a fixed
+// butterfly of shuffles. Writes one partial sum per (16-head block, key) to s.dots;
+// score_of adds a row's blocks in order. No dot goes through shared memory.
 template <class C, class S>
 __device__ void mma_head_sums(const TopkSmem<C>& s) {
-  constexpr int R = C::kRows, H = C::kHeads, KT = C::kKeyTile;
-  constexpr int MT_ROW = H / 16, NT = KT / 8, RB = C::kDim * MmaBytes<C>::value + 16;
+  constexpr int D = C::kDim, KT = C::kKeyTile, EB = MmaBytes<C>::value, RB = D * EB + 16;
+  constexpr int MT = C::kRows * C::kHeads / 16, NT = KT / 8;
+  constexpr int KSTEP = EB == 1 ? 32 : 16, KSTEPS = D / KSTEP;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
   const char* qraw = reinterpret_cast<const char*>(s.q);
   const char* kraw = reinterpret_cast<const char*>(s.k);
-  for (int nt = warp; nt < NT; nt += C::kThreads / 32) {
-    const char* kb = kraw + (nt * 8 + g) * RB;
+  for (int mt = warp; mt < MT; mt += C::kThreads / 32) {
+    const char* qa = qraw + (mt * 16 + g) * RB;
+    u32 a[KSTEPS][4];
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      float p0 = 0.0f, p1 = 0.0f;  // keys 2 * t4 and 2 * t4 + 1
+    for (int ks = 0; ks < KSTEPS; ++ks) {
+      const int lo = (ks * KSTEP + t4 * (EB == 1 ? 4 : 2)) * EB, hi = lo + (KSTEP / 2) * EB;
+      a[ks][0] = *reinterpret_cast<const u32*>(qa + lo);
+      a[ks][1] = *reinterpret_cast<const u32*>(qa + 8 * RB + lo);
+      a[ks][2] = *reinterpret_cast<const u32*>(qa + hi);
+      a[ks][3] = *reinterpret_cast<const u32*>(qa + 8 * RB + hi);
+    }
+    const float w0 = s.w[mt * 16 + g], w1 = s.w[mt * 16 + g + 8];
+    for (int nt = 0; nt < NT; ++nt) {
+      const char* kb = kraw + (nt * 8 + g) * RB;
+      float c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f;
 #pragma unroll
-      for (int m = 0; m < MT_ROW; ++m) {
-        const int rh0 = r * H + m * 16 + g;
-        float c0, c1, c2, c3;
-        mma_block<C>(qraw + rh0 * RB, kb, t4, c0, c1, c2, c3);
-        const float w0 = s.w[rh0], w1 = s.w[rh0 + 8];
-        p0 = op_add(op_add(p0, S::term(c0, w0)), S::term(c2, w1));
-        p1 = op_add(op_add(p1, S::term(c1, w0)), S::term(c3, w1));
+      for (int ks = 0; ks < KSTEPS; ++ks) {
+        const int lo = (ks * KSTEP + t4 * (EB == 1 ? 4 : 2)) * EB, hi = lo + (KSTEP / 2) * EB;
+        u32 b0 = *reinterpret_cast<const u32*>(kb + lo);
+        u32 b1 = *reinterpret_cast<const u32*>(kb + hi);
+        mma_step<C>(a[ks], b0, b1, c0, c1, c2, c3);
       }
+      float p0 = op_add(S::term(c0, w0), S::term(c2, w1));  // key 2 * t4
+      float p1 = op_add(S::term(c1, w0), S::term(c3, w1));  // key 2 * t4 + 1
 #pragma unroll
       for (int o = 4; o < 32; o <<= 1) {
         p0 = op_add(p0, __shfl_xor_sync(0xFFFFFFFFu, p0, o));
         p1 = op_add(p1, __shfl_xor_sync(0xFFFFFFFFu, p1, o));
       }
       if (g == 0) {
-        s.dots[r * KT + nt * 8 + 2 * t4] = p0;
-        s.dots[r * KT + nt * 8 + 2 * t4 + 1] = p1;
+        s.dots[mt * KT + nt * 8 + 2 * t4] = p0;
+        s.dots[mt * KT + nt * 8 + 2 * t4 + 1] = p1;
       }
     }
   }
@@ -274,8 +293,9 @@ __device__ void mma_head_sums(const TopkSmem<C>& s) {
 // whole 16-head fragments, and a score of the head-sum form).
 template <class C, class S>
 struct UsesHeadSums {
-  static_assert(!C::kHeadSums || (S::kHeadSum && C::kMma != 0 && C::kHeads % 16 == 0),
-                "the plan's head sums need a head-sum score on the tensor cores");
+  static_assert(!C::kHeadSums || (S::kHeadSum && C::kMma != 0 && C::kHeads % 16 == 0 &&
+                                  C::kDim * MmaBytes<C>::value <= 256),
+                "the plan's head sums need a head-sum score on the tensor cores, d <= 256 bytes");
   static constexpr bool value = C::kHeadSums;
 };
 
@@ -283,7 +303,12 @@ struct UsesHeadSums {
 template <class C, class S>
 __device__ __forceinline__ float score_of(const TopkSmem<C>& s, const ScoreArgs& a, int r, int j) {
   if constexpr (UsesHeadSums<C, S>::value) {
-    return S::post(s.dots[r * C::kKeyTile + j], a);
+    constexpr int BLOCKS = C::kHeads / 16, KT = C::kKeyTile;
+    const float* part = s.dots + r * BLOCKS * KT + j;
+    float hsum = part[0];
+#pragma unroll
+    for (int b = 1; b < BLOCKS; ++b) hsum = op_add(hsum, part[b * KT]);
+    return S::post(hsum, a);
   } else {
     return S::eval(a);
   }
@@ -452,15 +477,31 @@ __device__ u64 radix_kth(const TopkSmem<C>& s, u32 k, ForEach for_each) {
       if ((v & high) == prefix) atomicAdd(&hist[(v >> shift) & 255u], 1u);
     });
     __syncthreads();
-    if (threadIdx.x == 0) {
-      u32 need = *remaining_slot, above = 0;
-      for (int d = 255; d >= 0; --d) {
-        if (above + hist[d] >= need) {
-          *prefix_slot = prefix | (u64(d) << shift);
-          *remaining_slot = need - above;
-          break;
+    if (threadIdx.x < 32) {
+      // Lane l holds digits 255 - 8l .. 248 - 8l; the lane whose range holds the need-th
+      // largest entry picks the digit.
+      const int lane = threadIdx.x;
+      u32 cnt[8], sum = 0;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) sum += (cnt[i] = hist[255 - 8 * lane - i]);
+      u32 upto = sum;  // entries in this lane's digits and every higher one
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        u32 v = __shfl_up_sync(0xFFFFFFFFu, upto, o);
+        if (lane >= o) upto += v;
+      }
+      const u32 need = *remaining_slot;
+      u32 above = upto - sum;
+      if (above < need && need <= upto) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          if (above + cnt[i] >= need) {
+            *prefix_slot = prefix | (u64(255 - 8 * lane - i) << shift);
+            *remaining_slot = need - above;
+            break;
+          }
+          above += cnt[i];
         }
-        above += hist[d];
       }
     }
     __syncthreads();
@@ -618,31 +659,42 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 
   // 1. Sample: a strided subset of each row's window sets the low edge of its bins.
+  // Rows with equal windows (every row of a dense window) share one pass over it.
+  auto sample_size = [&](int r) {
+    const int n = s.rows[r].end - s.rows[r].start;
+    const int ns = min(min(C::kSample, n), CAP);
+    return n > K && ns >= K ? ns : 0;  // 0: no sample, the bins start wide open
+  };
+  bool shared = true;
+  for (int r = 1; r < R && row0 + r < p.rows; ++r) {
+    shared = shared && s.rows[r].start == s.rows[0].start && s.rows[r].end == s.rows[0].end;
+  }
+  if (threadIdx.x < R) {
+    s.rows[threadIdx.x].count = 0;
+    s.rows[threadIdx.x].sample_max = 0;
+  }
+  __syncthreads();
+  for (int r = 0; r < (shared ? 1 : R); ++r) {
+    const int ns = sample_size(r), start = s.rows[r].start, n = s.rows[r].end - start;
+    for (int i0 = 0; i0 < ns; i0 += C::kKeyTile) {
+      auto key_of = [&](int j) {
+        int i = i0 + j;
+        return i < ns ? start + int((long long)i * n / ns) : -1;
+      };
+      score_tile<C, S>(p, s, key_of, [&](int rr, int key, float sc) {
+        if ((!shared && rr != r) || row0 + rr >= p.rows) return;
+        RowState& st = s.rows[rr];
+        const u32 ok = order_key(sc);
+        ws[rr * ROW_WORDS + atomicAdd(&st.count, 1u)] = rank_key(ok, key);
+        atomicMax(&st.sample_max, ok);
+      });
+    }
+  }
   for (int r = 0; r < R; ++r) {
     RowState& st = s.rows[r];
-    const int start = st.start, n = st.end - st.start;
-    int ns = C::kSample < n ? C::kSample : n;
-    if (ns > CAP) ns = CAP;
-    const bool sampled = n > K && ns >= K;
-    u64* buf = ws + r * ROW_WORDS;
-    if (threadIdx.x == 0) {
-      st.count = 0;
-      st.sample_max = 0;
-    }
-    __syncthreads();
-    if (sampled) {
-      for (int i0 = 0; i0 < ns; i0 += C::kKeyTile) {
-        auto key_of = [&](int j) {
-          int i = i0 + j;
-          return i < ns ? start + int((long long)i * n / ns) : -1;
-        };
-        score_tile<C, S>(p, s, key_of, [&](int rr, int key, float sc) {
-          if (rr != r) return;
-          u32 ok = order_key(sc);
-          buf[atomicAdd(&st.count, 1u)] = rank_key(ok, key);
-          atomicMax(&st.sample_max, ok);
-        });
-      }
+    const int ns = sample_size(r);
+    const u64* buf = ws + r * ROW_WORDS;
+    if (ns > 0) {
       u64 kth = radix_kth<C>(s, K, [&](auto f) {
         for (int i = threadIdx.x; i < ns; i += C::kThreads) f(buf[i]);
       });

@@ -57,12 +57,14 @@ bool choose_plan(const KernelSpec& spec, long smem_limit, int candidate_capacity
   p.sample = sample_size >= 0 ? sample_size : std::max(2 * spec.k, 4096);
   for (int rows = p.rows_per_cta; rows >= 1; rows /= 2) {
     p.mma = tensor_core_type(spec, rows);
-    p.head_sums = p.mma != 0 && spec.head_sum_form && spec.heads % 16 == 0;
+    // q fragments of a 16-head block stay in registers: 256 bytes of d at most.
+    const int mma_bytes = p.mma == 0 ? 0 : (p.mma == int(ElemType::E4M3) ? 1 : 2);
+    p.head_sums = p.mma != 0 && spec.head_sum_form && spec.heads % 16 == 0 &&
+                  spec.head_dim * mma_bytes <= 256;
     for (int tile : {128, 64, 32, 16}) {
       if (tile == 128 && !p.mma) continue;  // larger tiles only pay off with cheap dots
       winnow::SmemLayout L{rows, spec.heads, spec.head_dim, tile, p.bins,
-                           p.mma == 0 ? 0 : (p.mma == int(ElemType::E4M3) ? 1 : 2),
-                           p.head_sums};
+                           mma_bytes, p.head_sums};
       if (L.bytes() <= smem_limit) {
         p.rows_per_cta = rows;
         p.key_tile = tile;
