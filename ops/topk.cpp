@@ -170,6 +170,19 @@ size_t TopkOp::workspace_bytes() const {
 
 size_t TopkOp::counter_offset() const { return 0; }
 
+std::string TopkOp::launch_info() const {
+  const Impl& m = *impl_;
+  if (!m.kernel) return "not loaded";
+  const int sms = m.ctx->info().sm_count;
+  return fmt::format("{} CTAs/SM x {} SMs, {} registers, {} bytes of shared memory, "
+                     "{} rows per CTA, key tile {}, {}",
+                     m.max_ctas / sms, sms, m.kernel->num_registers(), m.plan.smem_bytes(),
+                     m.plan.rows_per_cta, m.plan.key_tile,
+                     m.plan.mma == 0 ? "CUDA-core dots"
+                                     : (m.plan.head_sums ? "mma.sync, head sums in registers"
+                                                         : "mma.sync dots"));
+}
+
 void TopkOp::execute(const TopkInputs& in, const TensorView* out_indices,
                      const TensorView* out_scores, void* workspace, size_t workspace_bytes,
                      CUstream stream) const {

@@ -67,6 +67,8 @@ class TopkOp {
   const std::vector<char>& cubin() const;
   size_t workspace_bytes() const;  // needs build() with a context
   size_t counter_offset() const;   // two uint32 counters (fallback rows, bad windows)
+  // "N CTAs/SM x M SMs, R registers, S bytes of shared memory" (after build on a device).
+  std::string launch_info() const;
   // Validates the tensors against the problem, then launches on `stream`. Never
   // allocates, synchronises or compiles.
   void execute(const TopkInputs& in, const TensorView* out_indices,

@@ -610,6 +610,8 @@ SizeResult run_size(const BenchArgs& a, const ops::TopkProblem& base, int64_t T,
   auto fused = build_op(sized(base, a, T, ops::Mode::TopK), ctx, cache, be);
   auto mat = build_op(sized(base, a, T, ops::Mode::Materialize), ctx, cache, be);
   fmt::print(stderr, "T={}: kernels built (compile or cache) in {:.1f} s\n", T, seconds_since(t0));
+  fmt::print(stderr, "T={}: winnow kernel: {}\nT={}: materialize kernel: {}\n", T,
+             fused->launch_info(), T, mat->launch_info());
   const ops::TopkInputs in = dev.for_size(fused->problem(), T);
 
   t0 = std::chrono::steady_clock::now();

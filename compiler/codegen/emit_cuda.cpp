@@ -164,7 +164,8 @@ GeneratedKernel emit_topk(const ir::Expr& score, const plan::KernelSpec& spec,
       "  static constexpr bool kHeadSums = {};  // heads summed next to the accumulators\n"
       "}};\n\n"
       "{}\n"
-      "extern \"C\" __global__ void __launch_bounds__({}) {}(const winnow::TopkParams p) {{\n"
+      "// Two CTAs per SM at least: one CTA's barriers leave the SM idle otherwise.\n"
+      "extern \"C\" __global__ void __launch_bounds__({}, 2) {}(const winnow::TopkParams p) {{\n"
       "  extern __shared__ __align__(16) unsigned char smem[];\n"
       "  winnow::topk_kernel<WinnowConfig, WinnowScore>(p, smem);\n"
       "}}\n",
