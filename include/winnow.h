@@ -98,6 +98,9 @@ typedef struct winnowProblemDesc_t {
   const char* arch;       /* "sm_90a", "sm_100a"; NULL: the context's device */
   int32_t candidate_capacity; /* per row; 0: default (4k, at least 4096) */
   int32_t sample_size;        /* keys scored first for the initial threshold; -1: default, 0: none */
+  /* Added in 0.1, read when struct_size covers it: parts each row's window is cut into
+   * (scored by different CTAs, merged exactly). 0: chosen per call, 1: never split. */
+  int32_t key_splits;
 } winnowProblemDesc_t;
 
 /* Fills d with the defaults above for a relu_mh problem; callers then change fields. */

@@ -205,6 +205,9 @@ ops::TopkProblem to_problem(const winnowContext& ctx, const winnowProblemDesc_t&
   }
   p.candidate_capacity = d.candidate_capacity;
   p.sample_size = d.sample_size;
+  // A descriptor from before key_splits existed is shorter: it keeps the default.
+  if (d.struct_size >= offsetof(winnowProblemDesc_t, key_splits) + sizeof(d.key_splits))
+    p.key_splits = d.key_splits;
   return p;
 }
 
@@ -275,6 +278,7 @@ void winnowProblemDescInit(winnowProblemDesc_t* d) {
   d->arch = nullptr;
   d->candidate_capacity = 0;
   d->sample_size = -1;
+  d->key_splits = 0;
 }
 
 winnowStatus_t winnowCreate(winnowContext_t* ctx, int device_ordinal) {

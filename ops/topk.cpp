@@ -52,6 +52,12 @@ plan::KernelSpec make_spec(const TopkProblem& p) {
   return s;
 }
 
+size_t next_pow2(size_t n) {
+  size_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
 std::string template_hashes() {
   static const std::string text = [] {
     std::string t;
@@ -86,6 +92,7 @@ struct TopkOp::Impl {
   std::shared_ptr<const rt::LoadedKernel> kernel;
   int max_ctas = 0;  // resident CTAs on the device: the persistent grid
   size_t workspace = 0;
+  size_t partials_offset = 0, block_done_offset = 0;
 };
 
 TopkOp::TopkOp(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -160,7 +167,28 @@ void TopkOp::build(rt::CubinCache& cache, const backend::Backend& be) {
   m.workspace = kBuffersOffset;
   if (!m.spec.materialize) {
     m.workspace += size_t(m.max_ctas) * size_t(m.plan.workspace_words_per_cta()) * 8;
+    // Key splits: a part's selection per (CTA, row), and a done count per row block;
+    // execute splits only as far as (row blocks x parts) <= resident CTAs.
+    m.partials_offset = m.workspace;
+    m.workspace += size_t(m.max_ctas) * m.plan.rows_per_cta * next_pow2(m.spec.k) * 8;
+    m.block_done_offset = m.workspace;
+    m.workspace += size_t(m.max_ctas) * 4;
   }
+}
+
+int TopkOp::key_splits_for(int64_t rows, int64_t num_keys) const {
+  const Impl& m = *impl_;
+  if (m.spec.materialize || rows == 0 || m.max_ctas == 0) return 1;
+  const int64_t blocks = (rows + m.plan.rows_per_cta - 1) / m.plan.rows_per_cta;
+  const int64_t room = std::max<int64_t>(1, m.max_ctas / blocks);
+  int64_t want = m.problem.key_splits;
+  if (want == 0) {
+    // Parts of at least four key tiles and twice k keys: smaller ones cost more in
+    // sampling and merging than they gain.
+    const int64_t min_part = std::max<int64_t>(4 * m.plan.key_tile, 2 * m.spec.k);
+    want = std::max<int64_t>(1, num_keys / min_part);
+  }
+  return int(std::clamp<int64_t>(want, 1, room));
 }
 
 size_t TopkOp::workspace_bytes() const {
@@ -227,7 +255,15 @@ void TopkOp::execute(const TopkInputs& in, const TensorView* out_indices,
             "cuMemsetD32Async (counters)");
   if (shape.rows == 0) return;
   const long blocks = (shape.rows + m.plan.rows_per_cta - 1) / m.plan.rows_per_cta;
-  const unsigned grid = unsigned(std::min<long>(blocks, m.max_ctas));
+  p.key_splits = key_splits_for(shape.rows, shape.num_keys);
+  if (p.key_splits > 1) {
+    p.partials = reinterpret_cast<unsigned long long*>(base + m.partials_offset);
+    p.block_done = reinterpret_cast<unsigned int*>(base + m.block_done_offset);
+    rt::check(cu.cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(p.block_done), 0, size_t(blocks),
+                                  stream),
+              "cuMemsetD32Async (block counts)");
+  }
+  const unsigned grid = unsigned(std::min<long>(blocks * p.key_splits, m.max_ctas));
   void* args[] = {&p};
   m.kernel->launch(grid, 1, unsigned(m.plan.threads), stream, args);
 }

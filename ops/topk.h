@@ -41,6 +41,10 @@ struct TopkProblem {
   int candidate_capacity = 0;  // per row; 0: default
   int sample_size = -1;        // -1: default, 0: none
   bool allow_tensor_cores = true;  // false: CUDA-core dots (tests cover both paths)
+  // Parts each row's window is cut into, scored by different CTAs and merged exactly:
+  // 0 chooses per call (enough parts to fill the GPU when there are few rows), 1 never
+  // splits, n splits in at most n parts.
+  int key_splits = 0;
 };
 
 // Inputs of one call, indexed like winnowInput_t.
@@ -69,6 +73,8 @@ class TopkOp {
   size_t counter_offset() const;   // two uint32 counters (fallback rows, bad windows)
   // "N CTAs/SM x M SMs, R registers, S bytes of shared memory" (after build on a device).
   std::string launch_info() const;
+  // The key splits execute will use for `rows` rows of `num_keys` keys.
+  int key_splits_for(int64_t rows, int64_t num_keys) const;
   // Validates the tensors against the problem, then launches on `stream`. Never
   // allocates, synchronises or compiles.
   void execute(const TopkInputs& in, const TensorView* out_indices,

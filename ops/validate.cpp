@@ -154,6 +154,8 @@ void validate_problem(const TopkProblem& p) {
     fail(fmt::format("sample_size = {} must be >= -1 (-1: default, 0: none)", p.sample_size));
   if (p.candidate_capacity < 0)
     fail(fmt::format("candidate_capacity = {} must be >= 0 (0: default)", p.candidate_capacity));
+  if (p.key_splits < 0)
+    fail(fmt::format("key_splits = {} must be >= 0 (0: chosen per call)", p.key_splits));
   try {
     ir::verify(p.score, p.heads);
   } catch (const ir::UserError& e) {

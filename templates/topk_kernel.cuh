@@ -23,7 +23,7 @@ namespace winnow {
 
 // Per-row state in shared memory (16 words, see SmemLayout::rows_off).
 struct RowState {
-  int start, end;       // the window [start, end)
+  int start, end;       // the part of the window this CTA scores [start, end)
   int bad;              // the window ran past num_keys: output all -1
   int gate;             // lowest bin still appended to the CandidateBuffer
   u32 count;            // keys appended (may exceed the capacity)
@@ -31,7 +31,8 @@ struct RowState {
   u32 sample_max;       // largest order key in the sample
   u32 selected;         // keys written to the selection list
   ThresholdBins bins;   // 3 words
-  int pad[5];
+  int origin;           // the whole window's start (relative indices count from it)
+  int pad[4];
 };
 
 // Bytes per element of the tiles the tensor cores read (0: the CUDA-core path).
@@ -70,7 +71,7 @@ struct TopkSmem {
 
 // Loads the block's query rows (dequantised), weights and |q[h]|^2, and each row's window.
 template <class C>
-__device__ void load_rows(const TopkParams& p, const TopkSmem<C>& s, int row0) {
+__device__ void load_rows(const TopkParams& p, const TopkSmem<C>& s, int row0, int split) {
   constexpr int R = C::kRows, H = C::kHeads, D = C::kDim;
   if (C::kMma) {
     // Stored form, 16 bytes at a time, rows padded (see SmemLayout::raw_row_bytes).
@@ -108,7 +109,7 @@ __device__ void load_rows(const TopkParams& p, const TopkSmem<C>& s, int row0) {
         int a = p.window_start[row], b = p.window_end[row];
         if (a < 0 || b > p.num_keys || a > b) {
           st.bad = 1;
-          atomicAdd(&p.counters[1], 1u);
+          if (split == 0) atomicAdd(&p.counters[1], 1u);
         } else {
           st.start = a;
           st.end = b;
@@ -117,6 +118,15 @@ __device__ void load_rows(const TopkParams& p, const TopkSmem<C>& s, int row0) {
         long long e = (p.causal_offset + row + 1) / p.causal_ratio;
         st.end = int(e < p.num_keys ? e : p.num_keys);
       }
+    }
+    st.origin = st.start;
+    if (p.key_splits > 1) {
+      // Whole key tiles per part, so parts never share a tile.
+      const int kt = C::kKeyTile, n = st.end - st.start;
+      const int part = ((n + p.key_splits - 1) / p.key_splits + kt - 1) / kt * kt;
+      const int a = min(st.end, st.start + split * part);
+      st.end = min(st.end, a + part);
+      st.start = a;
     }
   }
   __syncthreads();
@@ -601,10 +611,10 @@ struct NextPow2<1> {
   static constexpr int value = 1;
 };
 
-// Selects row r's top k into sel (RankKeys) and writes the outputs.
+// Selects row r's top k (of its part of the window) into sel: RankKeys, zero after the
+// st.selected chosen ones.
 template <class C, class S>
-__device__ void select_row(const TopkParams& p, const TopkSmem<C>& s, int r, int row, u64* buf,
-                           u64* sel) {
+__device__ void select_row(const TopkParams& p, const TopkSmem<C>& s, int r, u64* buf, u64* sel) {
   constexpr int K = C::kTopK, KP = NextPow2<C::kTopK>::value;
   RowState& st = s.rows[r];
   const int start = st.start, end = st.end;
@@ -636,9 +646,15 @@ __device__ void select_row(const TopkParams& p, const TopkSmem<C>& s, int r, int
     scan(emit_from(kth));
   }
   __syncthreads();
+}
+
+// Sorts the chosen RankKeys of row r (in sel) and writes the row's outputs.
+template <class C>
+__device__ void write_row(const TopkParams& p, const TopkSmem<C>& s, int r, int row, u64* sel) {
+  constexpr int K = C::kTopK, KP = NextPow2<C::kTopK>::value;
   sort_desc<C>(sel, KP, !C::kSorted);
-  const u32 chosen = st.selected;
-  const int base = C::kAbsolute ? 0 : start;
+  const u32 chosen = s.rows[r].selected;
+  const int base = C::kAbsolute ? 0 : s.rows[r].origin;
   for (int i = threadIdx.x; i < K; i += C::kThreads) {
     bool real = u32(i) < chosen;
     u64 v = sel[i];
@@ -651,9 +667,65 @@ __device__ void select_row(const TopkParams& p, const TopkSmem<C>& s, int r, int
   __syncthreads();
 }
 
+// Key splits: stores this CTA's per-row selections; the last CTA of the row block to
+// finish merges every part's selection exactly (radix select over the RankKeys, which
+// are unique) and writes the outputs. Returns after the merge or after storing.
+template <class C>
+__device__ void store_or_merge_parts(const TopkParams& p, const TopkSmem<C>& s, int block,
+                                     int split, u64* ws) {
+  constexpr int R = C::kRows, K = C::kTopK, KP = NextPow2<C::kTopK>::value;
+  constexpr int ROW_WORDS = C::kCapacity + KP;
+  const int splits = p.key_splits;
+  u64* parts = p.partials + (long long)block * splits * R * KP;
+  for (int r = 0; r < R; ++r) {
+    const u64* sel = ws + r * ROW_WORDS + C::kCapacity;
+    u64* dst = parts + ((long long)split * R + r) * KP;
+    for (int i = threadIdx.x; i < KP; i += C::kThreads) dst[i] = sel[i];
+  }
+  __threadfence();  // the parts are visible before the count says so
+  __syncthreads();
+  u32* last = s.radix + 260;
+  if (threadIdx.x == 0) *last = atomicAdd(&p.block_done[block], 1u) == u32(splits - 1);
+  __syncthreads();
+  if (!*last) return;
+  __threadfence();
+  for (int r = 0; r < R; ++r) {
+    const int row = block * R + r;
+    if (row >= p.rows) break;
+    RowState& st = s.rows[r];
+    u64* sel = ws + r * ROW_WORDS + C::kCapacity;
+    // Other CTAs wrote the parts: read past L1 (__ldcg). Zero entries are padding.
+    auto scan = [&](auto f) {
+      for (int sp = 0; sp < splits; ++sp) {
+        const u64* src = parts + ((long long)sp * R + r) * KP;
+        for (int i = threadIdx.x; i < KP; i += C::kThreads) {
+          const u64 v = __ldcg(src + i);
+          if (v != 0ull) f(v);
+        }
+      }
+    };
+    u32* real = s.radix + 262;
+    if (threadIdx.x == 0) {
+      *real = 0;
+      st.selected = 0;
+    }
+    for (int i = threadIdx.x; i < KP; i += C::kThreads) sel[i] = 0ull;
+    __syncthreads();
+    scan([&](u64) { atomicAdd(real, 1u); });
+    __syncthreads();
+    const u64 kth = *real <= u32(K) ? 1ull : radix_kth<C>(s, K, scan);
+    scan([&](u64 v) {
+      if (v >= kth) sel[atomicAdd(&st.selected, 1u)] = v;
+    });
+    __syncthreads();
+    write_row<C>(p, s, r, row, sel);
+  }
+}
+
 // Sample, then filter, for every row of the block; then select each row.
 template <class C, class S>
-__device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, u64* ws) {
+__device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, int split,
+                           u64* ws) {
   constexpr int R = C::kRows, K = C::kTopK, CAP = C::kCapacity;
   constexpr int ROW_WORDS = CAP + NextPow2<C::kTopK>::value;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -758,12 +830,15 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
   }
   __syncthreads();
 
-  // 3. Select.
+  // 3. Select: each row's top k of its part, then the outputs (or the merge of parts).
   for (int r = 0; r < R; ++r) {
     const int row = row0 + r;
     if (row >= p.rows) break;
-    select_row<C, S>(p, s, r, row, ws + r * ROW_WORDS, ws + r * ROW_WORDS + CAP);
+    u64* sel = ws + r * ROW_WORDS + CAP;
+    select_row<C, S>(p, s, r, ws + r * ROW_WORDS, sel);
+    if (p.key_splits == 1) write_row<C>(p, s, r, row, sel);
   }
+  if (p.key_splits > 1) store_or_merge_parts<C>(p, s, row0 / R, split, ws);
 }
 
 // Writes the fp32 score of every (row, key); keys outside the row's window get -inf.
@@ -785,13 +860,15 @@ __device__ void topk_kernel(const TopkParams& p, unsigned char* smem) {
       (long long)C::kRows * (C::kCapacity + NextPow2<C::kTopK>::value);
   u64* ws = p.workspace + blockIdx.x * CTA_WORDS;
   const int blocks = (p.rows + C::kRows - 1) / C::kRows;
-  for (int b = blockIdx.x; b < blocks; b += gridDim.x) {
+  const int splits = C::kMaterialize ? 1 : p.key_splits;
+  for (int w = blockIdx.x; w < blocks * splits; w += gridDim.x) {
+    const int b = w / splits, split = w % splits;
     __syncthreads();
-    load_rows<C>(p, s, b * C::kRows);
+    load_rows<C>(p, s, b * C::kRows, split);
     if (C::kMaterialize) {
       materialize_block<C, S>(p, s, b * C::kRows);
     } else {
-      topk_block<C, S>(p, s, b * C::kRows, ws);
+      topk_block<C, S>(p, s, b * C::kRows, split, ws);
     }
   }
 }

@@ -25,6 +25,13 @@ struct TopkParams {
   int pad0;
   unsigned long long* workspace;  // per CTA: rows_per_cta * (capacity + k) rank keys
   unsigned int* counters;     // [0] fallback rows, [1] rows with a bad window
+  // Key splits: each row's window is cut into key_splits parts scored by different CTAs;
+  // each writes its part's exact top k to partials, and the last of a row block's CTAs
+  // (block_done counts them) merges them. 1: no split.
+  int key_splits;
+  int pad1;
+  unsigned long long* partials;   // [row blocks][splits][rows_per_cta][next_pow2(k)]
+  unsigned int* block_done;       // [row blocks], zero before the launch
 };
 
 }  // namespace winnow

@@ -154,6 +154,34 @@ TEST_CASE("a candidate buffer overflow falls back and stays exact", "[gpu]") {
   CHECK(r.fallback_rows > 0);
 }
 
+TEST_CASE("key splits: parts scored by different CTAs merge exactly", "[gpu]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  auto p = relu_mh_problem(64, GENERATE(1, 100, 2048), ops::DType::E4M3);
+  p.key_splits = GENERATE(2, 7);
+  p.window = GENERATE(ops::WindowKind::Dense, ops::WindowKind::Ranges, ops::WindowKind::Causal);
+  p.causal_offset = 9000 - 30;
+  p.sorted = true;
+  ops::DataOptions opt;
+  opt.levels = GENERATE(0, 4);
+  INFO("splits " << p.key_splits << " window " << int(p.window) << " levels " << opt.levels);
+  auto r = run_and_check(p, 30, 9000, opt, {0, 29}, opt.levels > 0);
+  CHECK(r.fallback_rows == 0);
+}
+
+TEST_CASE("key splits with an overflowing part still merge exactly", "[gpu]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  auto p = relu_mh_problem(64, 64, ops::DType::E4M3);
+  p.key_splits = 3;
+  p.candidate_capacity = 70;
+  p.sample_size = 0;
+  ops::DataOptions opt;
+  opt.levels = 2;
+  auto r = run_and_check(p, 6, 5000, opt, {0, 5}, true);
+  CHECK(r.fallback_rows > 0);
+}
+
 TEST_CASE("a range window past the key count is reported, and its row is all -1", "[gpu]") {
   WINNOW_REQUIRE_GPU();
   auto& f = GpuFixture::get();
