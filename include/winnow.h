@@ -75,7 +75,7 @@ typedef enum winnowMode_t {
 } winnowMode_t;
 
 /* Output flags. */
-#define WINNOW_OUTPUT_SORTED 1u           /* indices in rank order (best first) */
+#define WINNOW_OUTPUT_SORTED 1u           /* rank order (best first); else ascending key index */
 #define WINNOW_OUTPUT_ABSOLUTE_INDICES 2u /* key index, not offset from the window start */
 
 #define WINNOW_PROBLEM_DESC_VERSION 1
@@ -98,8 +98,8 @@ typedef struct winnowProblemDesc_t {
   const char* arch;       /* "sm_90a", "sm_100a"; NULL: the context's device */
   int32_t candidate_capacity; /* per row; 0: default (4k, at least 4096) */
   int32_t sample_size;        /* keys scored first for the initial threshold; -1: default, 0: none */
-  /* Added in 0.1, read when struct_size covers it: parts each row's window is cut into
-   * (scored by different CTAs, merged exactly). 0: chosen per call, 1: never split. */
+  /* Parts each row's window is cut into (scored by different CTAs, merged exactly).
+   * 0: chosen per call (to fill the GPU when rows are few), 1: never split. */
   int32_t key_splits;
 } winnowProblemDesc_t;
 

@@ -866,3 +866,27 @@ TEST_CASE("C API end to end: ip top-k with sorted output and scores", "[capi][gp
     }
   }
 }
+
+TEST_CASE("an arch before Hopper is refused as not supported", "[capi]") {
+  Context ctx;
+  winnowProblemDesc_t d = dsa_desc();
+  d.arch = "sm_80";
+  winnowPlan_t plan = nullptr;
+  REQUIRE_STATUS(winnowPlanCreate(ctx.h, &d, &plan), WINNOW_STATUS_NOT_SUPPORTED,
+                 "sm_80 is not supported");
+  CHECK(plan == nullptr);
+}
+
+TEST_CASE("key_splits is read when the descriptor carries it and must be >= 0", "[capi]") {
+  Context ctx;
+  winnowProblemDesc_t d = dsa_desc();
+  CHECK(d.key_splits == 0);
+  d.key_splits = -1;
+  winnowPlan_t plan = nullptr;
+  REQUIRE_STATUS(winnowPlanCreate(ctx.h, &d, &plan), WINNOW_STATUS_INVALID_ARGUMENT,
+                 "key_splits = -1 must be >= 0");
+  // A descriptor from before key_splits existed (shorter) keeps the default.
+  d.struct_size = offsetof(winnowProblemDesc_t, key_splits);
+  Plan ok(ctx.h, d);
+  CHECK(ok.h != nullptr);
+}
