@@ -126,6 +126,7 @@ const char* winnowGetLastError(void);
 /* Uses the device's primary context, so it shares memory with PyTorch and others. With
  * no GPU (or no driver) the context still compiles for an explicit arch. */
 winnowStatus_t winnowCreate(winnowContext_t* ctx, int device_ordinal);
+/* Plans borrow their context: destroy every plan of a context before the context. */
 winnowStatus_t winnowDestroy(winnowContext_t ctx);
 
 winnowStatus_t winnowPlanCreate(winnowContext_t ctx, const winnowProblemDesc_t* desc,
