@@ -2,17 +2,19 @@
 // (workload, size, impl) on stdout (and appended to --out), a human table on stderr.
 //
 // Impls: "winnow" (the fused score + exact top-k), "materialize" (winnow's score-only
-// kernel writing the fp32 [Q, T] matrix: the logits-only baseline, no top-k on it) and
-// "floor" (the FLOP floor at the measured or published ceiling).
+// kernel writing the fp32 [rows, keys] matrix: the logits-only baseline, no top-k on it)
+// and "floor" (the FLOP or byte floor at the measured or published ceilings).
 //
 // The score matrix at T = 1M is 32 GiB: it lives on the device only. The exactness check
 // downloads --check-rows rows of it (spread over the queries, first and last included)
 // and compares them with the fused index sets; every fused row is checked for form
-// (in range, distinct, no padding when the window holds k keys).
+// (in range, distinct, no padding when the window holds k keys). One materialize run per
+// size serves the fused runs of every k of that size.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -26,10 +28,11 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "compiler/backend/backend.h"
-#include "ops/harness.h"
+#include "ops/host_data.h"
 #include "ops/reference.h"
 #include "compiler/build_id.h"
 #include "ops/topk.h"
@@ -43,19 +46,50 @@ namespace {
 // ---------------------------------------------------------------------------------------
 // Workloads and arguments
 
-struct Workload {
-  const char* name;
-  int heads;
-  bool causal;  // query i of the chunk sees keys [0, T - Q + i + 1)
-  const char* what;
+// How a workload's size maps to rows and keys, and which record parameters it reports.
+enum class Family {
+  Dsa,  // size = T keys, Q rows (--Q)
+  Csa,  // size = S positions: S rows, T = S / m keys, position p sees t < (p + 1) / m
+  Knn,  // size = N keys, batch rows (--Q); floor: reading the corpus once
 };
 
-constexpr Workload kWorkloads[] = {
-    {"dsa-prefill", 64, false, "relu_mh H=64 d=128, every query sees all T keys"},
-    {"dsa-prefill-causal", 64, true, "as dsa-prefill, query i sees keys [0, T - Q + i + 1)"},
-    {"dsa-glm", 32, false, "relu_mh H=32 d=128, every query sees all T keys"},
+struct Workload {
+  const char* name;
+  Family family;
+  ir::Expr (*score)(ops::DType);
+  int heads, head_dim;
+  int causal_ratio;  // 0: dense; dsa: 1, the chunk is the last Q positions; csa: m
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> ks;
+  int64_t queries;  // rows per size (dsa, knn)
+  ops::DType dtype;
+  std::vector<ops::DType> dtypes;  // those --q-dtype accepts
 };
-constexpr int kHeadDim = 128;
+
+ir::Expr scaled_relu_mh(ops::DType) { return ir::relu_mh(true); }
+// bf16 keys need no scale; fp8 keys come with their per-key scale.
+ir::Expr csa_score(ops::DType t) { return ir::relu_mh(t == ops::DType::E4M3); }
+ir::Expr ip_score(ops::DType) { return ir::ip(); }
+ir::Expr l2_score(ops::DType) { return ir::l2(); }
+
+using ops::DType;
+const std::vector<DType> kTensorCoreTypes = {DType::E4M3, DType::BF16};
+const std::vector<DType> kAllTypes = {DType::F16, DType::BF16, DType::F32, DType::E4M3};
+const std::vector<int64_t> kDsaSizes = {65536, 262144, 1048576};
+const std::vector<int64_t> kKnnKs = {128, 1024, 4096, 8192};
+
+const Workload kWorkloads[] = {
+    {"dsa-prefill", Family::Dsa, scaled_relu_mh, 64, 128, 0, kDsaSizes, {2048}, 8192,
+     DType::E4M3, kTensorCoreTypes},
+    {"dsa-prefill-causal", Family::Dsa, scaled_relu_mh, 64, 128, 1, kDsaSizes, {2048}, 8192,
+     DType::E4M3, kTensorCoreTypes},
+    {"dsa-glm", Family::Dsa, scaled_relu_mh, 32, 128, 0, kDsaSizes, {2048}, 8192, DType::E4M3,
+     kTensorCoreTypes},
+    {"csa-1m", Family::Csa, csa_score, 64, 128, 4, {32768, 65536}, {512}, 0, DType::BF16,
+     kTensorCoreTypes},
+    {"knn-ip", Family::Knn, ip_score, 1, 768, 0, {1048576}, kKnnKs, 64, DType::F16, kAllTypes},
+    {"knn-l2", Family::Knn, l2_score, 1, 768, 0, {1048576}, kKnnKs, 64, DType::F16, kAllTypes},
+};
 
 std::string workload_list() {
   std::string s;
@@ -65,37 +99,58 @@ std::string workload_list() {
 
 struct BenchArgs {
   const Workload* workload = nullptr;
-  std::vector<int64_t> sizes = {65536, 262144, 1048576};
-  int64_t queries = 8192;
-  int k = 2048;
-  ops::DType dtype = ops::DType::E4M3;  // q and k (bf16 q needs bf16 k for tensor cores)
-  int repeats = 10, warmup = 2, check_rows = 64;
+  // Empty or 0 until parsed: then the workload's defaults.
+  std::vector<int64_t> sizes, ks;
+  int64_t queries = 0;
+  int head_dim = 0;
+  std::optional<DType> dtype;
+  std::optional<int> check_rows;
+  int repeats = 10, warmup = 2;
   uint64_t seed = 1;
   std::string ceilings_path, out_path;
+  const Workload& w() const { return *workload; }
 };
 
-const char* dtype_flag(ops::DType t) { return t == ops::DType::BF16 ? "bf16" : "fp8"; }
+const char* dtype_flag(DType t) {
+  switch (t) {
+    case DType::BF16: return "bf16";
+    case DType::F16: return "fp16";
+    case DType::F32: return "fp32";
+    default: return "fp8";
+  }
+}
 
 constexpr const char* kHelp = R"(winnow bench <workload> [options]
 
 Times the fused score + exact top-k ("winnow") against the score-only kernel writing the
-fp32 score matrix ("materialize", no top-k on it) and the FLOP floor ("floor"), on random
-inputs. One JSON record per (workload, size, impl) on stdout; a summary table on stderr.
+fp32 score matrix ("materialize", no top-k on it) and the FLOP or byte floor ("floor"), on
+random inputs. One JSON record per (workload, size, k, impl) on stdout; a summary table on
+stderr.
 
 Workloads:
   dsa-prefill          relu_mh with per-key scale, H=64, d=128, every query sees all T keys
   dsa-prefill-causal   as dsa-prefill, query i sees keys [0, T - Q + i + 1) (needs T >= Q)
   dsa-glm              as dsa-prefill with H=32
+  csa-1m               relu_mh, H=64, d=128, bf16 (fp8: with per-key scale), compressed
+                       causal m=4: S query positions, T = S/4 keys, position p sees keys
+                       t < (p + 1) / 4
+  knn-ip               inner product, d=768, fp16 corpus of N vectors, a batch of queries
+  knn-l2               as knn-ip with the negated squared L2 distance
 
 Options:
-  --T LIST            key counts, comma-separated (K and M suffixes: 64K = 65536)
-                      [65536,262144,1048576]
-  --Q N               queries [8192]
-  --k N               keys selected per query [2048]
-  --q-dtype fp8|bf16  q and k type (fp8 e4m3 with per-key scale, or bf16) [fp8]
+  --T LIST            sizes, comma-separated (K and M suffixes: 64K = 65536): the keys T
+                      (dsa) [65536,262144,1048576], the sequence length S (csa)
+                      [32768,65536] or the corpus size N (knn) [1048576]
+  --Q N               queries (dsa) [8192] or batch (knn) [64]; csa runs every position
+  --k LIST            keys selected per query, comma-separated; one kernel per k
+                      [dsa 2048, csa 512, knn 128,1024,4096,8192]
+  --q-dtype TYPE      q and k type: fp8 (e4m3; relu_mh with per-key scale) or bf16; knn
+                      also fp16 and fp32 [dsa fp8, csa bf16, knn fp16] (--dtype: the same)
+  --d N               head dimension [dsa, csa 128, knn 768]
   --repeats N         timed runs, median/min/max reported [10]
   --warmup N          untimed runs before them [2]
-  --check-rows N      materialized rows downloaded and compared with the fused result [64]
+  --check-rows N      materialized rows downloaded and compared with the fused result
+                      [64; knn: every row when the matrix is at most 2 GiB]
   --seed N            random inputs seed [1]
   --ceilings FILE     JSON from bench/ceilings.py (copy_tbps, bf16_tflops, fp8_tflops);
                       PERF.md's published values when absent
@@ -103,7 +158,7 @@ Options:
 )";
 
 // "65536", "64K", "1M" (binary multiples).
-int64_t parse_size(const std::string& s) {
+int64_t parse_size(const std::string& flag, const std::string& s) {
   int64_t v = 0;
   const char* end = s.data() + s.size();
   auto [p, ec] = std::from_chars(s.data(), end, v);
@@ -112,15 +167,15 @@ int64_t parse_size(const std::string& s) {
     else if (*p == 'M' || *p == 'm') v <<= 20, p = end;
   }
   if (ec != std::errc{} || p != end || v <= 0)
-    throw UsageError("--T expects positive integers separated by commas, got '" + s + "'");
+    throw UsageError(flag + " expects positive integers separated by commas, got '" + s + "'");
   return v;
 }
 
-std::vector<int64_t> parse_sizes(const std::string& list) {
+std::vector<int64_t> parse_sizes(const std::string& flag, const std::string& list) {
   std::vector<int64_t> out;
   std::stringstream in(list);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(parse_size(item));
-  if (out.empty()) throw UsageError("--T needs at least one size");
+  for (std::string item; std::getline(in, item, ',');) out.push_back(parse_size(flag, item));
+  if (out.empty()) throw UsageError(flag + " needs at least one value");
   return out;
 }
 
@@ -130,20 +185,55 @@ const Workload& find_workload(const std::string& name) {
   throw UsageError("unknown workload '" + name + "'; the workloads are " + workload_list());
 }
 
+DType parse_dtype(const std::string& v) {
+  if (v == "fp8" || v == "e4m3") return DType::E4M3;
+  if (v == "bf16") return DType::BF16;
+  if (v == "fp16") return DType::F16;
+  if (v == "fp32") return DType::F32;
+  throw UsageError("--q-dtype expects fp8, bf16, fp16 or fp32, got '" + v + "'");
+}
+
+// The workload's defaults for what was not given, then the checks that need them.
+void resolve(BenchArgs& a) {
+  const Workload& w = a.w();
+  if (a.sizes.empty()) a.sizes = w.sizes;
+  if (a.ks.empty()) a.ks = w.ks;
+  if (!a.dtype) a.dtype = w.dtype;
+  if (a.head_dim == 0) a.head_dim = w.head_dim;
+  if (w.family == Family::Csa && a.queries != 0)
+    throw UsageError("csa-1m runs every position of the sequence: give S with --T, not --Q");
+  if (a.queries == 0) a.queries = w.queries;
+  if (std::find(w.dtypes.begin(), w.dtypes.end(), *a.dtype) == w.dtypes.end())
+  {
+    std::string types;
+    for (DType t : w.dtypes) types += (types.empty() ? "" : " or ") + std::string(dtype_flag(t));
+    throw UsageError(fmt::format("{} takes --q-dtype {}", w.name, types));
+  }
+  for (int64_t k : a.ks)
+    if (k > ops::kMaxK) throw UsageError(fmt::format("--k {} exceeds the maximum {}", k, ops::kMaxK));
+  if (w.family != Family::Csa && a.queries <= 0) throw UsageError("--Q must be positive");
+  if (a.head_dim <= 0) throw UsageError("--d must be positive");
+  for (int64_t size : a.sizes) {
+    if (w.family == Family::Dsa && w.causal_ratio > 0 && size < a.queries)
+      throw UsageError(fmt::format("{}: T = {} is below Q = {} (the chunk is the last Q "
+                                   "positions of T)", w.name, size, a.queries));
+    if (w.family == Family::Csa && size < w.causal_ratio)
+      throw UsageError(fmt::format("{}: S = {} holds no key (T = S / {})", w.name, size,
+                                   w.causal_ratio));
+  }
+}
+
 // Returns false when --help was asked for.
 bool parse_args(int argc, char** argv, BenchArgs& a) {
   Args args(argc, argv);
   for (std::string flag; args.next(flag);) {
     if (flag == "--help" || flag == "-h") return false;
-    if (flag == "--T") a.sizes = parse_sizes(args.value());
+    if (flag == "--T") a.sizes = parse_sizes(flag, args.value());
     else if (flag == "--Q") a.queries = args.int_value();
-    else if (flag == "--k") a.k = args.int_value();
-    else if (flag == "--q-dtype") {
-      const std::string v = args.value();
-      if (v == "fp8" || v == "e4m3") a.dtype = ops::DType::E4M3;
-      else if (v == "bf16") a.dtype = ops::DType::BF16;
-      else throw UsageError("--q-dtype expects fp8 or bf16, got '" + v + "'");
-    } else if (flag == "--repeats") a.repeats = args.int_value();
+    else if (flag == "--k") a.ks = parse_sizes(flag, args.value());
+    else if (flag == "--q-dtype" || flag == "--dtype") a.dtype = parse_dtype(args.value());
+    else if (flag == "--d") a.head_dim = args.int_value();
+    else if (flag == "--repeats") a.repeats = args.int_value();
     else if (flag == "--warmup") a.warmup = args.int_value();
     else if (flag == "--check-rows") a.check_rows = args.int_value();
     else if (flag == "--seed") a.seed = uint64_t(args.int_value());
@@ -153,18 +243,12 @@ bool parse_args(int argc, char** argv, BenchArgs& a) {
     else unknown_argument(flag);
   }
   if (!a.workload) throw UsageError("which workload? one of " + workload_list());
-  if (a.queries <= 0) throw UsageError("--Q must be positive");
   if (a.repeats < 1) throw UsageError("--repeats must be at least 1");
-  if (a.warmup < 0 || a.check_rows < 0) throw UsageError("--warmup and --check-rows must be >= 0");
-  if (a.workload->causal) {
-    for (int64_t t : a.sizes)
-      if (t < a.queries)
-        throw UsageError(fmt::format("{}: T = {} is below Q = {} (the chunk is the last Q "
-                                     "positions of T)", a.workload->name, t, a.queries));
-  }
+  if (a.warmup < 0 || a.check_rows.value_or(0) < 0)
+    throw UsageError("--warmup and --check-rows must be >= 0");
+  resolve(a);
   return true;
 }
-
 // ---------------------------------------------------------------------------------------
 // Ceilings and the floor
 
@@ -210,50 +294,129 @@ Ceilings read_ceilings(const std::string& path) {
   return c;
 }
 
-// One (workload, T) problem's sizes, for FLOP and byte counts.
+// One (workload, size, k) problem's sizes, for FLOP and byte counts.
 struct Shape {
-  int64_t Q, T;
+  int64_t Q, T;  // rows and keys
   int H, d, k;
   int elem_bytes;
-  bool causal;
-  // Query i sees T - Q + i + 1 keys when causal: Q (T - Q) + Q (Q + 1) / 2 pairs.
+  int causal_ratio;       // 0: dense; row r sees keys [0, (causal_offset + r + 1) / ratio)
+  int64_t causal_offset;
+  bool weights, kscale;   // inputs the score reads
+  bool corpus_floor;      // knn: the floor is reading the keys once (PERF.md)
+
+  int64_t window_end(int64_t row) const {
+    return causal_ratio ? std::min(T, (causal_offset + row + 1) / causal_ratio) : T;
+  }
+  // sum over rows of window_end: F(offset + Q) - F(offset), F(n) = sum_{p=1..n} floor(p/m)
+  // (the validation keeps every window inside [0, T)).
   double visible_pairs() const {
-    return causal ? double(Q) * double(T - Q) + double(Q) * double(Q + 1) / 2 : double(Q) * T;
+    if (!causal_ratio) return double(Q) * double(T);
+    auto F = [m = double(causal_ratio)](int64_t n) {
+      const double q = double(n / int64_t(m)), r = double(n % int64_t(m));
+      return m * q * (q - 1) / 2 + q * (r + 1);
+    };
+    return F(causal_offset + Q) - F(causal_offset);
   }
   double flop() const { return 2.0 * visible_pairs() * H * d; }
+  double key_bytes() const { return double(T) * d * elem_bytes + (kscale ? double(T) * 4 : 0); }
   // q, k, per-key scale and weights read once.
   double input_bytes() const {
-    return double(Q) * H * d * elem_bytes + double(T) * d * elem_bytes + double(T) * 4 +
-           double(Q) * H * 4;
+    return double(Q) * H * d * elem_bytes + key_bytes() + (weights ? double(Q) * H * 4 : 0);
   }
-  double winnow_bytes() const { return input_bytes() + double(Q) * k * 4; }
-  double materialize_bytes() const { return input_bytes() + visible_pairs() * 4; }
+  double read_bytes() const { return corpus_floor ? key_bytes() : input_bytes(); }
+  double winnow_bytes() const { return read_bytes() + (corpus_floor ? 0 : double(Q) * k * 4); }
+  double materialize_bytes() const { return read_bytes() + visible_pairs() * 4; }
 };
+
+// ---------------------------------------------------------------------------------------
+// Random inputs
+
+// Runs f(0) .. f(n - 1) on every core.
+template <class F>
+void parallel_for(size_t n, const F& f) {
+  const size_t threads = std::min<size_t>(n, std::max(1u, std::thread::hardware_concurrency()));
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < threads; ++t)
+    pool.emplace_back([&] {
+      for (size_t i; (i = next++) < n;) f(i);
+    });
+  for (std::thread& t : pool) t.join();
+}
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Codes drawn from a table of 65536 encoded samples of the distribution, by a xorshift64*
+// stream per chunk: values distributed as the samples are (N(0,1) to the table's
+// resolution, every code of fp8), at memory speed instead of the encoder's (5M x 768
+// values are 3.9 billion).
+template <class Code>
+void fill_chunk(Code* dst, size_t n, const Code* table, uint64_t state) {
+  state |= 1;
+  for (size_t i = 0; i < n; ++i) {
+    state ^= state >> 12, state ^= state << 25, state ^= state >> 27;
+    dst[i] = table[(state * 0x2545F4914F6CDD1Dull) >> 48];
+  }
+}
+
+// `count` values of `dist` in `dtype`, generated in slices on every core and uploaded.
+template <class Dist>
+rt::DeviceBuffer random_device_tensor(DType dtype, size_t count, Dist dist, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<float> samples(size_t(1) << 16);
+  for (float& x : samples) x = dist(rng);
+  const ops::HostTensor table = ops::make_tensor(dtype, std::move(samples));
+  const size_t eb = size_t(ops::dtype_bytes(dtype));
+  rt::DeviceBuffer dev(std::max<size_t>(count * eb, 16));
+  constexpr size_t kChunk = size_t(1) << 22;  // elements per job
+  const size_t jobs_per_slice = std::max(1u, std::thread::hardware_concurrency());
+  const size_t jobs = (count + kChunk - 1) / kChunk;
+  std::vector<uint8_t> host(std::min(jobs, jobs_per_slice) * kChunk * eb);
+  for (size_t first = 0; first < jobs; first += jobs_per_slice) {
+    const size_t n_jobs = std::min(jobs_per_slice, jobs - first);
+    const size_t begin = first * kChunk, end = std::min(count, (first + n_jobs) * kChunk);
+    parallel_for(n_jobs, [&](size_t j) {
+      const size_t e0 = (first + j) * kChunk, n = std::min(kChunk, count - e0);
+      const uint64_t state = splitmix64(seed * 0x100000001B3ull + first + j);
+      uint8_t* dst = host.data() + j * kChunk * eb;
+      switch (eb) {
+        case 1: fill_chunk(dst, n, table.bytes.data(), state); break;
+        case 2:
+          fill_chunk(reinterpret_cast<uint16_t*>(dst), n,
+                     reinterpret_cast<const uint16_t*>(table.bytes.data()), state);
+          break;
+        default:
+          fill_chunk(reinterpret_cast<uint32_t*>(dst), n,
+                     reinterpret_cast<const uint32_t*>(table.bytes.data()), state);
+      }
+    });
+    rt::check(rt::driver().cuMemcpyHtoD(dev.ptr() + begin * eb, host.data(), (end - begin) * eb),
+              "cuMemcpyHtoD (inputs)");
+  }
+  return dev;
+}
 
 // ---------------------------------------------------------------------------------------
 // Device side
 
-ops::TensorView view(const rt::DeviceBuffer& b, ops::DType t, std::initializer_list<int64_t> shape) {
+ops::TensorView view(const rt::DeviceBuffer& b, DType t, std::initializer_list<int64_t> shape) {
   return ops::contiguous_view(b.data(), t, shape);
 }
 
-template <class T>
-rt::DeviceBuffer upload(const std::vector<T>& v) {
-  rt::DeviceBuffer b(std::max<size_t>(v.size() * sizeof(T), 16));
-  if (!v.empty()) b.upload(v.data(), v.size() * sizeof(T));
-  return b;
-}
-
-// The inputs of the largest T, uploaded once; smaller sizes use the first T keys.
+// The inputs of the largest size, uploaded once; smaller sizes use the first rows and keys.
 struct DeviceInputs {
   rt::DeviceBuffer q, k, w, kscale;
-  int64_t queries = 0;
-  ops::TopkInputs for_size(const ops::TopkProblem& p, int64_t T) const {
+  ops::TopkInputs for_shape(const ops::TopkProblem& p, const Shape& s) const {
     ops::TopkInputs in;
-    in.q = view(q, p.q_dtype, {queries, p.heads, p.head_dim});
-    in.k = view(k, p.k_dtype, {T, p.head_dim});
-    in.weights = view(w, ops::DType::F32, {queries, p.heads});
-    in.key_scale = view(kscale, ops::DType::F32, {T});
+    in.q = view(q, p.q_dtype, {s.Q, p.heads, p.head_dim});
+    in.k = view(k, p.k_dtype, {s.T, p.head_dim});
+    if (s.weights) in.weights = view(w, DType::F32, {s.Q, p.heads});
+    if (s.kscale) in.key_scale = view(kscale, DType::F32, {s.T});
     return in;
   }
 };
@@ -296,10 +459,11 @@ Timing time_launches(const Launch& launch, int warmup, int repeats) {
 }
 
 // The rows the check downloads: n rows evenly spread over [0, Q), first and last included.
-std::vector<int64_t> rows_to_check(int64_t Q, int n) {
+std::vector<int64_t> rows_to_check(int64_t Q, int64_t n) {
   std::set<int64_t> rows;
   if (n == 1) rows.insert(Q - 1);
-  for (int i = 0; n > 1 && i < n; ++i) rows.insert(int64_t(double(i) * double(Q - 1) / (n - 1) + 0.5));
+  for (int64_t i = 0; n > 1 && i < n; ++i)
+    rows.insert(int64_t(double(i) * double(Q - 1) / double(n - 1) + 0.5));
   return {rows.begin(), rows.end()};
 }
 
@@ -316,7 +480,7 @@ FusedRun run_fused(const ops::TopkOp& op, const ops::TopkInputs& in, int64_t Q,
   FusedRun r;
   r.workspace = op.workspace_bytes();
   rt::DeviceBuffer idx(size_t(Q) * k * 4), ws(std::max<size_t>(r.workspace, 256));
-  const ops::TensorView out = view(idx, ops::DType::I32, {Q, k});
+  const ops::TensorView out = view(idx, DType::I32, {Q, k});
   // Indices only: what the DSA indexer consumes (scores are optional outputs).
   r.t = time_launches(
       [&](CUstream s) { op.execute(in, &out, nullptr, ws.data(), ws.size(), s); }, a.warmup,
@@ -334,27 +498,33 @@ FusedRun run_fused(const ops::TopkOp& op, const ops::TopkInputs& in, int64_t Q,
 
 struct MaterializeRun {
   Timing t;
-  std::vector<int64_t> rows;              // the downloaded rows
-  std::vector<std::vector<float>> scores;  // their visible prefix [0, window end)
-  size_t extra_bytes = 0;                  // the score matrix + workspace
+  size_t extra_bytes = 0;  // the score matrix + workspace
+};
+
+// Materialized rows downloaded for the check: the visible prefix [0, window end) of each.
+struct ScoreRows {
+  std::vector<int64_t> rows;
+  std::vector<std::vector<float>> scores;
 };
 
 MaterializeRun run_materialize(const ops::TopkOp& op, const ops::TopkInputs& in,
-                               const Shape& s, const BenchArgs& a) {
+                               const Shape& s, int64_t check_rows, const BenchArgs& a,
+                               ScoreRows& rows) {
   MaterializeRun r;
   const size_t matrix = size_t(s.Q) * size_t(s.T) * 4;
   const size_t ws_bytes = op.workspace_bytes();
   r.extra_bytes = matrix + ws_bytes;
   rt::DeviceBuffer sc(matrix), ws(std::max<size_t>(ws_bytes, 256));
-  const ops::TensorView out = view(sc, ops::DType::F32, {s.Q, s.T});
+  const ops::TensorView out = view(sc, DType::F32, {s.Q, s.T});
   r.t = time_launches(
       [&](CUstream st) { op.execute(in, nullptr, &out, ws.data(), ws.size(), st); }, a.warmup,
       a.repeats);
   // Only the checked rows come back: the whole matrix would not fit host memory at 1M.
-  r.rows = rows_to_check(s.Q, a.check_rows);
-  for (int64_t row : r.rows) {
-    const int64_t end = s.causal ? s.T - s.Q + row + 1 : s.T;
-    std::vector<float>& dst = r.scores.emplace_back(size_t(end));
+  rows.rows = rows_to_check(s.Q, check_rows);
+  rows.scores.clear();
+  for (int64_t row : rows.rows) {
+    const int64_t end = s.window_end(row);
+    std::vector<float>& dst = rows.scores.emplace_back(size_t(end));
     rt::check(rt::driver().cuMemcpyDtoH(dst.data(), sc.ptr() + size_t(row) * s.T * 4,
                                         size_t(end) * 4),
               "cuMemcpyDtoH (score row)");
@@ -368,34 +538,36 @@ MaterializeRun run_materialize(const ops::TopkOp& op, const ops::TopkInputs& in,
 struct CheckResult {
   int64_t rows_checked = 0, rows_differing = 0, rows_malformed = 0;
   std::optional<bool> exact() const {
+    if (rows_malformed > 0) return false;
     if (rows_checked == 0) return std::nullopt;
-    return rows_differing == 0 && rows_malformed == 0;
+    return rows_differing == 0;
   }
 };
 
 // Every fused row: min(k, window) distinct indices in [0, window), then -1 padding.
 int64_t malformed_rows(const std::vector<int>& idx, const Shape& s) {
-  int64_t bad = 0;
-  std::vector<int> row(s.k);
-  for (int64_t r = 0; r < s.Q; ++r) {
-    const int64_t window = s.causal ? s.T - s.Q + r + 1 : s.T;
+  std::vector<char> bad(size_t(s.Q));
+  parallel_for(size_t(s.Q), [&](size_t r) {
+    const int64_t window = s.window_end(int64_t(r));
     const int64_t n = std::min<int64_t>(s.k, window);
-    std::copy_n(&idx[size_t(r) * s.k], s.k, row.begin());
+    std::vector<int> row(&idx[r * s.k], &idx[r * s.k] + s.k);
     bool ok = std::all_of(row.begin() + n, row.end(), [](int v) { return v == -1; });
     std::sort(row.begin(), row.begin() + n);
     ok = ok && (n == 0 || (row[0] >= 0 && row[n - 1] < window));
     ok = ok && std::adjacent_find(row.begin(), row.begin() + n) == row.begin() + n;
-    bad += !ok;
-  }
-  return bad;
+    bad[r] = !ok;
+  });
+  return std::count(bad.begin(), bad.end(), 1);
 }
 
 // The checked rows: fused index set == exact select over the materialized scores, bit
 // for bit (the same rank order, ties to the smaller index).
-CheckResult check(const FusedRun& f, const MaterializeRun& m, const Shape& s) {
+CheckResult check(const FusedRun& f, const ScoreRows& m, const Shape& s) {
   CheckResult c;
   c.rows_malformed = malformed_rows(f.indices, s);
-  for (size_t i = 0; i < m.rows.size(); ++i) {
+  std::vector<int64_t> only_got(m.rows.size(), -1);  // -1: the row agrees
+  std::vector<size_t> got_size(m.rows.size()), want_size(m.rows.size());
+  parallel_for(m.rows.size(), [&](size_t i) {
     const int64_t row = m.rows[i];
     const std::vector<float>& sc = m.scores[i];
     std::vector<int64_t> want = ops::select_topk_row(sc.data(), 0, int64_t(sc.size()), s.k);
@@ -404,14 +576,18 @@ CheckResult check(const FusedRun& f, const MaterializeRun& m, const Shape& s) {
       if (int v = f.indices[size_t(row) * s.k + j]; v >= 0) got.push_back(v);
     std::sort(want.begin(), want.end());
     std::sort(got.begin(), got.end());
-    if (want != got && c.rows_differing++ < 3) {
-      std::vector<int64_t> only_got;
-      std::set_difference(got.begin(), got.end(), want.begin(), want.end(),
-                          std::back_inserter(only_got));
-      fmt::print(stderr, "  row {}: {} keys, want {}; {} chosen keys not in the exact set\n", row,
-                 got.size(), want.size(), only_got.size());
-    }
-    ++c.rows_checked;
+    if (want == got) return;
+    std::vector<int64_t> diff;
+    std::set_difference(got.begin(), got.end(), want.begin(), want.end(),
+                        std::back_inserter(diff));
+    only_got[i] = int64_t(diff.size());
+    got_size[i] = got.size();
+    want_size[i] = want.size();
+  });
+  for (size_t i = 0; i < m.rows.size(); ++i, ++c.rows_checked) {
+    if (only_got[i] >= 0 && c.rows_differing++ < 3)
+      fmt::print(stderr, "  row {}: {} keys, want {}; {} chosen keys not in the exact set\n",
+                 m.rows[i], got_size[i], want_size[i], only_got[i]);
   }
   return c;
 }
@@ -442,7 +618,7 @@ std::string json_string(const std::string& s) {
 
 std::string json_bool(std::optional<bool> b) { return !b ? "null" : *b ? "true" : "false"; }
 
-// One size's results, for the records and the table.
+// One (size, k)'s results, for the records and the table.
 struct SizeResult {
   Shape shape;
   FusedRun fused;
@@ -451,20 +627,54 @@ struct SizeResult {
   double floor_ms = 0, flop_floor_ms = 0, byte_floor_ms = 0;
 };
 
+// PERF.md's parameter names per workload family.
+std::string params_json(const BenchArgs& a, const Shape& s) {
+  const char* t = dtype_flag(*a.dtype);
+  switch (a.w().family) {
+    case Family::Csa:
+      return fmt::format("{{\"S\": {}, \"H\": {}, \"d\": {}, \"k\": {}, \"m\": {}, \"dtype\": "
+                         "\"{}\", \"T\": {}, \"key_scale\": {}}}",
+                         s.Q, s.H, s.d, s.k, s.causal_ratio, t, s.T, s.kscale);
+    case Family::Knn:
+      return fmt::format("{{\"N\": {}, \"d\": {}, \"k\": {}, \"batch\": {}, \"dtype\": \"{}\"}}",
+                         s.T, s.d, s.k, s.Q, t);
+    default:
+      return fmt::format("{{\"Q\": {}, \"T\": {}, \"H\": {}, \"d\": {}, \"k\": {}, \"q_dtype\": "
+                         "\"{}\", \"k_dtype\": \"{}\"}}",
+                         s.Q, s.T, s.H, s.d, s.k, t, t);
+  }
+}
+
+// "T=65536", "S=32768", "N=1048576": the size in the workload's own terms.
+std::string size_name(const BenchArgs& a, const Shape& s) {
+  switch (a.w().family) {
+    case Family::Csa: return fmt::format("S={}", s.Q);
+    case Family::Knn: return fmt::format("N={}", s.T);
+    default: return fmt::format("T={}", s.T);
+  }
+}
+
+// "T=65536 k=2048": the table's size column and the progress lines' prefix.
+std::string size_label(const BenchArgs& a, const Shape& s) {
+  return fmt::format("{} k={}", size_name(a, s), s.k);
+}
+
+double ceiling_tflops(const Ceilings& c, DType t) {
+  return t == DType::E4M3 ? c.fp8_tflops : c.bf16_tflops;
+}
+
 std::string record(const BenchArgs& a, const Meta& m, const SizeResult& r, const char* impl,
                    const Timing& t, double bytes, size_t extra_mem, std::string extra_fields) {
   const Shape& s = r.shape;
   return fmt::format(
-      "{{\"workload\": \"{}\", \"impl\": \"{}\", \"params\": {{\"Q\": {}, \"T\": {}, \"H\": {}, "
-      "\"d\": {}, \"k\": {}, \"q_dtype\": \"{}\", \"k_dtype\": \"{}\"}}, "
+      "{{\"workload\": \"{}\", \"impl\": \"{}\", \"params\": {}, "
       "\"ms_median\": {:.4f}, \"ms_min\": {:.4f}, \"ms_max\": {:.4f}, \"tflops\": {:.2f}, "
       "\"gbps\": {:.2f}, \"floor_ms\": {:.4f}, \"ratio_to_floor\": {:.4f}, "
       "\"extra_mem_bytes\": {}{}, \"repeats\": {}, \"warmup\": {}, \"gpu\": {}, "
       "\"commit\": \"{}\", \"date\": \"{}\"}}",
-      a.workload->name, impl, s.Q, s.T, s.H, s.d, s.k, dtype_flag(a.dtype), dtype_flag(a.dtype),
-      t.median, t.min, t.max, s.flop() / t.median / 1e9, bytes / t.median / 1e6, r.floor_ms,
-      t.median / r.floor_ms, extra_mem, extra_fields, a.repeats, a.warmup, json_string(m.gpu),
-      m.commit, m.date);
+      a.w().name, impl, params_json(a, s), t.median, t.min, t.max, s.flop() / t.median / 1e9,
+      bytes / t.median / 1e6, r.floor_ms, t.median / r.floor_ms, extra_mem, extra_fields,
+      a.repeats, a.warmup, json_string(m.gpu), m.commit, m.date);
 }
 
 std::vector<std::string> size_records(const BenchArgs& a, const Meta& m, const SizeResult& r) {
@@ -492,8 +702,7 @@ std::vector<std::string> size_records(const BenchArgs& a, const Meta& m, const S
       fmt::format(", \"exact\": null, \"fallbacks\": 0, \"flop_floor_ms\": {:.4f}, "
                   "\"byte_floor_ms\": {:.4f}, \"ceiling_tflops\": {}, \"copy_tbps\": {}, "
                   "\"ceilings\": \"{}\"",
-                  r.flop_floor_ms, r.byte_floor_ms,
-                  a.dtype == ops::DType::BF16 ? c.bf16_tflops : c.fp8_tflops, c.copy_tbps,
+                  r.flop_floor_ms, r.byte_floor_ms, ceiling_tflops(c, *a.dtype), c.copy_tbps,
                   c.source())));
   return out;
 }
@@ -511,22 +720,26 @@ void emit(const std::string& out_path, const std::vector<std::string>& lines) {
 }
 
 void print_table(const BenchArgs& a, const std::vector<SizeResult>& results) {
-  fmt::print(stderr, "\n{:<19} {:>8} {:<12} {:>10} {:>9} {:>9} {:>9} {:>11} {:>6}\n",
-             "workload", "T", "impl", "ms", "TFLOP/s", "/floor", "/mat", "extra MB", "exact");
+  fmt::print(stderr, "\n{:<19} {:>18} {:<12} {:>10} {:>9} {:>9} {:>9} {:>9} {:>11} {:>6}\n",
+             "workload", "size", "impl", "ms", "TFLOP/s", "GB/s", "/floor", "/mat", "extra MB",
+             "exact");
   for (const SizeResult& r : results) {
     const double flop = r.shape.flop();
-    const std::string exact = json_bool(r.check.exact());
-    auto row = [&](const char* impl, double ms, std::string vs_mat, double extra) {
+    const std::string exact = json_bool(r.check.exact()), label = size_label(a, r.shape);
+    auto row = [&](const char* impl, double ms, double bytes, std::string vs_mat, double extra) {
       const bool measured = std::strcmp(impl, "floor") != 0;
-      fmt::print(stderr, "{:<19} {:>8} {:<12} {:>10.3f} {:>9.1f} {:>9.3f} {:>9} {:>11.1f} {:>6}\n",
-                 a.workload->name, r.shape.T, impl, ms, flop / ms / 1e9, ms / r.floor_ms,
+      fmt::print(stderr,
+                 "{:<19} {:>18} {:<12} {:>10.3f} {:>9.1f} {:>9.0f} {:>9.3f} {:>9} {:>11.1f} {:>6}\n",
+                 a.w().name, label, impl, ms, flop / ms / 1e9, bytes / ms / 1e6, ms / r.floor_ms,
                  vs_mat, extra / 1e6, measured ? exact : "-");
     };
     const std::string ratio =
         r.mat ? fmt::format("{:.3f}", r.fused.t.median / r.mat->t.median) : "-";
-    row("winnow", r.fused.t.median, ratio, double(r.fused.workspace));
-    if (r.mat) row("materialize", r.mat->t.median, "1.000", double(r.mat->extra_bytes));
-    row("floor", r.floor_ms, "-", 0);
+    row("winnow", r.fused.t.median, r.shape.winnow_bytes(), ratio, double(r.fused.workspace));
+    if (r.mat)
+      row("materialize", r.mat->t.median, r.shape.materialize_bytes(), "1.000",
+          double(r.mat->extra_bytes));
+    row("floor", r.floor_ms, r.shape.winnow_bytes(), "-", 0);
   }
 }
 
@@ -539,23 +752,41 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 ops::TopkProblem make_problem(const BenchArgs& a, const rt::Context& ctx) {
   ops::TopkProblem p;
-  p.score = ir::relu_mh(true);
-  p.heads = a.workload->heads;
-  p.head_dim = kHeadDim;
-  p.q_dtype = a.dtype;
-  p.k_dtype = a.dtype;
-  p.k = a.k;
+  p.score = a.w().score(*a.dtype);
+  p.heads = a.w().heads;
+  p.head_dim = a.head_dim;
+  p.q_dtype = *a.dtype;
+  p.k_dtype = *a.dtype;
   p.arch = ops::device_arch(ctx);
   return p;
 }
 
-// The problem of one size: causal_offset depends on T (the chunk is the last Q positions).
-ops::TopkProblem sized(ops::TopkProblem p, const BenchArgs& a, int64_t T, ops::Mode mode) {
+// Rows and keys of one size: dsa and knn have --Q rows of `size` keys; csa has `size`
+// positions (every one a row) over size / m keys.
+Shape make_shape(const BenchArgs& a, const ops::TopkProblem& p, int64_t size, int k) {
+  const Workload& w = a.w();
+  const ir::Uses u = ir::uses(p.score);
+  Shape s{};
+  const bool csa = w.family == Family::Csa;
+  s.Q = csa ? size : a.queries;
+  s.T = csa ? size / w.causal_ratio : size;
+  s.H = p.heads, s.d = p.head_dim, s.k = k;
+  s.elem_bytes = ops::dtype_bytes(p.k_dtype);
+  s.causal_ratio = w.causal_ratio;
+  // dsa: the chunk is the last Q positions of T; csa: the positions start at 0.
+  s.causal_offset = w.causal_ratio && !csa ? s.T - s.Q : 0;
+  s.weights = u.w, s.kscale = u.kscale;
+  s.corpus_floor = w.family == Family::Knn;
+  return s;
+}
+
+ops::TopkProblem sized(ops::TopkProblem p, const Shape& s, ops::Mode mode) {
   p.mode = mode;
-  if (a.workload->causal) {
+  p.k = s.k;
+  if (s.causal_ratio) {
     p.window = ops::WindowKind::Causal;
-    p.causal_ratio = 1;
-    p.causal_offset = T - a.queries;
+    p.causal_ratio = s.causal_ratio;
+    p.causal_offset = s.causal_offset;
   }
   return p;
 }
@@ -567,23 +798,26 @@ std::unique_ptr<ops::TopkOp> build_op(const ops::TopkProblem& p, const rt::Conte
   return op;
 }
 
-DeviceInputs make_inputs(const ops::TopkProblem& p, const BenchArgs& a, int64_t max_t) {
-  auto t0 = std::chrono::steady_clock::now();
-  fmt::print(stderr, "generating inputs: q {} x {} x {}, k {} x {} ({}) ... ", a.queries, p.heads,
-             p.head_dim, max_t, p.head_dim, dtype_flag(a.dtype));
-  std::mt19937_64 rng(a.seed);
-  const ops::ProblemData d = ops::random_problem(p, a.queries, max_t, rng);
-  fmt::print(stderr, "{:.1f} s\n", seconds_since(t0));
-  t0 = std::chrono::steady_clock::now();
-  fmt::print(stderr, "uploading {:.1f} MB ... ",
-             (d.q.bytes.size() + d.k.bytes.size() + 4 * (d.w.size() + d.kscale.size())) / 1e6);
+// Random inputs for the largest shape: q and k ~ N(0, 1), w ~ U(-1, 1), key scales ~
+// U(0.5, 2) (as ops::random_problem draws them).
+DeviceInputs make_inputs(const ops::TopkProblem& p, const Shape& s, uint64_t seed) {
+  const auto t0 = std::chrono::steady_clock::now();
+  fmt::print(stderr, "inputs: q {} x {} x {}, k {} x {} ({}), generated and uploaded in ... ",
+             s.Q, p.heads, p.head_dim, s.T, p.head_dim, dtype_flag(p.k_dtype));
+  std::fflush(stderr);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
   DeviceInputs in;
-  in.queries = a.queries;
-  in.q = upload(d.q.bytes);
-  in.k = upload(d.k.bytes);
-  in.w = upload(d.w);
-  in.kscale = upload(d.kscale);
-  fmt::print(stderr, "{:.1f} s\n", seconds_since(t0));
+  in.q = random_device_tensor(p.q_dtype, size_t(s.Q) * p.heads * p.head_dim, normal, 4 * seed);
+  in.k = random_device_tensor(p.k_dtype, size_t(s.T) * p.head_dim, normal, 4 * seed + 1);
+  if (s.weights)
+    in.w = random_device_tensor(DType::F32, size_t(s.Q) * p.heads,
+                                std::uniform_real_distribution<float>(-1.0f, 1.0f), 4 * seed + 2);
+  if (s.kscale)
+    in.kscale = random_device_tensor(DType::F32, size_t(s.T),
+                                     std::uniform_real_distribution<float>(0.5f, 2.0f),
+                                     4 * seed + 3);
+  fmt::print(stderr, "{:.1f} s ({:.1f} GB)\n", seconds_since(t0),
+             (in.q.size() + in.k.size() + in.w.size() + in.kscale.size()) / 1e9);
   return in;
 }
 
@@ -594,49 +828,70 @@ bool matrix_fits(size_t bytes) {
   return bytes + (size_t(1) << 30) <= free;
 }
 
-SizeResult run_size(const BenchArgs& a, const ops::TopkProblem& base, int64_t T,
-                    const DeviceInputs& dev, const rt::Context& ctx, rt::CubinCache& cache,
-                    const backend::Backend& be, const Ceilings& c) {
-  SizeResult r;
-  r.shape = {a.queries, T, base.heads, base.head_dim, a.k, ops::dtype_bytes(a.dtype),
-             a.workload->causal};
-  const Shape& s = r.shape;
-  r.flop_floor_ms = s.flop() / ((a.dtype == ops::DType::BF16 ? c.bf16_tflops : c.fp8_tflops) * 1e9);
-  r.byte_floor_ms = s.winnow_bytes() / (c.copy_tbps * 1e9);
-  // The physical limit is the larger; at these sizes it is always the FLOP floor.
-  r.floor_ms = std::max(r.flop_floor_ms, r.byte_floor_ms);
+// Rows the check downloads: --check-rows, or 64 (knn: every row when the matrix is at
+// most 2 GiB).
+int64_t check_rows(const BenchArgs& a, const Shape& s) {
+  if (a.check_rows) return std::min<int64_t>(*a.check_rows, s.Q);
+  const bool all = a.w().family == Family::Knn && double(s.Q) * double(s.T) * 4 <= double(1ull << 31);
+  return all ? s.Q : std::min<int64_t>(64, s.Q);
+}
 
-  auto t0 = std::chrono::steady_clock::now();
-  auto fused = build_op(sized(base, a, T, ops::Mode::TopK), ctx, cache, be);
-  auto mat = build_op(sized(base, a, T, ops::Mode::Materialize), ctx, cache, be);
-  fmt::print(stderr, "T={}: kernels built (compile or cache) in {:.1f} s\n", T, seconds_since(t0));
-  fmt::print(stderr, "T={}: winnow kernel: {}\nT={}: materialize kernel: {}\n", T,
-             fused->launch_info(), T, mat->launch_info());
-  const ops::TopkInputs in = dev.for_size(fused->problem(), T);
+// One size: the materialize baseline once, then the fused kernel of every k, each checked
+// against the materialized rows.
+std::vector<SizeResult> run_size(const BenchArgs& a, const ops::TopkProblem& base, int64_t size,
+                                 const DeviceInputs& dev, const rt::Context& ctx,
+                                 rt::CubinCache& cache, const backend::Backend& be,
+                                 const Ceilings& c) {
+  const Shape s0 = make_shape(a, base, size, int(a.ks.front()));
+  const std::string at = size_name(a, s0);
+  const ops::TopkInputs in = dev.for_shape(base, s0);
 
-  t0 = std::chrono::steady_clock::now();
-  r.fused = run_fused(*fused, in, a.queries, a);
-  fmt::print(stderr, "T={}: winnow {:.3f} ms median ({} runs, {:.1f} s)\n", T, r.fused.t.median,
-             a.warmup + a.repeats, seconds_since(t0));
-
-  const size_t matrix = size_t(a.queries) * size_t(T) * 4;
+  std::optional<MaterializeRun> mat;
+  ScoreRows rows;
+  const size_t matrix = size_t(s0.Q) * size_t(s0.T) * 4;
   if (matrix_fits(matrix)) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto op = build_op(sized(base, s0, ops::Mode::Materialize), ctx, cache, be);
+    fmt::print(stderr, "{}: materialize kernel built in {:.1f} s: {}\n", at, seconds_since(t0),
+               op->launch_info());
     t0 = std::chrono::steady_clock::now();
-    r.mat = run_materialize(*mat, in, s, a);
-    fmt::print(stderr, "T={}: materialize {:.3f} ms median ({:.1f} s)\n", T, r.mat->t.median,
-               seconds_since(t0));
-    t0 = std::chrono::steady_clock::now();
-    r.check = check(r.fused, *r.mat, s);
-    fmt::print(stderr, "T={}: check of {} rows: {} differing, {} of {} rows malformed ({:.1f} s)\n",
-               T, r.check.rows_checked, r.check.rows_differing, r.check.rows_malformed, s.Q,
-               seconds_since(t0));
-    r.mat->scores = {};  // the table and the records need only the timings
-    r.fused.indices = {};
+    mat = run_materialize(*op, in, s0, check_rows(a, s0), a, rows);
+    fmt::print(stderr, "{}: materialize {:.3f} ms median, {} rows downloaded ({:.1f} s)\n", at,
+               mat->t.median, rows.rows.size(), seconds_since(t0));
   } else {
-    fmt::print(stderr, "T={}: the {:.1f} GB score matrix does not fit the device: no "
-               "materialize run, no check\n", T, matrix / 1e9);
+    fmt::print(stderr, "{}: the {:.1f} GB score matrix does not fit the device: no "
+               "materialize run, only the form of the fused rows is checked\n", at, matrix / 1e9);
   }
-  return r;
+
+  std::vector<SizeResult> out;
+  for (int64_t k : a.ks) {
+    SizeResult& r = out.emplace_back();
+    r.shape = make_shape(a, base, size, int(k));
+    const Shape& s = r.shape;
+    const std::string label = size_label(a, s);
+    r.flop_floor_ms = s.flop() / (ceiling_tflops(c, *a.dtype) * 1e9);
+    r.byte_floor_ms = s.winnow_bytes() / (c.copy_tbps * 1e9);
+    // The physical limit is the larger: FLOP for dsa and csa, bytes for knn.
+    r.floor_ms = std::max(r.flop_floor_ms, r.byte_floor_ms);
+
+    auto t0 = std::chrono::steady_clock::now();
+    auto fused = build_op(sized(base, s, ops::Mode::TopK), ctx, cache, be);
+    fmt::print(stderr, "{}: winnow kernel built in {:.1f} s: {}\n", label, seconds_since(t0),
+               fused->launch_info());
+    t0 = std::chrono::steady_clock::now();
+    r.fused = run_fused(*fused, in, s.Q, a);
+    fmt::print(stderr, "{}: winnow {:.3f} ms median ({} runs, {:.1f} s)\n", label,
+               r.fused.t.median, a.warmup + a.repeats, seconds_since(t0));
+
+    t0 = std::chrono::steady_clock::now();
+    r.mat = mat;
+    r.check = check(r.fused, rows, s);
+    fmt::print(stderr, "{}: check of {} rows: {} differing, {} of {} rows malformed ({:.1f} s)\n",
+               label, r.check.rows_checked, r.check.rows_differing, r.check.rows_malformed, s.Q,
+               seconds_since(t0));
+    r.fused.indices = {};  // the table and the records need only the timings
+  }
+  return out;
 }
 
 }  // namespace
@@ -655,21 +910,25 @@ int bench_main(int argc, char** argv) {
   rt::Context ctx(0);
   Meta meta{ctx.info().name, winnow::build_id(), utc_date(), read_ceilings(a.ceilings_path)};
   const ops::TopkProblem base = make_problem(a, ctx);
-  fmt::print(stderr, "winnow bench {} on {} ({}): Q={} H={} d={} k={} {}, T in [{}]; ceilings {}\n",
-             a.workload->name, meta.gpu, base.arch.str(), a.queries, base.heads, base.head_dim,
-             a.k, dtype_flag(a.dtype), fmt::join(a.sizes, ", "), meta.ceilings.source());
+  const Shape largest =
+      make_shape(a, base, *std::max_element(a.sizes.begin(), a.sizes.end()), int(a.ks.front()));
+  fmt::print(stderr, "winnow bench {} on {} ({}): H={} d={} {}, sizes [{}], k [{}]; ceilings {}\n",
+             a.w().name, meta.gpu, base.arch.str(), base.heads, base.head_dim,
+             dtype_flag(*a.dtype), fmt::join(a.sizes, ", "), fmt::join(a.ks, ", "),
+             meta.ceilings.source());
 
   rt::CubinCache cache(rt::DiskStore(rt::default_cache_dir()));
   auto be = backend::make_nvrtc_backend();
-  const DeviceInputs dev =
-      make_inputs(base, a, *std::max_element(a.sizes.begin(), a.sizes.end()));
+  const DeviceInputs dev = make_inputs(base, largest, a.seed);
 
   std::vector<SizeResult> results;
   bool all_exact = true;
-  for (int64_t T : a.sizes) {
-    results.push_back(run_size(a, base, T, dev, ctx, cache, *be, meta.ceilings));
-    emit(a.out_path, size_records(a, meta, results.back()));
-    all_exact = all_exact && results.back().check.exact().value_or(true);
+  for (int64_t size : a.sizes) {
+    for (SizeResult& r : run_size(a, base, size, dev, ctx, cache, *be, meta.ceilings)) {
+      emit(a.out_path, size_records(a, meta, r));
+      all_exact = all_exact && r.check.exact().value_or(true);
+      results.push_back(std::move(r));
+    }
   }
   print_table(a, results);
   if (!all_exact) fmt::print(stderr, "\nNOT EXACT: see rows_differing / rows_malformed\n");
