@@ -813,7 +813,7 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
       [&] {
         // Refresh: a stale gate is only looser, so it runs every few tiles.
         if ((++tile & 3) != 0) return;
-        if (warp < R) refresh_gate<C>(s, warp, lane);
+        for (int r = warp; r < R; r += C::kThreads / 32) refresh_gate<C>(s, r, lane);
         __syncthreads();
         for (int r = 0; r < R; ++r) {
           RowState& st = s.rows[r];

@@ -70,9 +70,15 @@ TEST_CASE("tensor cores only where the dots allow them", "[codegen]") {
   REQUIRE(plan::choose_plan(s, 227 * 1024, 0, -1, &p, &why));
   CHECK(p.mma == 0);
   s.k_type = plan::ElemType::BF16;
-  s.heads = 1;  // 8 rows of one head do not fill a 16-row fragment
+  s.heads = 1;  // one head: 16 rows fill a 16-row fragment
   REQUIRE(plan::choose_plan(s, 227 * 1024, 0, -1, &p, &why));
-  CHECK(p.mma == 0);
+  CHECK(p.mma == int(plan::ElemType::BF16));
+  CHECK(p.rows_per_cta == 16);
+  CHECK(p.bins == 512);
+  s.head_dim = 1024;  // the widest d still fits, with smaller key tiles
+  REQUIRE(plan::choose_plan(s, 227 * 1024, 0, -1, &p, &why));
+  CHECK(p.smem_bytes() <= 227 * 1024);
+  s.head_dim = 128;
   s.heads = 32;
   s.reads_norms = true;
   REQUIRE(plan::choose_plan(s, 227 * 1024, 0, -1, &p, &why));

@@ -132,6 +132,15 @@ TEST_CASE("single-head scores: ip, l2, cosine", "[gpu]") {
   run_and_check(p, 70, 4000, {}, {0, 33, 69}, false);
 }
 
+TEST_CASE("retrieval shape: one head, 16 rows on the tensor cores, key splits", "[gpu]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  auto p = single_head(ir::ip(), 768, GENERATE(1, 1000, 8192), ops::DType::F16);
+  p.sorted = GENERATE(false, true);
+  auto r = run_and_check(p, 40, 20011, {}, {0, 17, 39}, false);
+  CHECK(r.fallback_rows == 0);
+}
+
 TEST_CASE("user expressions compile at run time and stay exact", "[gpu]") {
   WINNOW_REQUIRE_GPU();
   INFO("seed " << test::test_seed());

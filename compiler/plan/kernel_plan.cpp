@@ -51,12 +51,14 @@ bool choose_plan(const KernelSpec& spec, long smem_limit, int candidate_capacity
   // the tensor cores 128 (row, head) pairs make one 128-row operand, and each key tile
   // read from L2 serves twice the rows.
   p.rows_per_cta = std::clamp(64 / std::max(spec.heads, 1), 1, 8);
-  const int mma_rows = std::clamp(128 / std::max(spec.heads, 1), 1, 8);
+  // Up to 16 rows, so that even one head fills a 16-row mma fragment (retrieval).
+  const int mma_rows = std::clamp(128 / std::max(spec.heads, 1), 1, 16);
   if (tensor_core_type(spec, mma_rows) != 0) p.rows_per_cta = mma_rows;
   p.capacity = candidate_capacity > 0 ? candidate_capacity : std::max(4 * spec.k, 4096);
   p.sample = sample_size >= 0 ? sample_size : std::max(2 * spec.k, 4096);
   for (int rows = p.rows_per_cta; rows >= 1; rows /= 2) {
     p.mma = tensor_core_type(spec, rows);
+    p.bins = rows > 8 ? 512 : 2048;  // the histograms of 16 rows would fill shared memory
     // q fragments of a 16-head block stay in registers: 256 bytes of d at most.
     const int mma_bytes = p.mma == 0 ? 0 : (p.mma == int(ElemType::E4M3) ? 1 : 2);
     p.head_sums = p.mma != 0 && spec.head_sum_form && spec.heads % 16 == 0 &&

@@ -31,7 +31,7 @@ struct KernelPlan {
   int rows_per_cta = 1;   // query rows sharing each key tile
   int key_tile = 64;      // keys scored per tile (a multiple of 4)
   int threads = 256;
-  int bins = 2048;        // ThresholdBins per row (a multiple of 32)
+  int bins = 2048;        // ThresholdBins per row (a multiple of 32; 512 above 8 rows)
   int capacity = 8192;    // CandidateBuffer entries per row
   int sample = 4096;      // keys scored first for the initial threshold (0: none)
   // Element type the tensor cores read (mma.sync), as its ElemType code; 0: CUDA cores.
