@@ -72,6 +72,9 @@ winnowStatus_t guarded(F&& body) {
   } catch (const StatusError& e) {
     status = e.status;
     t_last_error = e.message;
+  } catch (const ops::WorkspaceTooSmall& e) {
+    status = WINNOW_STATUS_WORKSPACE_TOO_SMALL;
+    t_last_error = e.what();
   } catch (const ops::InvalidArgument& e) {
     status = WINNOW_STATUS_INVALID_ARGUMENT;
     t_last_error = e.what();

@@ -8,6 +8,11 @@ class InvalidArgument : public std::invalid_argument {
  public:
   using std::invalid_argument::invalid_argument;
 };
+// The caller's workspace is smaller than the plan needs (WINNOW_STATUS_WORKSPACE_TOO_SMALL).
+class WorkspaceTooSmall : public InvalidArgument {
+ public:
+  using InvalidArgument::InvalidArgument;
+};
 // Valid, but not supported by this build or arch (WINNOW_STATUS_NOT_SUPPORTED).
 class NotSupported : public std::runtime_error {
  public:

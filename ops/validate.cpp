@@ -265,8 +265,8 @@ CallShape validate_call(const TopkProblem& p, int device, const TopkInputs& in,
     if (address(workspace) % 256 != 0)
       fail(fmt::format("workspace pointer {} is not 256-byte aligned", workspace));
     if (workspace_bytes < required_bytes)
-      fail(fmt::format("workspace of {} bytes is smaller than the {} the plan needs",
-                       workspace_bytes, required_bytes));
+      throw WorkspaceTooSmall(fmt::format("workspace of {} bytes is smaller than the {} the plan needs",
+                                          workspace_bytes, required_bytes));
   }
   return CallShape{rows, num_keys};
 }

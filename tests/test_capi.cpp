@@ -742,6 +742,9 @@ TEST_CASE("workspace: null, misaligned and too small", "[capi]") {
                       Contains("workspace pointer") && Contains("256-byte aligned"));
   REQUIRE_THROWS_WITH(ops::validate_call(p, 0, in, &out, nullptr, fake(0x400000), need - 1, need),
                       Contains("workspace of 4095 bytes is smaller than the 4096 the plan needs"));
+  // Its own class, so the C API can answer WINNOW_STATUS_WORKSPACE_TOO_SMALL.
+  REQUIRE_THROWS_AS(ops::validate_call(p, 0, in, &out, nullptr, fake(0x400000), need - 1, need),
+                    ops::WorkspaceTooSmall);
 }
 
 TEST_CASE("validate_problem: a missing score program", "[capi]") {
@@ -823,7 +826,7 @@ TEST_CASE("C API end to end: ip top-k with sorted output and scores", "[capi][gp
 
   Call bad = c;
   bad.workspace_bytes = ws_bytes - 1;
-  REQUIRE_STATUS(bad.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT,
+  REQUIRE_STATUS(bad.run(plan.h), WINNOW_STATUS_WORKSPACE_TOO_SMALL,
                  "workspace of " + std::to_string(ws_bytes - 1) + " bytes is smaller than the " +
                      std::to_string(ws_bytes));
   bad = c;
