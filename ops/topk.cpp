@@ -117,6 +117,7 @@ std::unique_ptr<TopkOp> TopkOp::create(const TopkProblem& p, const rt::Context* 
 
 const TopkProblem& TopkOp::problem() const { return impl_->problem; }
 const std::string& TopkOp::source() const { return impl_->generated.source; }
+std::string TopkOp::plan_text() const { return plan::describe(impl_->spec, impl_->plan); }
 const std::string& TopkOp::content_key() const { return impl_->key; }
 bool TopkOp::built() const { return !impl_->cubin.empty(); }
 const std::vector<char>& TopkOp::cubin() const { return impl_->cubin; }

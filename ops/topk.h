@@ -62,6 +62,7 @@ class TopkOp {
 
   const TopkProblem& problem() const;
   const std::string& source() const;        // the generated .cu stub
+  std::string plan_text() const;            // the kernel spec and plan, one line each
   const std::string& content_key() const;   // SHA-256 cache key (after build)
   // What build() hands the backend (also for `winnow compile --emit ptx`).
   backend::CompileRequest compile_request() const;

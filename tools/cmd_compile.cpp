@@ -199,7 +199,8 @@ int run_compile(int argc, char** argv) {
   const double generate_ms = ms_since(t0);
   switch (emit) {
     case Emit::Ir:
-      emit_text(out, ir::print(op->problem().score) + "\n");
+      // The canonical program first (the serialisation), then the plan chosen for it.
+      emit_text(out, ir::print(op->problem().score) + "\n" + op->plan_text());
       return 0;
     case Emit::Cu:
       emit_text(out, op->source());
