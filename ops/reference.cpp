@@ -31,6 +31,17 @@ KeyWindow row_window(const TopkProblem& p, const HostInputs& in, int64_t row) {
   return w;
 }
 
+double causal_visible_pairs(int64_t causal_offset, int64_t rows, int causal_ratio) {
+  // sum_{p = offset + 1 .. offset + rows} floor(p / m) = F(offset + rows) - F(offset), where
+  // F(n) = sum_{p=1..n} floor(p / m) = m q (q - 1) / 2 + q (r + 1) for n = q m + r.
+  const double m = causal_ratio;
+  auto F = [&](int64_t n) {
+    const double q = double(n / causal_ratio), r = double(n % causal_ratio);
+    return m * q * (q - 1) / 2 + q * (r + 1);
+  };
+  return F(causal_offset + rows) - F(causal_offset);
+}
+
 double reference_score(const TopkProblem& p, const HostInputs& in, int64_t row, int64_t key) {
   const int H = in.heads, D = in.dim;
   std::vector<double> dot(H), w(H), qsq(H);

@@ -27,6 +27,11 @@ struct KeyWindow {
 };
 KeyWindow row_window(const TopkProblem& p, const HostInputs& in, int64_t row);
 
+// Keys visible to `rows` rows under a causal window of ratio m (row r at position
+// offset + r sees t < (offset + r + 1) / m), in closed form: the FLOP count of causal
+// workloads. Assumes no window runs past the keys (validation refuses those).
+double causal_visible_pairs(int64_t causal_offset, int64_t rows, int causal_ratio);
+
 // score(row, key) in double.
 double reference_score(const TopkProblem& p, const HostInputs& in, int64_t row, int64_t key);
 

@@ -85,3 +85,23 @@ TEST_CASE("causal windows with ratio m", "[ref]") {
   CHECK(ops::row_window(p, h, 0).end == 25);   // (100 + 0 + 1) / 4
   CHECK(ops::row_window(p, h, 3).end == 26);   // (100 + 3 + 1) / 4
 }
+
+TEST_CASE("causal visible pairs in closed form equal the sum of the windows", "[ref]") {
+  std::mt19937_64 rng(test::test_seed());
+  std::uniform_int_distribution<int64_t> any(0, 5000);
+  for (int t = 0; t < 200; ++t) {
+    ops::TopkProblem p = ip_problem(5);
+    p.window = ops::WindowKind::Causal;
+    p.causal_ratio = int(1 + any(rng) % 8);
+    p.causal_offset = any(rng);
+    const int64_t rows = 1 + any(rng) % 300;
+    ops::HostInputs h;
+    h.num_keys = (p.causal_offset + rows) / p.causal_ratio;  // the last row sees every key
+    double sum = 0;
+    for (int64_t r = 0; r < rows; ++r) sum += double(ops::row_window(p, h, r).size());
+    INFO("offset " << p.causal_offset << " rows " << rows << " m " << p.causal_ratio);
+    REQUIRE(ops::causal_visible_pairs(p.causal_offset, rows, p.causal_ratio) == sum);
+  }
+  // csa-1m at S = 2^20, m = 4: about S^2 / 8 pairs (PERF.md).
+  CHECK(ops::causal_visible_pairs(0, 1 << 20, 4) == Approx(double(1 << 20) * (1 << 20) / 8).epsilon(1e-5));
+}

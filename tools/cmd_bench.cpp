@@ -307,15 +307,9 @@ struct Shape {
   int64_t window_end(int64_t row) const {
     return causal_ratio ? std::min(T, (causal_offset + row + 1) / causal_ratio) : T;
   }
-  // sum over rows of window_end: F(offset + Q) - F(offset), F(n) = sum_{p=1..n} floor(p/m)
-  // (the validation keeps every window inside [0, T)).
   double visible_pairs() const {
     if (!causal_ratio) return double(Q) * double(T);
-    auto F = [m = double(causal_ratio)](int64_t n) {
-      const double q = double(n / int64_t(m)), r = double(n % int64_t(m));
-      return m * q * (q - 1) / 2 + q * (r + 1);
-    };
-    return F(causal_offset + Q) - F(causal_offset);
+    return ops::causal_visible_pairs(causal_offset, Q, causal_ratio);
   }
   double flop() const { return 2.0 * visible_pairs() * H * d; }
   double key_bytes() const { return double(T) * d * elem_bytes + (kscale ? double(T) * 4 : 0); }
