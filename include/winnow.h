@@ -101,6 +101,9 @@ typedef struct winnowProblemDesc_t {
   /* Parts each row's window is cut into (scored by different CTAs, merged exactly).
    * 0: chosen per call (to fill the GPU when rows are few), 1: never split. */
   int32_t key_splits;
+  /* An upper bound on the workspace in bytes (0: none): the plan keeps fewer CTAs resident
+   * to stay under it, and winnowPlanBuild fails if one CTA does not fit. */
+  uint64_t max_workspace_bytes;
 } winnowProblemDesc_t;
 
 /* Fills d with the defaults above for a relu_mh problem; callers then change fields. */

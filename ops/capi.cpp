@@ -211,6 +211,9 @@ ops::TopkProblem to_problem(const winnowContext& ctx, const winnowProblemDesc_t&
   // A descriptor from before key_splits existed is shorter: it keeps the default.
   if (d.struct_size >= offsetof(winnowProblemDesc_t, key_splits) + sizeof(d.key_splits))
     p.key_splits = d.key_splits;
+  if (d.struct_size >= offsetof(winnowProblemDesc_t, max_workspace_bytes) +
+                           sizeof(d.max_workspace_bytes))
+    p.max_workspace_bytes = size_t(d.max_workspace_bytes);
   return p;
 }
 
@@ -282,6 +285,7 @@ void winnowProblemDescInit(winnowProblemDesc_t* d) {
   d->candidate_capacity = 0;
   d->sample_size = -1;
   d->key_splits = 0;
+  d->max_workspace_bytes = 0;
 }
 
 winnowStatus_t winnowCreate(winnowContext_t* ctx, int device_ordinal) {

@@ -164,17 +164,35 @@ void TopkOp::build(rt::CubinCache& cache, const backend::Backend& be) {
                                    "memory, {} registers per thread)",
                                    m.plan.smem_bytes(), m.kernel->num_registers()));
   }
-  m.max_ctas = per_sm * m.ctx->info().sm_count;
+  // Per CTA: its candidate buffers and selection lists, one part's selection per row (key
+  // splits) and a done count per row block; execute splits only as far as
+  // (row blocks x parts) <= CTAs.
+  const size_t per_cta =
+      m.spec.materialize ? 0
+                         : size_t(m.plan.workspace_words_per_cta()) * 8 +
+                               size_t(m.plan.rows_per_cta) * next_pow2(m.spec.k) * 8 + 4;
+  m.max_ctas = ctas_within_workspace(m.problem.max_workspace_bytes,
+                                     per_sm * m.ctx->info().sm_count, per_cta, kBuffersOffset);
+  if (m.max_ctas < 1) {
+    throw InvalidArgument(fmt::format(
+        "max_workspace_bytes = {} is below the {} bytes that one CTA of this plan needs",
+        m.problem.max_workspace_bytes, kBuffersOffset + per_cta));
+  }
   m.workspace = kBuffersOffset;
   if (!m.spec.materialize) {
     m.workspace += size_t(m.max_ctas) * size_t(m.plan.workspace_words_per_cta()) * 8;
-    // Key splits: a part's selection per (CTA, row), and a done count per row block;
-    // execute splits only as far as (row blocks x parts) <= resident CTAs.
     m.partials_offset = m.workspace;
     m.workspace += size_t(m.max_ctas) * m.plan.rows_per_cta * next_pow2(m.spec.k) * 8;
     m.block_done_offset = m.workspace;
     m.workspace += size_t(m.max_ctas) * 4;
   }
+}
+
+int ctas_within_workspace(size_t bound, int resident, size_t per_cta, size_t fixed) {
+  if (bound == 0) return resident;
+  if (bound < fixed) return 0;
+  if (per_cta == 0) return resident;
+  return int(std::min<size_t>(size_t(resident), (bound - fixed) / per_cta));
 }
 
 int TopkOp::key_splits_for(int64_t rows, int64_t num_keys) const {

@@ -45,7 +45,15 @@ struct TopkProblem {
   // 0 chooses per call (enough parts to fill the GPU when there are few rows), 1 never
   // splits, n splits in at most n parts.
   int key_splits = 0;
+  // An upper bound on the workspace (0: none). The plan then keeps fewer CTAs resident
+  // (each takes more row blocks in turn); build() fails if one CTA does not fit.
+  size_t max_workspace_bytes = 0;
 };
+
+// How many CTAs a workspace of `bound` bytes (0: no bound) holds, given `resident` CTAs
+// the device could run at once, `per_cta` bytes each and `fixed` bytes besides. 0 when
+// not even one fits.
+int ctas_within_workspace(size_t bound, int resident, size_t per_cta, size_t fixed);
 
 // Inputs of one call, indexed like winnowInput_t.
 struct TopkInputs {

@@ -884,6 +884,7 @@ TEST_CASE("key_splits is read when the descriptor carries it and must be >= 0", 
   Context ctx;
   winnowProblemDesc_t d = dsa_desc();
   CHECK(d.key_splits == 0);
+  CHECK(d.max_workspace_bytes == 0);
   d.key_splits = -1;
   winnowPlan_t plan = nullptr;
   REQUIRE_STATUS(winnowPlanCreate(ctx.h, &d, &plan), WINNOW_STATUS_INVALID_ARGUMENT,

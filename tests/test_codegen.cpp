@@ -116,3 +116,13 @@ TEST_CASE("the head-sum form is recognised only where it holds", "[codegen]") {
   CHECK_THAT(f, Catch::Contains("term(float dot, float w) { return winnow::op_mul(w, winnow::op_relu(dot)); }"));
   CHECK_THAT(f, Catch::Contains("post(float hsum, const winnow::ScoreArgs& a) { return winnow::op_mul(hsum, a.kscale); }"));
 }
+
+TEST_CASE("a workspace bound keeps fewer CTAs resident", "[codegen]") {
+  CHECK(ops::ctas_within_workspace(0, 264, 1000, 256) == 264);            // no bound
+  CHECK(ops::ctas_within_workspace(256 + 10 * 1000, 264, 1000, 256) == 10);
+  CHECK(ops::ctas_within_workspace(256 + 10 * 1000 - 1, 264, 1000, 256) == 9);
+  CHECK(ops::ctas_within_workspace(size_t(1) << 40, 264, 1000, 256) == 264);
+  CHECK(ops::ctas_within_workspace(256 + 999, 264, 1000, 256) == 0);      // not one CTA
+  CHECK(ops::ctas_within_workspace(100, 264, 0, 256) == 0);               // not the counters
+  CHECK(ops::ctas_within_workspace(300, 264, 0, 256) == 264);             // materialize
+}

@@ -191,6 +191,20 @@ TEST_CASE("key splits with an overflowing part still merge exactly", "[gpu]") {
   CHECK(r.fallback_rows > 0);
 }
 
+TEST_CASE("a workspace bound: fewer resident CTAs, the same exact results", "[gpu]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  auto& f = GpuFixture::get();
+  auto p = relu_mh_problem(64, 256, ops::DType::E4M3);
+  auto unbounded = f.build(p);
+  p.max_workspace_bytes = unbounded->workspace_bytes() / 20;
+  auto op = f.build(p);
+  CHECK(op->workspace_bytes() <= p.max_workspace_bytes);
+  run_and_check(p, 300, 6000, {}, {0, 299}, false);
+  p.max_workspace_bytes = 1000;  // not one CTA
+  CHECK_THROWS_AS(f.build(p), ops::InvalidArgument);
+}
+
 TEST_CASE("a range window past the key count is reported, and its row is all -1", "[gpu]") {
   WINNOW_REQUIRE_GPU();
   auto& f = GpuFixture::get();
