@@ -102,4 +102,15 @@ std::vector<int64_t> select_topk_row(const float* scores, int64_t start, int64_t
   return out;
 }
 
+bool same_selection(const int* fused_row, int k, int64_t base, const float* scores,
+                    int64_t start, int64_t end) {
+  std::vector<int64_t> want = select_topk_row(scores, start, end, k), got;
+  for (int i = 0; i < k; ++i) {
+    if (fused_row[i] >= 0) got.push_back(fused_row[i] + base);
+  }
+  std::sort(want.begin(), want.end());
+  std::sort(got.begin(), got.end());
+  return want == got;
+}
+
 }  // namespace winnow::ops

@@ -42,4 +42,10 @@ std::vector<int64_t> reference_topk_row(const TopkProblem& p, const HostInputs& 
 // device's rank order (templates/rank_order.cuh): the check of materialize + select.
 std::vector<int64_t> select_topk_row(const float* scores, int64_t start, int64_t end, int k);
 
+// True when one row of a fused result (k slots, -1 padding, indices relative to `base`)
+// holds exactly the keys select_topk_row picks from scores[start..end): the exactness
+// check of the demo, the benchmark and the tests.
+bool same_selection(const int* fused_row, int k, int64_t base, const float* scores,
+                    int64_t start, int64_t end);
+
 }  // namespace winnow::ops
