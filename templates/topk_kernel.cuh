@@ -18,6 +18,7 @@
 #include "winnow/score_ops.cuh"
 #include "winnow/smem_layout.cuh"
 #include "winnow/topk_params.cuh"
+#include "winnow/wgmma_tiles.cuh"
 
 namespace winnow {
 
@@ -42,6 +43,12 @@ struct MmaBytes {
 };
 
 template <class C>
+__host__ __device__ constexpr SmemLayout layout_of() {
+  return SmemLayout{C::kRows, C::kHeads, C::kDim, C::kKeyTile, C::kBins,
+                    MmaBytes<C>::value, C::kHeadSums, C::kWgmma};
+}
+
+template <class C>
 struct TopkSmem {
   float* q;       // [R][H][D]
   float* k;       // [KT][D+1]
@@ -54,7 +61,7 @@ struct TopkSmem {
   u32* radix;     // [256] + scratch
   RowState* rows; // [R]
   __device__ explicit TopkSmem(unsigned char* base) {
-    constexpr SmemLayout L{C::kRows, C::kHeads, C::kDim, C::kKeyTile, C::kBins, MmaBytes<C>::value, C::kHeadSums};
+    constexpr SmemLayout L = layout_of<C>();
     float* f = reinterpret_cast<float*>(base);
     q = f;
     k = f + L.k_off();
@@ -83,8 +90,10 @@ __device__ void load_rows(const TopkParams& p, const TopkSmem<C>& s, int row0, i
         const char* src = static_cast<const char*>(p.q) + (row * p.q_row_stride + h * D) * EB;
         x = reinterpret_cast<const uint4*>(src)[v];
       }
-      *reinterpret_cast<uint4*>(reinterpret_cast<char*>(s.q) + rh * RB + v * 16) = x;
+      const int at = C::kWgmma ? swizzled_chunk<R * H>(rh, v) : rh * RB + v * 16;
+      *reinterpret_cast<uint4*>(reinterpret_cast<char*>(s.q) + at) = x;
     }
+    if (C::kWgmma) fence_async_smem();  // published to wgmma by the barrier below
   } else {
     for (int e = threadIdx.x; e < R * H * D; e += C::kThreads) {
       int r = e / (H * D), hd = e % (H * D);
@@ -299,6 +308,57 @@ __device__ void mma_head_sums(const TopkSmem<C>& s) {
   }
 }
 
+// The head-sum form on warpgroup MMA (sm_90a): warpgroup g scores keys 64 g .. 64 g + 63
+// of the tile (A: the swizzled key tile) against all 128 (row, head) pairs of the block
+// (B: the swizzled q rows), d / k-step wgmma instructions into 64 fp32 accumulators per
+// thread. A thread holds keys key0 and key0 + 8 (the D fragment's rows) and heads
+// 8 j + 2 t4, + 1 of every row (its columns): it sums term(dot, w) over its 16 heads of
+// a row in a fixed order, two shuffles finish the row's sum, and one lane writes it to
+// s.dots[r][key]. Fused and materialize kernels run this same code (same bits).
+template <class C, class S>
+__device__ void wgmma_head_sums(const TopkSmem<C>& s) {
+  constexpr int H = C::kHeads, R = C::kRows, KT = C::kKeyTile;
+  constexpr int RB = C::kDim * MmaBytes<C>::value;
+  static_assert(R * H == 128 && KT == 128 && C::kThreads == 256 && RB % 128 == 0,
+                "wgmma head sums: 128 (row, head) pairs, 2 x 64 keys, whole swizzle rows");
+  const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t4 = lane & 3;
+  const char* kraw = reinterpret_cast<const char*>(s.k);
+  const char* qraw = reinterpret_cast<const char*>(s.q);
+  float d[64];
+  wgmma_fence();
+#pragma unroll
+  for (int k0 = 0; k0 < RB; k0 += 32) {
+    wgmma_m64n128<C::kMma>(d, wgmma_desc(kraw + swizzled_at<KT>(wg * 64, k0)),
+                           wgmma_desc(qraw + swizzled_at<R * H>(0, k0)), k0 > 0);
+  }
+  wgmma_commit();
+  wgmma_wait_all();
+  wgmma_pin(d);
+  const int key0 = wg * 64 + warp * 16 + g;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    float p0 = 0.0f, p1 = 0.0f;  // keys key0 and key0 + 8
+#pragma unroll
+    for (int jj = 0; jj < H / 8; ++jj) {
+      const int j = r * (H / 8) + jj;
+      const float2 w = *reinterpret_cast<const float2*>(s.w + r * H + jj * 8 + 2 * t4);
+      const float a0 = op_add(S::term(d[4 * j], w.x), S::term(d[4 * j + 1], w.y));
+      const float a1 = op_add(S::term(d[4 * j + 2], w.x), S::term(d[4 * j + 3], w.y));
+      p0 = jj == 0 ? a0 : op_add(p0, a0);
+      p1 = jj == 0 ? a1 : op_add(p1, a1);
+    }
+    p0 = op_add(p0, __shfl_xor_sync(0xFFFFFFFFu, p0, 1));
+    p1 = op_add(p1, __shfl_xor_sync(0xFFFFFFFFu, p1, 1));
+    p0 = op_add(p0, __shfl_xor_sync(0xFFFFFFFFu, p0, 2));
+    p1 = op_add(p1, __shfl_xor_sync(0xFFFFFFFFu, p1, 2));
+    if (t4 == 0) {
+      s.dots[r * KT + key0] = p0;
+      s.dots[r * KT + key0 + 8] = p1;
+    }
+  }
+}
+
 // Whether the kernel sums heads next to the accumulators (the plan decides: tensor cores,
 // whole 16-head fragments, and a score of the head-sum form).
 template <class C, class S>
@@ -312,7 +372,9 @@ struct UsesHeadSums {
 // The score of (row r, key slot j) from what the dot step left in shared memory.
 template <class C, class S>
 __device__ __forceinline__ float score_of(const TopkSmem<C>& s, const ScoreArgs& a, int r, int j) {
-  if constexpr (UsesHeadSums<C, S>::value) {
+  if constexpr (C::kWgmma) {
+    return S::post(s.dots[r * C::kKeyTile + j], a);
+  } else if constexpr (UsesHeadSums<C, S>::value) {
     constexpr int BLOCKS = C::kHeads / 16, KT = C::kKeyTile;
     const float* part = s.dots + r * BLOCKS * KT + j;
     float hsum = part[0];
@@ -327,9 +389,7 @@ __device__ __forceinline__ float score_of(const TopkSmem<C>& s, const ScoreArgs&
 // Asynchronous 16-byte global -> shared copies (cp.async, sm_80+): the next key tile
 // loads while the current one is scored. src_bytes 0 fills the slot with zeros.
 __device__ __forceinline__ void copy_async_16(void* smem, const void* global, bool valid) {
-  unsigned long long shared_addr;
-  asm("cvta.to.shared.u64 %0, %1;" : "=l"(shared_addr) : "l"(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(unsigned(shared_addr)),
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(smem)),
                "l"(global), "r"(valid ? 16 : 0));
 }
 __device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n"); }
@@ -341,7 +401,7 @@ __device__ __forceinline__ void copy_async_wait() {
 // The shared memory of key-tile stage `stage` (two stages on the tensor-core path).
 template <class C>
 __device__ __forceinline__ TopkSmem<C> with_stage(const TopkSmem<C>& s, int stage) {
-  constexpr SmemLayout L{C::kRows, C::kHeads, C::kDim, C::kKeyTile, C::kBins, MmaBytes<C>::value, C::kHeadSums};
+  constexpr SmemLayout L = layout_of<C>();
   TopkSmem<C> t = s;
   t.k = s.k + stage * L.k_stage_words();
   return t;
@@ -361,7 +421,8 @@ __device__ void load_key_tile(const TopkParams& p, const TopkSmem<C>& s, int sta
       int key = key_of(j);
       const char* src = static_cast<const char*>(p.k) +
                         (key >= 0 ? key * p.k_row_stride * EB + v * 16 : 0);
-      copy_async_16(dst + j * RB + v * 16, src, key >= 0);
+      copy_async_16(dst + (C::kWgmma ? swizzled_chunk<KT>(j, v) : j * RB + v * 16), src,
+                    key >= 0);
     }
     copy_async_commit();
   } else {
@@ -395,7 +456,9 @@ __device__ void score_loaded_tile(const TopkParams& p, const TopkSmem<C>& s0, in
       s.ksq[j] = acc;
     }
   }
-  if constexpr (UsesHeadSums<C, S>::value) {
+  if constexpr (C::kWgmma) {
+    wgmma_head_sums<C, S>(s);
+  } else if constexpr (UsesHeadSums<C, S>::value) {
     mma_head_sums<C, S>(s);
   } else if (C::kMma) {
     mma_dots<C>(s);
@@ -423,6 +486,7 @@ template <class C, class S, class KeyOf, class Visit>
 __device__ void score_tile(const TopkParams& p, const TopkSmem<C>& s, KeyOf key_of, Visit visit) {
   load_key_tile<C>(p, s, 0, key_of);
   if (C::kMma) copy_async_wait<0>();
+  if (C::kWgmma) fence_async_smem();
   __syncthreads();
   score_loaded_tile<C, S>(p, s, 0, key_of, visit);
 }
@@ -446,6 +510,7 @@ __device__ void score_tiles(const TopkParams& p, const TopkSmem<C>& s, int begin
         copy_async_commit();  // an empty group: "all but the newest" is still this tile
       }
       copy_async_wait<1>();
+      if (C::kWgmma) fence_async_smem();
       __syncthreads();
       score_loaded_tile<C, S>(p, s, stage, keys_from(t0), visit);
       after_tile();

@@ -269,9 +269,10 @@ struct Ceilings {
 // The number after "key": in a flat JSON object; nullopt when missing or null. A scan,
 // not a parser: the file is the one bench/ceilings.py writes.
 std::optional<double> json_number(const std::string& text, const std::string& key) {
-  size_t at = text.find("\"" + key + "\"");
+  const std::string quoted = "\"" + key + "\"";
+  size_t at = text.find(quoted);
   if (at == std::string::npos) return std::nullopt;
-  at = text.find(':', at);
+  at = text.find(':', at + quoted.size());  // keys may hold ':' themselves
   if (at == std::string::npos) return std::nullopt;
   const char* p = text.c_str() + at + 1;
   char* end = nullptr;
