@@ -39,4 +39,6 @@ if [ -n "${NCU:-}" ]; then
     > "$OUT/ncu_sass.csv" 2>&1
   grep -E "Duration|Throughput|Warp Cycles|Registers|Achieved Occupancy|Issued|Stall" \
     "$OUT/ncu_details.txt" | head -n 40
+  tar -C "$OUT" -czf "$OUT/ncu.tar.gz" ncu_details.txt ncu_sass.csv && \
+    rm -f "$OUT/ncu_details.txt" "$OUT/ncu_sass.csv" "$OUT/profile.ncu-rep"
 fi

@@ -42,7 +42,11 @@ double causal_visible_pairs(int64_t causal_offset, int64_t rows, int causal_rati
   return F(causal_offset + rows) - F(causal_offset);
 }
 
-double reference_score(const TopkProblem& p, const HostInputs& in, int64_t row, int64_t key) {
+namespace {
+
+// score(row, key) in double; with `magnitudes`, of |w|, |kscale| and dot(h) = sum |q k|.
+double evaluate(const TopkProblem& p, const HostInputs& in, int64_t row, int64_t key,
+                bool magnitudes) {
   const int H = in.heads, D = in.dim;
   std::vector<double> dot(H), w(H), qsq(H);
   const float* kv = &in.k[key * D];
@@ -52,21 +56,41 @@ double reference_score(const TopkProblem& p, const HostInputs& in, int64_t row, 
     const float* qv = &in.q[(row * H + h) * D];
     double d = 0, s = 0;
     for (int i = 0; i < D; ++i) {
-      d += double(qv[i]) * kv[i];
+      d += magnitudes ? std::abs(double(qv[i]) * kv[i]) : double(qv[i]) * kv[i];
       s += double(qv[i]) * qv[i];
     }
     dot[h] = d;
     qsq[h] = s;
     w[h] = in.w.empty() ? 0.0 : in.w[row * H + h];
+    if (magnitudes) w[h] = std::abs(w[h]);
   }
   ir::EvalInputs e;
   e.dot = dot.data();
   e.w = w.data();
   e.kscale = in.kscale.empty() ? 1.0 : in.kscale[key];
+  if (magnitudes) e.kscale = std::abs(e.kscale);
   e.qsq = qsq.data();
   e.ksq = ksq;
   e.heads = H;
-  return ir::eval(p.score, e);
+  const double v = ir::eval(p.score, e);
+  return magnitudes ? std::abs(v) : v;
+}
+
+}  // namespace
+
+double reference_score(const TopkProblem& p, const HostInputs& in, int64_t row, int64_t key) {
+  return evaluate(p, in, row, key, false);
+}
+
+double reference_magnitude(const TopkProblem& p, const HostInputs& in, int64_t row,
+                           int64_t key) {
+  return evaluate(p, in, row, key, true);
+}
+
+double score_tolerance(const TopkProblem& p, const HostInputs& in, int64_t row, int64_t key,
+                       double score, double rel) {
+  const double mag = reference_magnitude(p, in, row, key);
+  return rel * std::max(1.0, std::abs(score)) + kAccumulationError * (std::isfinite(mag) ? mag : 0);
 }
 
 std::vector<int64_t> reference_topk_row(const TopkProblem& p, const HostInputs& in, int64_t row) {

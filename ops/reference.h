@@ -35,6 +35,18 @@ double causal_visible_pairs(int64_t causal_offset, int64_t rows, int causal_rati
 // score(row, key) in double.
 double reference_score(const TopkProblem& p, const HostInputs& in, int64_t row, int64_t key);
 
+// The score evaluated on magnitudes: |w|, |kscale| and dot(h) = sum_i |q_i k_i| (norms as
+// they are). The scale of the rounding error of a score whose dots the hardware sums in
+// its own order and precision: Hopper's fp8 wgmma accumulates with fewer bits than fp32
+// (errors seen: about 5e-6 of this; bf16 / fp16 and mma.sync: fp32 rounding).
+double reference_magnitude(const TopkProblem& p, const HostInputs& in, int64_t row, int64_t key);
+
+// The most a device score of (row, key) may differ from `score` (the double reference):
+// rel * max(1, |score|) plus kAccumulationError times the magnitude above.
+inline constexpr double kAccumulationError = 1.0 / 16384;  // 2^-14
+double score_tolerance(const TopkProblem& p, const HostInputs& in, int64_t row, int64_t key,
+                       double score, double rel);
+
 // The row's top k key indices (absolute), best first, by double scores.
 std::vector<int64_t> reference_topk_row(const TopkProblem& p, const HostInputs& in, int64_t row);
 
