@@ -28,7 +28,7 @@ struct RowState {
   int bad;              // the window ran past num_keys: output all -1
   int gate;             // lowest bin still appended to the CandidateBuffer
   u32 count;            // keys appended (may exceed the capacity)
-  u32 overflow;         // the buffer dropped a key: take the exact fallback
+  u32 overflow;         // the buffer dropped a key, or kept fewer than k: exact fallback
   u32 sample_max;       // largest order key in the sample
   u32 selected;         // keys written to the selection list
   ThresholdBins bins;   // 3 words
@@ -508,66 +508,66 @@ __device__ void score_loaded_tile(const TopkParams& p, const TopkSmem<C>& s0, in
   __syncthreads();
 }
 
-// One tile of arbitrary keys (the sample), loaded and scored without overlap.
-template <class C, class S, class KeyOf, class Visit>
-__device__ void score_tile(const TopkParams& p, const TopkSmem<C>& s, KeyOf key_of, Visit visit) {
-  load_key_tile<C>(p, s, 0, key_of);
-  if (C::kMma) copy_async_wait<0>();
-  if (C::kWgmma) fence_async_smem();
-  __syncthreads();
-  score_loaded_tile<C, S>(p, s, 0, key_of, visit);
-  if (C::kWgmma) __syncthreads();  // stage 0 and s.q are read before anyone rewrites them
-}
-
-// Visits every key of [begin, end) in tiles, calling after_tile() (by the whole CTA)
-// after each. On the tensor-core path the next tile loads while this one is scored.
-template <class C, class S, class Visit, class AfterTile>
-__device__ void score_tiles(const TopkParams& p, const TopkSmem<C>& s, int begin, int end,
-                            Visit visit, AfterTile after_tile) {
-  constexpr int KT = C::kKeyTile;
-  auto keys_from = [end](int t0) {
-    return [t0, end](int j) { return t0 + j < end ? t0 + j : -1; };
-  };
+// Visits the keys of `tiles` tiles, tile t's slot j holding key tile_keys(t)(j) (negative:
+// an empty slot), calling after_tile() (by the whole CTA) after each. On the tensor-core
+// path the next tiles load while this one is scored.
+template <class C, class S, class TileKeys, class Visit, class AfterTile>
+__device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int tiles,
+                            TileKeys tile_keys, Visit visit, AfterTile after_tile) {
   if (C::kWgmma) {
     // Three stages, one barrier per tile: tile t + 2 loads into the stage tile t - 1 was
     // scored from, after the barrier that every thread passes once done with tile t - 1.
-    if (begin < end) load_key_tile<C>(p, s, 0, keys_from(begin));
-    if (begin + KT < end) load_key_tile<C>(p, s, 1, keys_from(begin + KT));
+    if (tiles > 0) load_key_tile<C>(p, s, 0, tile_keys(0));
+    if (tiles > 1) load_key_tile<C>(p, s, 1, tile_keys(1));
     else copy_async_commit();
     int stage = 0;
-    for (int t0 = begin; t0 < end; t0 += KT, stage = stage == 2 ? 0 : stage + 1) {
-      copy_async_wait<1>();  // all but the newest group: tile t0 has landed
+    for (int t = 0; t < tiles; ++t, stage = stage == 2 ? 0 : stage + 1) {
+      copy_async_wait<1>();  // all but the newest group: tile t has landed
       fence_async_smem();
       __syncthreads();
-      if (t0 + 2 * KT < end) load_key_tile<C>(p, s, stage == 0 ? 2 : stage - 1, keys_from(t0 + 2 * KT));
+      if (t + 2 < tiles) load_key_tile<C>(p, s, stage == 0 ? 2 : stage - 1, tile_keys(t + 2));
       else copy_async_commit();  // an empty group keeps the count
-      score_loaded_tile<C, S>(p, s, stage, keys_from(t0), visit);
+      score_loaded_tile<C, S>(p, s, stage, tile_keys(t), visit);
       after_tile();
     }
     __syncthreads();  // the stages and s.q are read before anyone rewrites them
   } else if (C::kMma) {
-    if (begin < end) load_key_tile<C>(p, s, 0, keys_from(begin));
+    if (tiles > 0) load_key_tile<C>(p, s, 0, tile_keys(0));
     int stage = 0;
-    for (int t0 = begin; t0 < end; t0 += KT, stage ^= 1) {
-      if (t0 + KT < end) {
-        load_key_tile<C>(p, s, stage ^ 1, keys_from(t0 + KT));
+    for (int t = 0; t < tiles; ++t, stage ^= 1) {
+      if (t + 1 < tiles) {
+        load_key_tile<C>(p, s, stage ^ 1, tile_keys(t + 1));
       } else {
         copy_async_commit();  // an empty group: "all but the newest" is still this tile
       }
       copy_async_wait<1>();
-      if (C::kWgmma) fence_async_smem();
       __syncthreads();
-      score_loaded_tile<C, S>(p, s, stage, keys_from(t0), visit);
+      score_loaded_tile<C, S>(p, s, stage, tile_keys(t), visit);
       after_tile();
     }
   } else {
-    for (int t0 = begin; t0 < end; t0 += KT) {
-      load_key_tile<C>(p, s, 0, keys_from(t0));
+    for (int t = 0; t < tiles; ++t) {
+      load_key_tile<C>(p, s, 0, tile_keys(t));
       __syncthreads();
-      score_loaded_tile<C, S>(p, s, 0, keys_from(t0), visit);
+      score_loaded_tile<C, S>(p, s, 0, tile_keys(t), visit);
       after_tile();
     }
   }
+}
+
+// Visits every key of [begin, end) in tiles, calling after_tile() after each.
+template <class C, class S, class Visit, class AfterTile>
+__device__ void score_tiles(const TopkParams& p, const TopkSmem<C>& s, int begin, int end,
+                            Visit visit, AfterTile after_tile) {
+  constexpr int KT = C::kKeyTile;
+  const int tiles = end > begin ? (end - begin + KT - 1) / KT : 0;
+  score_tile_list<C, S>(
+      p, s, tiles,
+      [begin, end](int t) {
+        const int t0 = begin + t * KT;
+        return [t0, end](int j) { return t0 + j < end ? t0 + j : -1; };
+      },
+      visit, after_tile);
 }
 
 // Visits every key of [begin, end) in tiles.
@@ -594,7 +594,12 @@ __device__ u64 radix_kth(const TopkSmem<C>& s, u32 k, ForEach for_each) {
     const u64 prefix = *prefix_slot;
     const u64 high = shift == 56 ? 0ull : (~0ull << (shift + 8));
     for_each([&](u64 v) {
-      if ((v & high) == prefix) atomicAdd(&hist[(v >> shift) & 255u], 1u);
+      // Warp-aggregated: keys near the k-th share their high digits, and 32 lanes adding
+      // to one counter would serialise.
+      const bool in = (v & high) == prefix;
+      const u32 digit = in ? u32(v >> shift) & 255u : 256u;
+      const unsigned peers = __match_any_sync(__activemask(), digit);
+      if (in && __ffs(peers) - 1 == int(threadIdx.x & 31)) atomicAdd(&hist[digit], __popc(peers));
     });
     __syncthreads();
     if (threadIdx.x < 32) {
@@ -888,26 +893,36 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
   __syncthreads();
   for (int r = 0; r < (shared ? 1 : R); ++r) {
     const int ns = sample_size(r), start = s.rows[r].start, n = s.rows[r].end - start;
-    for (int i0 = 0; i0 < ns; i0 += C::kKeyTile) {
-      auto key_of = [&](int j) {
-        int i = i0 + j;
-        return i < ns ? start + int((long long)i * n / ns) : -1;
-      };
-      score_tile<C, S>(p, s, key_of, [&](int rr, int key, float sc) {
-        if ((!shared && rr != r) || row0 + rr >= p.rows) return;
-        RowState& st = s.rows[rr];
-        const u32 ok = order_key(sc);
-        ws[rr * ROW_WORDS + atomicAdd(&st.count, 1u)] = rank_key(ok, key);
-        atomicMax(&st.sample_max, ok);
-      });
-    }
+    score_tile_list<C, S>(
+        p, s, (ns + C::kKeyTile - 1) / C::kKeyTile,
+        [=](int t) {
+          return [=](int j) {
+            const int i = t * C::kKeyTile + j;
+            return i < ns ? start + int((long long)i * n / ns) : -1;
+          };
+        },
+        [&](int rr, int key, float sc) {
+          if ((!shared && rr != r) || row0 + rr >= p.rows) return;
+          RowState& st = s.rows[rr];
+          const u32 ok = order_key(sc);
+          ws[rr * ROW_WORDS + atomicAdd(&st.count, 1u)] = rank_key(ok, key);
+          atomicMax(&st.sample_max, ok);
+        },
+        [] {});
   }
   for (int r = 0; r < R; ++r) {
     RowState& st = s.rows[r];
     const int ns = sample_size(r);
     const u64* buf = ws + r * ROW_WORDS;
     if (ns > 0) {
-      u64 kth = radix_kth<C>(s, K, [&](auto f) {
+      // The sample's m-th best, m = 2 k ns / n + 16 (at most k): about 2k of the row's
+      // keys are at or above it (k would put the median there when the sample holds 2k
+      // keys), so the first tiles append few keys while the histogram learns the row.
+      // Below k kept keys the row takes the exact fallback (counted); with m = k (the
+      // sample is the window) the sample's k keys are kept, so that never happens.
+      const long long n = st.end - st.start;
+      const u32 m = min(u32(K), u32((2LL * K * ns + n - 1) / n) + 16u);
+      u64 kth = radix_kth<C>(s, m, [&](auto f) {
         for (int i = threadIdx.x; i < ns; i += C::kThreads) f(buf[i]);
       });
       if (threadIdx.x == 0) {
@@ -964,9 +979,12 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
         }
         __syncthreads();
       });
-  // A drop in the last tiles counts too.
+  // A drop in the last tiles counts too, and so does a sample threshold that turned out
+  // above the row's k-th (fewer than k keys kept; see the sample).
   for (int r = 0; r < R; ++r) {
-    if (s.rows[r].count > u32(CAP)) s.rows[r].overflow = 1;
+    const RowState& st = s.rows[r];
+    const u32 need = min(u32(K), u32(st.end > st.start ? st.end - st.start : 0));
+    if (st.count > u32(CAP) || st.count < need) s.rows[r].overflow = 1;
   }
   __syncthreads();
 

@@ -1,5 +1,7 @@
 // The fused top-k on the GPU against materialize + exact select (bit for bit) and the
 // CPU double reference. Fresh random inputs on every run (the seed is printed).
+#include <functional>
+
 #include "support.h"
 #include "topk_check.h"
 
@@ -31,12 +33,15 @@ ops::TopkProblem single_head(ir::Expr score, int dim, int k, ops::DType t) {
 }
 
 // Runs the fused op and the materialize op on the same data and checks both ways.
+// `shape` may rework the random data first.
 ops::RunResult run_and_check(ops::TopkProblem p, int64_t rows, int64_t keys,
                              const ops::DataOptions& opt, std::vector<int64_t> ref_rows,
-                             bool exact_data) {
+                             bool exact_data,
+                             const std::function<void(ops::ProblemData&)>& shape = {}) {
   auto& f = GpuFixture::get();
   std::mt19937_64 rng(test::test_seed() ^ (uint64_t(rows) * 1315423911u + keys + p.k));
   ops::ProblemData d = ops::random_problem(p, rows, keys, rng, opt);
+  if (shape) shape(d);
   auto fused = f.build(p);
   ops::TopkProblem pm = p;
   pm.mode = ops::Mode::Materialize;
@@ -161,6 +166,23 @@ TEST_CASE("a candidate buffer overflow falls back and stays exact", "[gpu]") {
   opt.levels = GENERATE(0, 2);  // levels 2: nearly every score ties
   auto r = run_and_check(p, 12, 5000, opt, {0, 11}, opt.levels > 0);
   CHECK(r.fallback_rows > 0);
+}
+
+TEST_CASE("a sample threshold above the row's k-th falls back and stays exact", "[gpu]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  // The sample sets the first threshold at its m-th best, m < k (here 18 of 64 sampled
+  // keys for k = 64). Scaling up exactly the sampled keys puts that threshold above the
+  // row's k-th best: fewer than k keys are kept, and the row must take the fallback.
+  auto p = relu_mh_problem(64, 64, ops::DType::E4M3);
+  p.sample_size = 64;
+  p.key_splits = 1;  // the sample positions below are those of the whole window
+  const int64_t keys = 5000;
+  auto r = run_and_check(p, 6, keys, {}, {0, 5}, false, [&](ops::ProblemData& d) {
+    for (auto& w : d.w) w = std::abs(w);  // scores >= 0: a larger scale ranks higher
+    for (int64_t i = 0; i < 64; ++i) d.kscale[i * keys / 64] *= 64.0f;
+  });
+  CHECK(r.fallback_rows == 6);
 }
 
 TEST_CASE("key splits: parts scored by different CTAs merge exactly", "[gpu]") {
