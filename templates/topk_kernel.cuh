@@ -877,10 +877,18 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
 
   // 1. Sample: a strided subset of each row's window sets the low edge of its bins.
   // Rows with equal windows (every row of a dense window) share one pass over it.
+  // The sample's rank whose score becomes the first threshold: m = 2 k ns / n + 16, at
+  // most k. About 2k of the row's n keys are at or above it (the k-th of a sample of 2k
+  // would put the median there), so the first tiles append few keys while the histogram
+  // learns the row. If fewer than k keys stay, the row takes the exact fallback
+  // (counted); with m = k (the sample is the window) the sample's k keys always stay.
+  auto sample_rank = [](long long ns, long long n) {
+    return u32(min((long long)K, (2LL * K * ns + n - 1) / n + 16));
+  };
   auto sample_size = [&](int r) {
     const int n = s.rows[r].end - s.rows[r].start;
     const int ns = min(min(C::kSample, n), CAP);
-    return n > K && ns >= K ? ns : 0;  // 0: no sample, the bins start wide open
+    return n > K && u32(ns) >= sample_rank(ns, n) ? ns : 0;  // 0: the bins start wide open
   };
   bool shared = true;
   for (int r = 1; r < R && row0 + r < p.rows; ++r) {
@@ -915,14 +923,7 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
     const int ns = sample_size(r);
     const u64* buf = ws + r * ROW_WORDS;
     if (ns > 0) {
-      // The sample's m-th best, m = 2 k ns / n + 16 (at most k): about 2k of the row's
-      // keys are at or above it (k would put the median there when the sample holds 2k
-      // keys), so the first tiles append few keys while the histogram learns the row.
-      // Below k kept keys the row takes the exact fallback (counted); with m = k (the
-      // sample is the window) the sample's k keys are kept, so that never happens.
-      const long long n = st.end - st.start;
-      const u32 m = min(u32(K), u32((2LL * K * ns + n - 1) / n) + 16u);
-      u64 kth = radix_kth<C>(s, m, [&](auto f) {
+      u64 kth = radix_kth<C>(s, sample_rank(ns, st.end - st.start), [&](auto f) {
         for (int i = threadIdx.x; i < ns; i += C::kThreads) f(buf[i]);
       });
       if (threadIdx.x == 0) {
@@ -966,9 +967,17 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
         if (pos < u32(CAP)) ws[r * ROW_WORDS + pos] = rank_key(ok, key);
       },
       [&] {
-        // Refresh: a stale gate is only looser, so it runs every few tiles.
-        if ((++tile & 3) != 0) return;
-        for (int r = warp; r < R; r += C::kThreads / 32) refresh_gate<C>(s, r, lane);
+        // Every 4 tiles warp r raises row r's gate from the histogram, with no barrier:
+        // counts still being added only make the gate looser, and it only rises. Every
+        // kCheckTiles tiles the whole CTA checks the buffers (a consistent count needs a
+        // barrier) and compacts those past 3/4, which leaves room for kCheckTiles more
+        // tiles of appends when the capacity allows.
+        constexpr int kCheckTiles = CAP / 4 >= 16 * C::kKeyTile ? 16 : 4;
+        ++tile;
+        if ((tile & 3) == 0) {
+          for (int r = warp; r < R; r += C::kThreads / 32) refresh_gate<C>(s, r, lane);
+        }
+        if (tile % kCheckTiles != 0) return;
         __syncthreads();
         for (int r = 0; r < R; ++r) {
           RowState& st = s.rows[r];
