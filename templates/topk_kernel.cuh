@@ -1,9 +1,10 @@
 // The fused score + exact top-k kernel (CUDA-core scoring), and its materialize mode.
 //
-// One CTA takes a block of C::kRows query rows at a time (persistent grid). For each
-// row it
-//   1. scores a strided sample of its window and takes the sample's k-th best as the
-//      low edge of the ThresholdBins (a subset's k-th best never exceeds the row's);
+// One CTA takes a block of C::kRows query rows at a time (persistent grid, work items
+// drawn from a counter, heaviest first for causal windows). For each row it
+//   1. scores a sample of its window (the caller's hint keys inside it, and a strided
+//      subset) and takes the sample's k-th best as the low edge of the ThresholdBins (a
+//      subset's k-th best never exceeds the row's);
 //   2. streams the window in key tiles: scores each (row, key), keeps a histogram of
 //      bins, and appends keys whose bin is at or above the row's gate to its
 //      CandidateBuffer; after each tile the gate is raised from the histogram;
@@ -15,6 +16,7 @@
 #pragma once
 #include "winnow/element_decode.cuh"
 #include "winnow/rank_order.cuh"
+#include "winnow/sample_keys.cuh"
 #include "winnow/score_ops.cuh"
 #include "winnow/smem_layout.cuh"
 #include "winnow/topk_params.cuh"
@@ -722,6 +724,45 @@ __device__ void store_or_merge_parts(const TopkParams& p, const TopkSmem<C>& s, 
   }
 }
 
+// Scores the first n entries of the sample hint that count (hint_entry_counts: keys,
+// each above every earlier one) in key tiles against every row of the block, calling
+// visit(r, key, score). The tile's keys sit in s.hist, unused until the filter clears it.
+template <class C, class S, class Visit>
+__device__ void sample_hint_keys(const TopkParams& p, const TopkSmem<C>& s, int n, Visit visit) {
+  constexpr int KT = C::kKeyTile, WARPS = C::kThreads / 32;
+  static_assert(KT <= C::kThreads && KT + WARPS <= C::kRows * C::kBins, "hint tile scratch");
+  int* tile_keys = reinterpret_cast<int*>(s.hist);  // [KT]
+  int* warp_max = tile_keys + KT;                   // [WARPS]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int carry = -1;  // the largest counted entry of the earlier tiles
+  for (int i0 = 0; i0 < n; i0 += KT) {
+    // A prefix maximum over the tile's valid entries: entry i counts when above all before.
+    const int i = i0 + int(threadIdx.x);
+    int v = -1;
+    if (int(threadIdx.x) < KT && i < n) {
+      const int key = p.sample_hint[i];
+      v = hint_entry_counts(key, -1, p.num_keys) ? key : -1;
+    }
+    int incl = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int t = __shfl_up_sync(0xFFFFFFFFu, incl, o);
+      if (lane >= o) incl = max(incl, t);
+    }
+    int excl = __shfl_up_sync(0xFFFFFFFFu, incl, 1);
+    if (lane == 31) warp_max[warp] = incl;
+    __syncthreads();
+    int before = lane == 0 ? carry : max(carry, excl);
+    for (int w = 0; w < warp; ++w) before = max(before, warp_max[w]);
+    if (int(threadIdx.x) < KT) {
+      tile_keys[threadIdx.x] = hint_entry_counts(v, before, p.num_keys) ? v : -1;
+    }
+    for (int w = 0; w < WARPS; ++w) carry = max(carry, warp_max[w]);
+    __syncthreads();
+    score_tile<C, S>(p, s, [&](int j) { return tile_keys[j]; }, visit);
+  }
+}
+
 // Sample, then filter, for every row of the block; then select each row.
 template <class C, class S>
 __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, int split,
@@ -730,12 +771,15 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
   constexpr int ROW_WORDS = CAP + NextPow2<C::kTopK>::value;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 
-  // 1. Sample: a strided subset of each row's window sets the low edge of its bins.
-  // Rows with equal windows (every row of a dense window) share one pass over it.
-  auto sample_size = [&](int r) {
+  // 1. Sample: the caller's hint keys inside each row's window, then a strided subset of
+  // the window (hint keys already in it skipped): distinct keys of the window, so their
+  // k-th best is a lower bound of the row's and sets the low edge of its bins. Rows with
+  // equal windows (every row of a dense window) share one strided pass.
+  const int hint_n = p.sample_hint ? min(p.sample_hint_count, CAP) : 0;
+  auto strided_size = [&](int r) {
     const int n = s.rows[r].end - s.rows[r].start;
-    const int ns = min(min(C::kSample, n), CAP);
-    return n > K && ns >= K ? ns : 0;  // 0: no sample, the bins start wide open
+    const int ns = min(min(C::kSample, n), CAP - hint_n);
+    return n > K && ns >= K ? ns : 0;  // 0: no strided sample
   };
   bool shared = true;
   for (int r = 1; r < R && row0 + r < p.rows; ++r) {
@@ -746,29 +790,39 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
     s.rows[threadIdx.x].sample_max = 0;
   }
   __syncthreads();
+  auto add_to_sample = [&](int rr, int key, float sc) {
+    RowState& st = s.rows[rr];
+    const u32 ok = order_key(sc);
+    ws[rr * ROW_WORDS + atomicAdd(&st.count, 1u)] = rank_key(ok, key);
+    atomicMax(&st.sample_max, ok);
+  };
+  if (hint_n > 0) sample_hint_keys<C, S>(p, s, hint_n, [&](int rr, int key, float sc) {
+      if (row0 + rr >= p.rows) return;
+      const RowState& st = s.rows[rr];
+      if (key < st.start || key >= st.end) return;
+      if (is_strided_sample_key(key, st.start, st.end - st.start, strided_size(rr))) return;
+      add_to_sample(rr, key, sc);
+    });
   for (int r = 0; r < (shared ? 1 : R); ++r) {
-    const int ns = sample_size(r), start = s.rows[r].start, n = s.rows[r].end - start;
+    const int ns = strided_size(r), start = s.rows[r].start, n = s.rows[r].end - start;
     for (int i0 = 0; i0 < ns; i0 += C::kKeyTile) {
       auto key_of = [&](int j) {
         int i = i0 + j;
-        return i < ns ? start + int((long long)i * n / ns) : -1;
+        return i < ns ? strided_sample_key(i, start, n, ns) : -1;
       };
       score_tile<C, S>(p, s, key_of, [&](int rr, int key, float sc) {
         if ((!shared && rr != r) || row0 + rr >= p.rows) return;
-        RowState& st = s.rows[rr];
-        const u32 ok = order_key(sc);
-        ws[rr * ROW_WORDS + atomicAdd(&st.count, 1u)] = rank_key(ok, key);
-        atomicMax(&st.sample_max, ok);
+        add_to_sample(rr, key, sc);
       });
     }
   }
   for (int r = 0; r < R; ++r) {
     RowState& st = s.rows[r];
-    const int ns = sample_size(r);
+    const u32 got = st.count;  // every thread reads the same count
     const u64* buf = ws + r * ROW_WORDS;
-    if (ns > 0) {
+    if (st.end - st.start > K && got >= u32(K)) {
       u64 kth = radix_kth<C>(s, K, [&](auto f) {
-        for (int i = threadIdx.x; i < ns; i += C::kThreads) f(buf[i]);
+        for (u32 i = threadIdx.x; i < got; i += C::kThreads) f(buf[i]);
       });
       if (threadIdx.x == 0) {
         st.bins = make_threshold_bins(rank_key_order(kth), st.sample_max, C::kBins);
@@ -853,6 +907,17 @@ __device__ void materialize_block(const TopkParams& p, const TopkSmem<C>& s, int
   });
 }
 
+// The next work item (row block x key part) for this CTA: a counter in the workspace,
+// so a CTA that drew light items takes more, and no SM idles while items remain.
+template <class C>
+__device__ int next_work_item(const TopkParams& p, const TopkSmem<C>& s) {
+  u32* slot = s.radix + 263;  // free scratch (see SmemLayout::radix_off)
+  __syncthreads();            // every thread has read the previous item
+  if (threadIdx.x == 0) *slot = atomicAdd(&p.counters[2], 1u);
+  __syncthreads();
+  return int(*slot);
+}
+
 template <class C, class S>
 __device__ void topk_kernel(const TopkParams& p, unsigned char* smem) {
   TopkSmem<C> s(smem);
@@ -861,9 +926,12 @@ __device__ void topk_kernel(const TopkParams& p, unsigned char* smem) {
   u64* ws = p.workspace + blockIdx.x * CTA_WORDS;
   const int blocks = (p.rows + C::kRows - 1) / C::kRows;
   const int splits = C::kMaterialize ? 1 : p.key_splits;
-  for (int w = blockIdx.x; w < blocks * splits; w += gridDim.x) {
-    const int b = w / splits, split = w % splits;
-    __syncthreads();
+  const int items = blocks * splits;
+  for (int w = next_work_item<C>(p, s); w < items; w = next_work_item<C>(p, s)) {
+    // Causal windows grow with the row: the heaviest row blocks go first, so the last
+    // items handed out (while other CTAs run idle) are the lightest.
+    const int item = C::kWindow == 2 ? items - 1 - w : w;
+    const int b = item / splits, split = item % splits;
     load_rows<C>(p, s, b * C::kRows, split);
     if (C::kMaterialize) {
       materialize_block<C, S>(p, s, b * C::kRows);
