@@ -7,6 +7,28 @@
 #include "winnow/rank_order.cuh"
 
 namespace winnow::ops {
+namespace {
+
+// The k best of scores (key start + i has score[i]), best first: NaN first, then larger
+// scores, then the smaller index; -0 == +0.
+std::vector<int64_t> best_keys(const std::vector<double>& score, int64_t start, int k) {
+  std::vector<int64_t> idx(score.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  auto better = [&](int64_t a, int64_t b) {
+    const double x = score[a], y = score[b];
+    const bool nx = std::isnan(x), ny = std::isnan(y);
+    if (nx != ny) return nx;
+    if (!nx && x != y) return x > y;
+    return a < b;
+  };
+  const int64_t n = std::min<int64_t>(k, int64_t(idx.size()));
+  std::partial_sort(idx.begin(), idx.begin() + n, idx.end(), better);
+  idx.resize(n);
+  for (auto& i : idx) i += start;
+  return idx;
+}
+
+}  // namespace
 
 KeyWindow row_window(const TopkProblem& p, const HostInputs& in, int64_t row) {
   KeyWindow w;
@@ -43,52 +65,75 @@ double causal_visible_pairs(int64_t causal_offset, int64_t rows, int causal_rati
 }
 
 double reference_score(const TopkProblem& p, const HostInputs& in, int64_t row, int64_t key) {
+  return reference_row_scores(p, in, row, key, key + 1)[0];
+}
+
+std::vector<double> reference_row_scores(const TopkProblem& p, const HostInputs& in, int64_t row,
+                                         int64_t start, int64_t end) {
   const int H = in.heads, D = in.dim;
-  std::vector<double> dot(H), w(H), qsq(H);
-  const float* kv = &in.k[key * D];
-  double ksq = 0;
-  for (int i = 0; i < D; ++i) ksq += double(kv[i]) * kv[i];
+  const ir::Uses u = ir::uses(p.score);
+  // q transposed to [d][H]: one pass over the key updates H independent dots, each summed
+  // over d in order.
+  std::vector<double> qt(size_t(D) * H), w(H), qsq(H), dot(H);
   for (int h = 0; h < H; ++h) {
     const float* qv = &in.q[(row * H + h) * D];
-    double d = 0, s = 0;
+    double s = 0;
     for (int i = 0; i < D; ++i) {
-      d += double(qv[i]) * kv[i];
+      qt[size_t(i) * H + h] = qv[i];
       s += double(qv[i]) * qv[i];
     }
-    dot[h] = d;
     qsq[h] = s;
     w[h] = in.w.empty() ? 0.0 : in.w[row * H + h];
   }
   ir::EvalInputs e;
   e.dot = dot.data();
   e.w = w.data();
-  e.kscale = in.kscale.empty() ? 1.0 : in.kscale[key];
   e.qsq = qsq.data();
-  e.ksq = ksq;
   e.heads = H;
-  return ir::eval(p.score, e);
+  std::vector<double> out(size_t(std::max<int64_t>(end - start, 0)));
+  for (int64_t key = start; key < end; ++key) {
+    const float* kv = &in.k[key * D];
+    std::fill(dot.begin(), dot.end(), 0.0);
+    double ksq = 0;
+    for (int i = 0; i < D; ++i) {
+      const double x = kv[i];
+      const double* qi = &qt[size_t(i) * H];
+      for (int h = 0; h < H; ++h) dot[h] += qi[h] * x;
+      if (u.ksq) ksq += x * x;
+    }
+    e.kscale = in.kscale.empty() ? 1.0 : in.kscale[key];
+    e.ksq = ksq;
+    out[key - start] = ir::eval(p.score, e);
+  }
+  return out;
 }
 
 std::vector<int64_t> reference_topk_row(const TopkProblem& p, const HostInputs& in, int64_t row) {
   const KeyWindow win = row_window(p, in, row);
   if (win.bad) return {};
-  std::vector<double> score(win.size());
-  for (int64_t i = 0; i < win.size(); ++i) score[i] = reference_score(p, in, row, win.start + i);
-  std::vector<int64_t> idx(win.size());
-  std::iota(idx.begin(), idx.end(), 0);
-  // NaN first, then larger scores, then the smaller index; -0 == +0.
-  auto better = [&](int64_t a, int64_t b) {
-    const double x = score[a], y = score[b];
-    const bool nx = std::isnan(x), ny = std::isnan(y);
-    if (nx != ny) return nx;
-    if (!nx && x != y) return x > y;
-    return a < b;
-  };
-  const int64_t n = std::min<int64_t>(p.k, win.size());
-  std::partial_sort(idx.begin(), idx.begin() + n, idx.end(), better);
-  idx.resize(n);
-  for (auto& i : idx) i += win.start;
-  return idx;
+  return best_keys(reference_row_scores(p, in, row, win.start, win.end), win.start, p.k);
+}
+
+bool near_reference_selection(const TopkProblem& p, const HostInputs& in, int64_t row,
+                              const std::vector<int64_t>& got, double tol) {
+  const KeyWindow win = row_window(p, in, row);
+  if (win.bad) return got.empty();
+  const std::vector<double> score = reference_row_scores(p, in, row, win.start, win.end);
+  const std::vector<int64_t> want = best_keys(score, win.start, p.k);
+  if (got.size() != want.size()) return false;
+  if (want.empty()) return true;
+  const double kth = score[want.back() - win.start];
+  std::vector<int64_t> picked = want;
+  std::sort(picked.begin(), picked.end());
+  for (int64_t key : got) {
+    if (key < win.start || key >= win.end) return false;
+    if (std::binary_search(picked.begin(), picked.end(), key)) continue;
+    const double s = score[key - win.start];
+    if (!(std::abs(s - kth) <= tol * std::max(1.0, std::abs(kth)))) return false;
+  }
+  std::vector<int64_t> distinct = got;
+  std::sort(distinct.begin(), distinct.end());
+  return std::adjacent_find(distinct.begin(), distinct.end()) == distinct.end();
 }
 
 std::vector<int64_t> select_topk_row(const float* scores, int64_t start, int64_t end, int k) {

@@ -35,12 +35,24 @@ double causal_visible_pairs(int64_t causal_offset, int64_t rows, int causal_rati
 // score(row, key) in double.
 double reference_score(const TopkProblem& p, const HostInputs& in, int64_t row, int64_t key);
 
+// score(row, key) for every key of [start, end), the row's q converted once (the same
+// numbers as reference_score, fast enough for whole windows of a million-key sequence).
+std::vector<double> reference_row_scores(const TopkProblem& p, const HostInputs& in, int64_t row,
+                                         int64_t start, int64_t end);
+
 // The row's top k key indices (absolute), best first, by double scores.
 std::vector<int64_t> reference_topk_row(const TopkProblem& p, const HostInputs& in, int64_t row);
 
 // The exact top k of fp32 scores[start..end) (absolute indices, best first) with the
 // device's rank order (templates/rank_order.cuh): the check of materialize + select.
 std::vector<int64_t> select_topk_row(const float* scores, int64_t start, int64_t end, int k);
+
+// True when `got` (absolute key indices, any order) is the row's top k up to
+// accumulation error: as many keys as the reference picks, and every key the reference
+// does not pick scores within tol * max(1, |k-th|) of the reference's k-th score (fp32
+// and double scores may order near-ties differently).
+bool near_reference_selection(const TopkProblem& p, const HostInputs& in, int64_t row,
+                              const std::vector<int64_t>& got, double tol = 1e-3);
 
 // True when one row of a fused result (k slots, -1 padding, indices relative to `base`)
 // holds exactly the keys select_topk_row picks from scores[start..end): the exactness

@@ -32,7 +32,7 @@ TEST_CASE("is_strided_sample_key is true exactly on the strided sample", "[strea
   CHECK_FALSE(is_strided_sample_key(strided_sample_key(4095, 0, n, ns) + 1, 0, n, ns));
 }
 
-TEST_CASE("hint entries count once, inside [0, num_keys), ascending", "[stream]") {
+TEST_CASE("hint entries count once, only keys below num_keys, ascending", "[stream]") {
   // The kernel's rule over a whole hint: an entry counts when above the running maximum
   // of the entries that counted.
   auto counted = [](const std::vector<int>& hint, int num_keys) {
