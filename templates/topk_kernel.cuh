@@ -773,18 +773,32 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
 
   // 1. Sample: the caller's hint keys inside each row's window, then a strided subset of
   // the window (hint keys already in it skipped): distinct keys of the window, so their
-  // k-th best is a lower bound of the row's and sets the low edge of its bins. Rows with
-  // equal windows (every row of a dense window) share one strided pass.
+  // k-th best is a lower bound of the row's and sets the low edge of its bins. The
+  // strided keys come from the part of the window every row of the block sees when that
+  // part holds at least half of each row's window (all of a dense window, nearly all of
+  // a causal one), so one pass serves every row; otherwise each row draws its own.
   const int hint_n = p.sample_hint ? min(p.sample_hint_count, CAP) : 0;
+  int common_start = 0, common_end = 0x7FFFFFFF;
+  for (int r = 0; r < R && row0 + r < p.rows; ++r) {
+    if (s.rows[r].end > s.rows[r].start) {
+      common_start = max(common_start, s.rows[r].start);
+      common_end = min(common_end, s.rows[r].end);
+    }
+  }
+  bool shared = true;
+  for (int r = 0; r < R && row0 + r < p.rows; ++r) {
+    const int n = s.rows[r].end - s.rows[r].start;
+    shared = shared && (n == 0 || 2ll * (common_end - common_start) >= n);
+  }
+  // The window row r's strided keys come from, and their count (0: none).
+  auto strided_start = [&](int r) { return shared ? common_start : s.rows[r].start; };
   auto strided_size = [&](int r) {
     const int n = s.rows[r].end - s.rows[r].start;
-    const int ns = min(min(C::kSample, n), CAP - hint_n);
-    return n > K && ns >= K ? ns : 0;  // 0: no strided sample
+    const int from = shared ? common_end - common_start : n;
+    const int ns = min(min(C::kSample, from), CAP - hint_n);
+    return n > K && ns >= K ? ns : 0;
   };
-  bool shared = true;
-  for (int r = 1; r < R && row0 + r < p.rows; ++r) {
-    shared = shared && s.rows[r].start == s.rows[0].start && s.rows[r].end == s.rows[0].end;
-  }
+  auto strided_n = [&](int r) { return shared ? common_end - common_start : s.rows[r].end - s.rows[r].start; };
   if (threadIdx.x < R) {
     s.rows[threadIdx.x].count = 0;
     s.rows[threadIdx.x].sample_max = 0;
@@ -800,18 +814,21 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
       if (row0 + rr >= p.rows) return;
       const RowState& st = s.rows[rr];
       if (key < st.start || key >= st.end) return;
-      if (is_strided_sample_key(key, st.start, st.end - st.start, strided_size(rr))) return;
+      if (is_strided_sample_key(key, strided_start(rr), strided_n(rr), strided_size(rr))) return;
       add_to_sample(rr, key, sc);
     });
   for (int r = 0; r < (shared ? 1 : R); ++r) {
-    const int ns = strided_size(r), start = s.rows[r].start, n = s.rows[r].end - start;
+    // Shared: the largest count any row takes (rows differ only in whether they take one).
+    int ns = strided_size(r);
+    for (int rr = 1; shared && rr < R && row0 + rr < p.rows; ++rr) ns = max(ns, strided_size(rr));
+    const int start = strided_start(r), n = strided_n(r);
     for (int i0 = 0; i0 < ns; i0 += C::kKeyTile) {
       auto key_of = [&](int j) {
         int i = i0 + j;
         return i < ns ? strided_sample_key(i, start, n, ns) : -1;
       };
       score_tile<C, S>(p, s, key_of, [&](int rr, int key, float sc) {
-        if ((!shared && rr != r) || row0 + rr >= p.rows) return;
+        if ((!shared && rr != r) || row0 + rr >= p.rows || strided_size(rr) == 0) return;
         add_to_sample(rr, key, sc);
       });
     }
