@@ -763,15 +763,14 @@ __device__ void sample_hint_keys(const TopkParams& p, const TopkSmem<C>& s, int 
   }
 }
 
-// Sample, then filter, for every row of the block; then select each row.
+// Sets each row's ThresholdBins and gate from a sample of its window (step 1 of
+// topk_block), leaving the rows' counts at zero for the filter.
 template <class C, class S>
-__device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, int split,
-                           u64* ws) {
+__device__ void sample_rows(const TopkParams& p, const TopkSmem<C>& s, int row0,
+                                         u64* ws) {
   constexpr int R = C::kRows, K = C::kTopK, CAP = C::kCapacity;
   constexpr int ROW_WORDS = CAP + NextPow2<C::kTopK>::value;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-
-  // 1. Sample: the caller's hint keys inside each row's window, then a strided subset of
+  // The caller's hint keys inside each row's window, then a strided subset of
   // the window (hint keys already in it skipped): distinct keys of the window, so their
   // k-th best is a lower bound of the row's and sets the low edge of its bins. The
   // strided keys come from the part of the window every row of the block sees when that
@@ -855,6 +854,18 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
       st.overflow = 0;
     }
   }
+}
+
+// Sample, then filter, for every row of the block; then select each row.
+template <class C, class S>
+__device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, int split,
+                           u64* ws) {
+  constexpr int R = C::kRows, K = C::kTopK, CAP = C::kCapacity;
+  constexpr int ROW_WORDS = CAP + NextPow2<C::kTopK>::value;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+
+  // 1. Sample: the hint keys and a strided subset of each row's window set its bins.
+  sample_rows<C, S>(p, s, row0, ws);
   for (int i = threadIdx.x; i < R * C::kBins; i += C::kThreads) s.hist[i] = 0;
   __syncthreads();
 
