@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One visit to the lent GPU: the [gpu] tests, the demo, the ceilings (PyTorch) and the
-# benchmark, every output under $OUT (at most 8 files come back). Binaries built on the
-# CPU machine are carried in .devbin/.
+# benchmark, every output under $OUT. Binaries built on the CPU machine are carried in
+# .devbin/. Env: TESTS (Catch2 filter, "-" to skip), DEMO_ARGS ("-" to skip), BENCH,
+# TORCH_TOPK, TORCH_KNN, NCU (a demo argument list to profile with ncu).
 set -o pipefail
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export WINNOW_CACHE_DIR=/tmp/winnow-cache
@@ -9,18 +10,35 @@ BIN=${BIN:-.devbin}
 OUT=${OUT:-out}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
-timeout ${TEST_TIMEOUT:-300} "$BIN/winnow_tests" "${TESTS:-[gpu]}" -r console --durations yes 2>&1 \
+[ "${TESTS:-}" != "-" ] && timeout ${TEST_TIMEOUT:-300} "$BIN/winnow_tests" "${TESTS:-[gpu]}" -r console --durations yes 2>&1 \
   | tee "$OUT/gpu_tests.txt" | tail -n 8
-timeout ${DEMO_TIMEOUT:-200} "$BIN/winnow" demo ${DEMO_ARGS:---rows 2048 --keys 65536} \
+[ "${DEMO_ARGS:-}" != "-" ] && timeout ${DEMO_TIMEOUT:-200} "$BIN/winnow" demo ${DEMO_ARGS:---rows 2048 --keys 65536} \
   --json "$OUT/demo.jsonl" 2>&1 | tee "$OUT/demo.txt" | tail -n 9
 if [ -n "${BENCH:-}" ]; then
   timeout 120 python3 bench/ceilings.py "$OUT/ceilings.json" 2>&1 | tail -n 3
+  # TORCH_TOPK="RxTxK,..." / TORCH_KNN="BxNxDxK,...": the PyTorch baselines, same visit.
+  if [ -n "${TORCH_TOPK:-}${TORCH_KNN:-}" ]; then
+    timeout ${TORCH_TIMEOUT:-240} python3 bench/torch_baselines.py "$OUT/baselines.json" \
+      ${TORCH_TOPK:+--topk "$TORCH_TOPK"} ${TORCH_KNN:+--knn "$TORCH_KNN"} 2>&1 | tail -n 12
+  fi
   # BENCH: ';'-separated "workload args" runs, e.g. "dsa-prefill --T 64K,1M;dsa-glm --T 64K"
   IFS=';' read -ra runs <<< "$BENCH"
   for r in "${runs[@]}"; do
-    timeout ${BENCH_TIMEOUT:-300} "$BIN/winnow" bench $r --ceilings "$OUT/ceilings.json" \
+    timeout ${BENCH_TIMEOUT:-300} "$BIN/winnow" bench $r --ceilings "$OUT/ceilings.json" --baselines "$OUT/baselines.json" \
       --out "$OUT/bench.jsonl" 2>>"$OUT/bench.txt" >/dev/null
     echo "bench $r: rc=$?"
   done
   tail -n 40 "$OUT/bench.txt"
+fi
+if [ -n "${NCU:-}" ]; then
+  # Hardware counters of the fused kernel (Firecracker machines): stalls, pipes, occupancy.
+  timeout ${NCU_TIMEOUT:-240} ncu --clock-control none -k regex:winnow_topk -c 1 --set full \
+    --import-source no -o "$OUT/profile" "$BIN/winnow" demo $NCU >/dev/null 2>&1
+  ncu --import "$OUT/profile.ncu-rep" --page details > "$OUT/ncu_details.txt" 2>&1
+  ncu --import "$OUT/profile.ncu-rep" --page source --print-source sass --csv \
+    > "$OUT/ncu_sass.csv" 2>&1
+  grep -E "Duration|Throughput|Warp Cycles|Registers|Achieved Occupancy|Issued|Stall" \
+    "$OUT/ncu_details.txt" | head -n 40
+  tar -C "$OUT" -czf "$OUT/ncu.tar.gz" ncu_details.txt ncu_sass.csv && \
+    rm -f "$OUT/ncu_details.txt" "$OUT/ncu_sass.csv" "$OUT/profile.ncu-rep"
 fi

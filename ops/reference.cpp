@@ -68,8 +68,19 @@ double reference_score(const TopkProblem& p, const HostInputs& in, int64_t row, 
   return reference_row_scores(p, in, row, key, key + 1)[0];
 }
 
+double reference_magnitude(const TopkProblem& p, const HostInputs& in, int64_t row,
+                           int64_t key) {
+  return reference_row_scores(p, in, row, key, key + 1, true)[0];
+}
+
+double score_tolerance(const TopkProblem& p, const HostInputs& in, int64_t row, int64_t key,
+                       double score, double rel) {
+  const double mag = reference_magnitude(p, in, row, key);
+  return rel * std::max(1.0, std::abs(score)) + kAccumulationError * (std::isfinite(mag) ? mag : 0);
+}
+
 std::vector<double> reference_row_scores(const TopkProblem& p, const HostInputs& in, int64_t row,
-                                         int64_t start, int64_t end) {
+                                         int64_t start, int64_t end, bool magnitudes) {
   const int H = in.heads, D = in.dim;
   const ir::Uses u = ir::uses(p.score);
   // q transposed to [d][H]: one pass over the key updates H independent dots, each summed
@@ -79,11 +90,12 @@ std::vector<double> reference_row_scores(const TopkProblem& p, const HostInputs&
     const float* qv = &in.q[(row * H + h) * D];
     double s = 0;
     for (int i = 0; i < D; ++i) {
-      qt[size_t(i) * H + h] = qv[i];
+      qt[size_t(i) * H + h] = magnitudes ? std::abs(double(qv[i])) : double(qv[i]);
       s += double(qv[i]) * qv[i];
     }
     qsq[h] = s;
     w[h] = in.w.empty() ? 0.0 : in.w[row * H + h];
+    if (magnitudes) w[h] = std::abs(w[h]);
   }
   ir::EvalInputs e;
   e.dot = dot.data();
@@ -96,14 +108,16 @@ std::vector<double> reference_row_scores(const TopkProblem& p, const HostInputs&
     std::fill(dot.begin(), dot.end(), 0.0);
     double ksq = 0;
     for (int i = 0; i < D; ++i) {
-      const double x = kv[i];
+      const double x = magnitudes ? std::abs(double(kv[i])) : double(kv[i]);
       const double* qi = &qt[size_t(i) * H];
       for (int h = 0; h < H; ++h) dot[h] += qi[h] * x;
-      if (u.ksq) ksq += x * x;
+      if (u.ksq) ksq += double(kv[i]) * kv[i];
     }
     e.kscale = in.kscale.empty() ? 1.0 : in.kscale[key];
+    if (magnitudes) e.kscale = std::abs(e.kscale);
     e.ksq = ksq;
-    out[key - start] = ir::eval(p.score, e);
+    const double v = ir::eval(p.score, e);
+    out[key - start] = magnitudes ? std::abs(v) : v;
   }
   return out;
 }
@@ -129,7 +143,9 @@ bool near_reference_selection(const TopkProblem& p, const HostInputs& in, int64_
     if (key < win.start || key >= win.end) return false;
     if (std::binary_search(picked.begin(), picked.end(), key)) continue;
     const double s = score[key - win.start];
-    if (!(std::abs(s - kth) <= tol * std::max(1.0, std::abs(kth)))) return false;
+    const double allowed = score_tolerance(p, in, row, key, kth, tol) +
+                           score_tolerance(p, in, row, want.back(), kth, 0);
+    if (!(std::abs(s - kth) <= allowed)) return false;
   }
   std::vector<int64_t> distinct = got;
   std::sort(distinct.begin(), distinct.end());

@@ -37,8 +37,21 @@ double reference_score(const TopkProblem& p, const HostInputs& in, int64_t row, 
 
 // score(row, key) for every key of [start, end), the row's q converted once (the same
 // numbers as reference_score, fast enough for whole windows of a million-key sequence).
+// With `magnitudes`, the scores reference_magnitude gives.
 std::vector<double> reference_row_scores(const TopkProblem& p, const HostInputs& in, int64_t row,
-                                         int64_t start, int64_t end);
+                                         int64_t start, int64_t end, bool magnitudes = false);
+
+// The score evaluated on magnitudes: |w|, |kscale| and dot(h) = sum_i |q_i k_i| (norms as
+// they are). The scale of the rounding error of a score whose dots the hardware sums in
+// its own order and precision: Hopper's fp8 wgmma accumulates with fewer bits than fp32
+// (errors seen: about 5e-6 of this; bf16 / fp16 and mma.sync: fp32 rounding).
+double reference_magnitude(const TopkProblem& p, const HostInputs& in, int64_t row, int64_t key);
+
+// The most a device score of (row, key) may differ from `score` (the double reference):
+// rel * max(1, |score|) plus kAccumulationError times the magnitude above.
+inline constexpr double kAccumulationError = 1.0 / 16384;  // 2^-14
+double score_tolerance(const TopkProblem& p, const HostInputs& in, int64_t row, int64_t key,
+                       double score, double rel);
 
 // The row's top k key indices (absolute), best first, by double scores.
 std::vector<int64_t> reference_topk_row(const TopkProblem& p, const HostInputs& in, int64_t row);
@@ -47,10 +60,10 @@ std::vector<int64_t> reference_topk_row(const TopkProblem& p, const HostInputs& 
 // device's rank order (templates/rank_order.cuh): the check of materialize + select.
 std::vector<int64_t> select_topk_row(const float* scores, int64_t start, int64_t end, int k);
 
-// True when `got` (absolute key indices, any order) is the row's top k up to
+// True when `got` (absolute key indices, any order, distinct) is the row's top k up to
 // accumulation error: as many keys as the reference picks, and every key the reference
-// does not pick scores within tol * max(1, |k-th|) of the reference's k-th score (fp32
-// and double scores may order near-ties differently).
+// does not pick scores within score_tolerance (tol, and that of the k-th key) of the
+// reference's k-th score (device and double scores may order near-ties differently).
 bool near_reference_selection(const TopkProblem& p, const HostInputs& in, int64_t row,
                               const std::vector<int64_t>& got, double tol = 1e-3);
 

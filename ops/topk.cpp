@@ -49,6 +49,7 @@ plan::KernelSpec make_spec(const TopkProblem& p) {
   s.reads_norms = u.qsq || u.ksq;
   s.allow_tensor_cores = p.allow_tensor_cores;
   s.head_sum_form = codegen::head_sum_node(p.score) != nullptr;
+  s.wgmma_target = p.arch.major == 9 && p.arch.suffix == 'a';
   return s;
 }
 

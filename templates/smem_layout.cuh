@@ -12,14 +12,19 @@ struct SmemLayout {
   int mma_bytes = 0;
   // The head-sum form keeps one sum per (16-head block, key) instead of a dot per head.
   bool head_sums = false;
+  // wgmma: q and k tiles unpadded and 128-byte swizzled (wgmma_tiles.cuh), each starting
+  // on a 1024-byte boundary; one head sum per (row, key).
+  bool swizzled = false;
   // Padded strides keep threads of a warp on different banks: fp32 rows by one word,
   // stored rows by 16 bytes (4 words: the 8 rows of an mma fragment hit 8 bank groups).
   WINNOW_HD constexpr int key_stride() const { return dim + 1; }
-  WINNOW_HD constexpr int raw_row_bytes() const { return dim * mma_bytes + 16; }
+  WINNOW_HD constexpr int raw_row_bytes() const { return dim * mma_bytes + (swizzled ? 0 : 16); }
+  WINNOW_HD static constexpr long align256(long words) { return (words + 255) / 256 * 256; }
   WINNOW_HD constexpr int dot_stride() const { return heads + 1; }
   // Offsets in 4-byte words.
   WINNOW_HD constexpr long q_words() const {
-    return mma_bytes ? long(rows) * heads * raw_row_bytes() / 4 : long(rows) * heads * dim;
+    const long w = long(rows) * heads * raw_row_bytes() / 4;
+    return !mma_bytes ? long(rows) * heads * dim : swizzled ? align256(w) : w;
   }
   // One key-tile stage; the tensor-core path keeps two (the next loads during this one).
   WINNOW_HD constexpr long k_stage_words() const {
@@ -31,7 +36,7 @@ struct SmemLayout {
   WINNOW_HD constexpr long ksq_off() const { return kscale_off() + key_tile; }
   WINNOW_HD constexpr long dots_off() const { return ksq_off() + key_tile; }
   WINNOW_HD constexpr long dots_words() const {
-    return long(rows) * key_tile * (head_sums ? heads / 16 : dot_stride());
+    return long(rows) * key_tile * (swizzled ? 1 : head_sums ? heads / 16 : dot_stride());
   }
   WINNOW_HD constexpr long w_off() const { return dots_off() + dots_words(); }
   WINNOW_HD constexpr long qsq_off() const { return w_off() + long(rows) * heads; }

@@ -20,6 +20,7 @@
 #include "winnow/score_ops.cuh"
 #include "winnow/smem_layout.cuh"
 #include "winnow/topk_params.cuh"
+#include "winnow/wgmma_tiles.cuh"
 
 namespace winnow {
 
@@ -44,6 +45,12 @@ struct MmaBytes {
 };
 
 template <class C>
+__host__ __device__ constexpr SmemLayout layout_of() {
+  return SmemLayout{C::kRows, C::kHeads, C::kDim, C::kKeyTile, C::kBins,
+                    MmaBytes<C>::value, C::kHeadSums, C::kWgmma};
+}
+
+template <class C>
 struct TopkSmem {
   float* q;       // [R][H][D]
   float* k;       // [KT][D+1]
@@ -56,7 +63,7 @@ struct TopkSmem {
   u32* radix;     // [256] + scratch
   RowState* rows; // [R]
   __device__ explicit TopkSmem(unsigned char* base) {
-    constexpr SmemLayout L{C::kRows, C::kHeads, C::kDim, C::kKeyTile, C::kBins, MmaBytes<C>::value, C::kHeadSums};
+    constexpr SmemLayout L = layout_of<C>();
     float* f = reinterpret_cast<float*>(base);
     q = f;
     k = f + L.k_off();
@@ -85,8 +92,10 @@ __device__ void load_rows(const TopkParams& p, const TopkSmem<C>& s, int row0, i
         const char* src = static_cast<const char*>(p.q) + (row * p.q_row_stride + h * D) * EB;
         x = reinterpret_cast<const uint4*>(src)[v];
       }
-      *reinterpret_cast<uint4*>(reinterpret_cast<char*>(s.q) + rh * RB + v * 16) = x;
+      const int at = C::kWgmma ? swizzled_chunk<R * H>(rh, v) : rh * RB + v * 16;
+      *reinterpret_cast<uint4*>(reinterpret_cast<char*>(s.q) + at) = x;
     }
+    if (C::kWgmma) fence_async_smem();  // published to wgmma by the barrier below
   } else {
     for (int e = threadIdx.x; e < R * H * D; e += C::kThreads) {
       int r = e / (H * D), hd = e % (H * D);
@@ -301,6 +310,57 @@ __device__ void mma_head_sums(const TopkSmem<C>& s) {
   }
 }
 
+// The head-sum form on warpgroup MMA (sm_90a): warpgroup g scores keys 64 g .. 64 g + 63
+// of the tile (A: the swizzled key tile) against all 128 (row, head) pairs of the block
+// (B: the swizzled q rows), d / k-step wgmma instructions into 64 fp32 accumulators per
+// thread. A thread holds keys key0 and key0 + 8 (the D fragment's rows) and heads
+// 8 j + 2 t4, + 1 of every row (its columns): it sums term(dot, w) over its 16 heads of
+// a row in a fixed order, two shuffles finish the row's sum, and one lane writes it to
+// s.dots[r][key]. Fused and materialize kernels run this same code (same bits).
+template <class C, class S>
+__device__ void wgmma_head_sums(const TopkSmem<C>& s) {
+  constexpr int H = C::kHeads, R = C::kRows, KT = C::kKeyTile;
+  constexpr int RB = C::kDim * MmaBytes<C>::value;
+  static_assert(R * H == 128 && KT == 128 && C::kThreads == 256 && RB % 128 == 0,
+                "wgmma head sums: 128 (row, head) pairs, 2 x 64 keys, whole swizzle rows");
+  const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t4 = lane & 3;
+  const char* kraw = reinterpret_cast<const char*>(s.k);
+  const char* qraw = reinterpret_cast<const char*>(s.q);
+  float d[64];
+  wgmma_fence();
+#pragma unroll
+  for (int k0 = 0; k0 < RB; k0 += 32) {
+    wgmma_m64n128<C::kMma>(d, wgmma_desc(kraw + swizzled_at<KT>(wg * 64, k0)),
+                           wgmma_desc(qraw + swizzled_at<R * H>(0, k0)), k0 > 0);
+  }
+  wgmma_commit();
+  wgmma_wait_all();
+  wgmma_pin(d);
+  const int key0 = wg * 64 + warp * 16 + g;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    float p0 = 0.0f, p1 = 0.0f;  // keys key0 and key0 + 8
+#pragma unroll
+    for (int jj = 0; jj < H / 8; ++jj) {
+      const int j = r * (H / 8) + jj;
+      const float2 w = *reinterpret_cast<const float2*>(s.w + r * H + jj * 8 + 2 * t4);
+      const float a0 = op_add(S::term(d[4 * j], w.x), S::term(d[4 * j + 1], w.y));
+      const float a1 = op_add(S::term(d[4 * j + 2], w.x), S::term(d[4 * j + 3], w.y));
+      p0 = jj == 0 ? a0 : op_add(p0, a0);
+      p1 = jj == 0 ? a1 : op_add(p1, a1);
+    }
+    p0 = op_add(p0, __shfl_xor_sync(0xFFFFFFFFu, p0, 1));
+    p1 = op_add(p1, __shfl_xor_sync(0xFFFFFFFFu, p1, 1));
+    p0 = op_add(p0, __shfl_xor_sync(0xFFFFFFFFu, p0, 2));
+    p1 = op_add(p1, __shfl_xor_sync(0xFFFFFFFFu, p1, 2));
+    if (t4 == 0) {
+      s.dots[r * KT + key0] = p0;
+      s.dots[r * KT + key0 + 8] = p1;
+    }
+  }
+}
+
 // Whether the kernel sums heads next to the accumulators (the plan decides: tensor cores,
 // whole 16-head fragments, and a score of the head-sum form).
 template <class C, class S>
@@ -314,7 +374,9 @@ struct UsesHeadSums {
 // The score of (row r, key slot j) from what the dot step left in shared memory.
 template <class C, class S>
 __device__ __forceinline__ float score_of(const TopkSmem<C>& s, const ScoreArgs& a, int r, int j) {
-  if constexpr (UsesHeadSums<C, S>::value) {
+  if constexpr (C::kWgmma) {
+    return S::post(s.dots[r * C::kKeyTile + j], a);
+  } else if constexpr (UsesHeadSums<C, S>::value) {
     constexpr int BLOCKS = C::kHeads / 16, KT = C::kKeyTile;
     const float* part = s.dots + r * BLOCKS * KT + j;
     float hsum = part[0];
@@ -329,9 +391,7 @@ __device__ __forceinline__ float score_of(const TopkSmem<C>& s, const ScoreArgs&
 // Asynchronous 16-byte global -> shared copies (cp.async, sm_80+): the next key tile
 // loads while the current one is scored. src_bytes 0 fills the slot with zeros.
 __device__ __forceinline__ void copy_async_16(void* smem, const void* global, bool valid) {
-  unsigned long long shared_addr;
-  asm("cvta.to.shared.u64 %0, %1;" : "=l"(shared_addr) : "l"(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(unsigned(shared_addr)),
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(smem)),
                "l"(global), "r"(valid ? 16 : 0));
 }
 __device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n"); }
@@ -343,7 +403,7 @@ __device__ __forceinline__ void copy_async_wait() {
 // The shared memory of key-tile stage `stage` (two stages on the tensor-core path).
 template <class C>
 __device__ __forceinline__ TopkSmem<C> with_stage(const TopkSmem<C>& s, int stage) {
-  constexpr SmemLayout L{C::kRows, C::kHeads, C::kDim, C::kKeyTile, C::kBins, MmaBytes<C>::value, C::kHeadSums};
+  constexpr SmemLayout L = layout_of<C>();
   TopkSmem<C> t = s;
   t.k = s.k + stage * L.k_stage_words();
   return t;
@@ -363,7 +423,8 @@ __device__ void load_key_tile(const TopkParams& p, const TopkSmem<C>& s, int sta
       int key = key_of(j);
       const char* src = static_cast<const char*>(p.k) +
                         (key >= 0 ? key * p.k_row_stride * EB + v * 16 : 0);
-      copy_async_16(dst + j * RB + v * 16, src, key >= 0);
+      copy_async_16(dst + (C::kWgmma ? swizzled_chunk<KT>(j, v) : j * RB + v * 16), src,
+                    key >= 0);
     }
     copy_async_commit();
   } else {
@@ -397,7 +458,9 @@ __device__ void score_loaded_tile(const TopkParams& p, const TopkSmem<C>& s0, in
       s.ksq[j] = acc;
     }
   }
-  if constexpr (UsesHeadSums<C, S>::value) {
+  if constexpr (C::kWgmma) {
+    wgmma_head_sums<C, S>(s);
+  } else if constexpr (UsesHeadSums<C, S>::value) {
     mma_head_sums<C, S>(s);
   } else if (C::kMma) {
     mma_dots<C>(s);
@@ -425,6 +488,7 @@ template <class C, class S, class KeyOf, class Visit>
 __device__ void score_tile(const TopkParams& p, const TopkSmem<C>& s, KeyOf key_of, Visit visit) {
   load_key_tile<C>(p, s, 0, key_of);
   if (C::kMma) copy_async_wait<0>();
+  if (C::kWgmma) fence_async_smem();
   __syncthreads();
   score_loaded_tile<C, S>(p, s, 0, key_of, visit);
 }
@@ -448,6 +512,7 @@ __device__ void score_tiles(const TopkParams& p, const TopkSmem<C>& s, int begin
         copy_async_commit();  // an empty group: "all but the newest" is still this tile
       }
       copy_async_wait<1>();
+      if (C::kWgmma) fence_async_smem();
       __syncthreads();
       score_loaded_tile<C, S>(p, s, stage, keys_from(t0), visit);
       after_tile();
@@ -724,50 +789,44 @@ __device__ void store_or_merge_parts(const TopkParams& p, const TopkSmem<C>& s, 
   }
 }
 
-// Scores the first n entries of the sample hint that count (hint_entry_counts: keys,
-// each above every earlier one) in key tiles against every row of the block, calling
-// visit(r, key, score). The tile's keys sit in s.hist, unused until the filter clears it.
-template <class C, class S, class Visit>
-__device__ void sample_hint_keys(const TopkParams& p, const TopkSmem<C>& s, int n, Visit visit) {
+// Writes the keys of hint entries [i0, i0 + KT) of the first n that count
+// (hint_entry_counts: keys, each above every earlier one; -1 for the others) to
+// tile_keys, and raises `running_max` (the largest counted entry so far, the same in every
+// thread) past them. A prefix maximum by warp shuffles; warp_max: [warps] scratch. Called
+// by the whole CTA; the keys are visible after it returns.
+template <class C>
+__device__ void hint_tile_keys(const TopkParams& p, int i0, int n, int* tile_keys,
+                               int* warp_max, int& running_max) {
   constexpr int KT = C::kKeyTile, WARPS = C::kThreads / 32;
-  static_assert(KT <= C::kThreads && KT + WARPS <= C::kRows * C::kBins, "hint tile scratch");
-  int* tile_keys = reinterpret_cast<int*>(s.hist);  // [KT]
-  int* warp_max = tile_keys + KT;                   // [WARPS]
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  int carry = -1;  // the largest counted entry of the earlier tiles
-  for (int i0 = 0; i0 < n; i0 += KT) {
-    // A prefix maximum over the tile's valid entries: entry i counts when above all before.
-    const int i = i0 + int(threadIdx.x);
-    int v = -1;
-    if (int(threadIdx.x) < KT && i < n) {
-      const int key = p.sample_hint[i];
-      v = hint_entry_counts(key, -1, p.num_keys) ? key : -1;
-    }
-    int incl = v;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const int t = __shfl_up_sync(0xFFFFFFFFu, incl, o);
-      if (lane >= o) incl = max(incl, t);
-    }
-    int excl = __shfl_up_sync(0xFFFFFFFFu, incl, 1);
-    if (lane == 31) warp_max[warp] = incl;
-    __syncthreads();
-    int before = lane == 0 ? carry : max(carry, excl);
-    for (int w = 0; w < warp; ++w) before = max(before, warp_max[w]);
-    if (int(threadIdx.x) < KT) {
-      tile_keys[threadIdx.x] = hint_entry_counts(v, before, p.num_keys) ? v : -1;
-    }
-    for (int w = 0; w < WARPS; ++w) carry = max(carry, warp_max[w]);
-    __syncthreads();
-    score_tile<C, S>(p, s, [&](int j) { return tile_keys[j]; }, visit);
+  static_assert(KT <= C::kThreads, "one hint entry per thread");
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, i = i0 + int(threadIdx.x);
+  int v = -1;
+  if (int(threadIdx.x) < KT && i < n) {
+    const int key = p.sample_hint[i];
+    v = hint_entry_counts(key, -1, p.num_keys) ? key : -1;
   }
+  int incl = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int t = __shfl_up_sync(0xFFFFFFFFu, incl, o);
+    if (lane >= o) incl = max(incl, t);
+  }
+  const int excl = __shfl_up_sync(0xFFFFFFFFu, incl, 1);
+  if (lane == 31) warp_max[warp] = incl;
+  __syncthreads();
+  int before = lane == 0 ? running_max : max(running_max, excl);
+  for (int w = 0; w < warp; ++w) before = max(before, warp_max[w]);
+  if (int(threadIdx.x) < KT) {
+    tile_keys[threadIdx.x] = hint_entry_counts(v, before, p.num_keys) ? v : -1;
+  }
+  for (int w = 0; w < WARPS; ++w) running_max = max(running_max, warp_max[w]);
+  __syncthreads();
 }
 
 // Sets each row's ThresholdBins and gate from a sample of its window (step 1 of
 // topk_block), leaving the rows' counts at zero for the filter.
 template <class C, class S>
-__device__ void sample_rows(const TopkParams& p, const TopkSmem<C>& s, int row0,
-                                         u64* ws) {
+__device__ void sample_rows(const TopkParams& p, const TopkSmem<C>& s, int row0, u64* ws) {
   constexpr int R = C::kRows, K = C::kTopK, CAP = C::kCapacity;
   constexpr int ROW_WORDS = CAP + NextPow2<C::kTopK>::value;
   // The caller's hint keys inside each row's window, then a strided subset of
@@ -797,7 +856,9 @@ __device__ void sample_rows(const TopkParams& p, const TopkSmem<C>& s, int row0,
     const int ns = min(min(C::kSample, from), CAP - hint_n);
     return n > K && ns >= K ? ns : 0;
   };
-  auto strided_n = [&](int r) { return shared ? common_end - common_start : s.rows[r].end - s.rows[r].start; };
+  auto strided_n = [&](int r) {
+    return shared ? common_end - common_start : s.rows[r].end - s.rows[r].start;
+  };
   if (threadIdx.x < R) {
     s.rows[threadIdx.x].count = 0;
     s.rows[threadIdx.x].sample_max = 0;
@@ -809,28 +870,55 @@ __device__ void sample_rows(const TopkParams& p, const TopkSmem<C>& s, int row0,
     ws[rr * ROW_WORDS + atomicAdd(&st.count, 1u)] = rank_key(ok, key);
     atomicMax(&st.sample_max, ok);
   };
-  if (hint_n > 0) sample_hint_keys<C, S>(p, s, hint_n, [&](int rr, int key, float sc) {
-      if (row0 + rr >= p.rows) return;
-      const RowState& st = s.rows[rr];
-      if (key < st.start || key >= st.end) return;
-      if (is_strided_sample_key(key, strided_start(rr), strided_n(rr), strided_size(rr))) return;
-      add_to_sample(rr, key, sc);
-    });
-  for (int r = 0; r < (shared ? 1 : R); ++r) {
-    // Shared: the largest count any row takes (rows differ only in whether they take one).
+  // The sample's key tiles: the hint's first (pass -1, every row), then the strided keys
+  // of each pass (one shared pass, or one per row). Every tile's keys go through shared
+  // memory (s.hist, unused until the filter clears it), so one scoring call site serves
+  // both kinds.
+  constexpr int KT = C::kKeyTile;
+  static_assert(KT + C::kThreads / 32 <= R * C::kBins, "sample tile scratch in s.hist");
+  int* tile_keys = reinterpret_cast<int*>(s.hist);  // [KT]
+  int* warp_max = tile_keys + KT;                   // [warps]
+  const int passes = shared ? 1 : R;
+  // Shared: the largest count any row takes (rows differ only in whether they take one).
+  auto pass_size = [&](int r) {
     int ns = strided_size(r);
     for (int rr = 1; shared && rr < R && row0 + rr < p.rows; ++rr) ns = max(ns, strided_size(rr));
-    const int start = strided_start(r), n = strided_n(r);
-    for (int i0 = 0; i0 < ns; i0 += C::kKeyTile) {
-      auto key_of = [&](int j) {
-        int i = i0 + j;
-        return i < ns ? strided_sample_key(i, start, n, ns) : -1;
-      };
-      score_tile<C, S>(p, s, key_of, [&](int rr, int key, float sc) {
-        if ((!shared && rr != r) || row0 + rr >= p.rows || strided_size(rr) == 0) return;
-        add_to_sample(rr, key, sc);
-      });
+    return ns;
+  };
+  int hint_max = -1;
+  int pass = hint_n > 0 ? -1 : 0, i0 = 0, ns = pass < 0 ? hint_n : pass_size(0);
+  for (;;) {
+    while (i0 >= ns && pass < passes) {  // on to the next pass with keys
+      ++pass;
+      i0 = 0;
+      ns = pass < passes ? pass_size(pass) : 0;
     }
+    if (pass >= passes) break;
+    if (pass < 0) {
+      hint_tile_keys<C>(p, i0, hint_n, tile_keys, warp_max, hint_max);
+    } else {
+      const int start = strided_start(pass), n = strided_n(pass);
+      if (int(threadIdx.x) < KT) {
+        const int i = i0 + int(threadIdx.x);
+        tile_keys[threadIdx.x] = i < ns ? strided_sample_key(i, start, n, ns) : -1;
+      }
+      __syncthreads();
+    }
+    const int r = pass;
+    score_tile<C, S>(p, s, [&](int j) { return tile_keys[j]; }, [&](int rr, int key, float sc) {
+      if (row0 + rr >= p.rows) return;
+      const RowState& st = s.rows[rr];
+      if (r < 0) {
+        // A hint key counts inside the row's window and when no strided key of the row.
+        if (key < st.start || key >= st.end) return;
+        if (is_strided_sample_key(key, strided_start(rr), strided_n(rr), strided_size(rr)))
+          return;
+      } else if ((!shared && rr != r) || strided_size(rr) == 0) {
+        return;
+      }
+      add_to_sample(rr, key, sc);
+    });
+    i0 += KT;
   }
   for (int r = 0; r < R; ++r) {
     RowState& st = s.rows[r];

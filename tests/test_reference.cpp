@@ -105,3 +105,37 @@ TEST_CASE("causal visible pairs in closed form equal the sum of the windows", "[
   // csa-1m at S = 2^20, m = 4: about S^2 / 8 pairs (PERF.md).
   CHECK(ops::causal_visible_pairs(0, 1 << 20, 4) == Approx(double(1 << 20) * (1 << 20) / 8).epsilon(1e-5));
 }
+
+TEST_CASE("reference magnitudes: the score of |q k|, |w| and |kscale|", "[ref]") {
+  ops::TopkProblem p = ip_problem(2);
+  std::mt19937_64 rng(test::test_seed());
+  ops::ProblemData d = ops::random_problem(p, 3, 50, rng);
+  ops::HostInputs h = d.host(p);
+  double mag = 0, dot = 0;
+  for (int i = 0; i < 16; ++i) {
+    mag += std::abs(double(h.q[32 + i]) * h.k[5 * 16 + i]);
+    dot += double(h.q[32 + i]) * h.k[5 * 16 + i];
+  }
+  CHECK(ops::reference_magnitude(p, h, 2, 5) == mag);
+  CHECK(mag >= std::abs(dot));
+  // The allowance: rel of the score (at least rel) plus 2^-14 of the magnitude.
+  CHECK(ops::score_tolerance(p, h, 2, 5, dot, 1e-3) ==
+        Approx(1e-3 * std::max(1.0, std::abs(dot)) + mag / 16384).epsilon(1e-12));
+  // relu_mh: sum_h |w[h]| * relu(sum |q k|) * |kscale|, every head counting.
+  ops::TopkProblem r;
+  r.score = ir::relu_mh(true);
+  r.heads = 2;
+  r.head_dim = 16;
+  r.q_dtype = r.k_dtype = ops::DType::F32;
+  r.k = 1;
+  ops::ProblemData rd = ops::random_problem(r, 2, 9, rng);
+  ops::HostInputs rh = rd.host(r);
+  double want = 0;
+  for (int hd = 0; hd < 2; ++hd) {
+    double m = 0;
+    for (int i = 0; i < 16; ++i) m += std::abs(double(rh.q[(2 + hd) * 16 + i]) * rh.k[4 * 16 + i]);
+    want += std::abs(double(rh.w[2 + hd])) * m;
+  }
+  want *= std::abs(double(rh.kscale[4]));
+  CHECK(ops::reference_magnitude(r, rh, 1, 4) == Approx(want).epsilon(1e-12));
+}

@@ -115,7 +115,7 @@ struct BenchArgs {
   bool hint = true;        // csa: the previous chunk's selection as the sample hint
   int repeats = 10, warmup = 2;
   uint64_t seed = 1;
-  std::string ceilings_path, out_path;
+  std::string ceilings_path, baselines_path, out_path;
   const Workload& w() const { return *workload; }
 };
 
@@ -166,6 +166,10 @@ Options:
   --seed N            random inputs seed [1]
   --ceilings FILE     JSON from bench/ceilings.py (copy_tbps, bf16_tflops, fp8_tflops);
                       PERF.md's published values when absent
+  --baselines FILE    JSON from bench/torch_baselines.py, measured in the same visit:
+                      adds "materialize+torch.topk" (dsa, csa: this run's materialize
+                      time plus torch.topk over the same logits) or "torch" (knn: matmul
+                      + topk) records and the winnow record's ratio to them
   --out FILE          append the JSON records to FILE too
 )";
 
@@ -252,6 +256,7 @@ bool parse_args(int argc, char** argv, BenchArgs& a) {
     else if (flag == "--no-hint") a.hint = false;
     else if (flag == "--seed") a.seed = uint64_t(args.int_value());
     else if (flag == "--ceilings") a.ceilings_path = args.value();
+    else if (flag == "--baselines") a.baselines_path = args.value();
     else if (flag == "--out") a.out_path = args.value();
     else if (!flag.empty() && flag[0] != '-' && !a.workload) a.workload = &find_workload(flag);
     else unknown_argument(flag);
@@ -278,9 +283,10 @@ struct Ceilings {
 // The number after "key": in a flat JSON object; nullopt when missing or null. A scan,
 // not a parser: the file is the one bench/ceilings.py writes.
 std::optional<double> json_number(const std::string& text, const std::string& key) {
-  size_t at = text.find("\"" + key + "\"");
+  const std::string quoted = "\"" + key + "\"";
+  size_t at = text.find(quoted);
   if (at == std::string::npos) return std::nullopt;
-  at = text.find(':', at);
+  at = text.find(':', at + quoted.size());  // keys may hold ':' themselves
   if (at == std::string::npos) return std::nullopt;
   const char* p = text.c_str() + at + 1;
   char* end = nullptr;
@@ -289,15 +295,24 @@ std::optional<double> json_number(const std::string& text, const std::string& ke
   return v;
 }
 
+// The whole of a small text file; nullopt (with a line on stderr saying `fallback`) when it
+// cannot be read.
+std::optional<std::string> read_text(const std::string& path, const char* what,
+                                     const char* fallback) {
+  std::ifstream in(path);
+  if (!in) {
+    fmt::print(stderr, "{}: cannot read {}: {}\n", what, path, fallback);
+    return std::nullopt;
+  }
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 Ceilings read_ceilings(const std::string& path) {
   Ceilings c;
   if (path.empty()) return c;
-  std::ifstream in(path);
-  if (!in) {
-    fmt::print(stderr, "ceilings: cannot read {}: using PERF.md's published values\n", path);
-    return c;
-  }
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto file = read_text(path, "ceilings", "using PERF.md's published values");
+  if (!file) return c;
+  const std::string& text = *file;
   auto take = [&](const char* key, double& slot) {
     if (auto v = json_number(text, key)) slot = *v, ++c.measured;
     else fmt::print(stderr, "ceilings: no {} in {}: using the published {}\n", key, path, slot);
@@ -684,7 +699,40 @@ CheckResult check_by_reference(const FusedRun& f, const ops::TopkProblem& base, 
 struct Meta {
   std::string gpu, commit, date;
   Ceilings ceilings;
+  std::string baselines;  // bench/torch_baselines.py's JSON, or empty
 };
+
+// The PyTorch baseline of one size from --baselines, by the keys torch_baselines.py
+// writes: the top-k half of materialize (dsa, csa) or the whole torch retrieval (knn).
+struct TorchBaseline {
+  const char* impl;  // the record's impl
+  const char* ratio_field;
+  double ms;
+};
+std::optional<TorchBaseline> torch_baseline(const BenchArgs& a, const Meta& m, const Shape& s) {
+  if (m.baselines.empty()) return std::nullopt;
+  if (a.w().family == Family::Knn) {
+    const char* kind = std::strcmp(a.w().name, "knn-l2") == 0 ? "knn_l2_ms" : "knn_ip_ms";
+    const auto ms = json_number(m.baselines, fmt::format("{}:{}x{}x{}x{}", kind, s.Q, s.T, s.d, s.k));
+    if (!ms) return std::nullopt;
+    return TorchBaseline{"torch", "ratio_to_torch", *ms};
+  }
+  const auto ms = json_number(m.baselines, fmt::format("topk_ms:{}x{}x{}", s.Q, s.T, s.k));
+  if (!ms) return std::nullopt;
+  return TorchBaseline{"materialize+torch.topk", "ratio_to_materialize_topk", *ms};
+}
+
+// A baseline record with PyTorch in it: knn's torch retrieval as measured, or this run's
+// materialize time plus torch.topk over logits of the same size (no top-k without the
+// materialize run).
+struct Baseline {
+  const char* impl;
+  const char* ratio_field;
+  Timing t;
+  double torch_ms;
+  size_t extra_bytes;
+};
+
 
 std::string utc_date() {
   char date[16];
@@ -712,6 +760,20 @@ struct SizeResult {
   CheckResult check;
   double floor_ms = 0, flop_floor_ms = 0, byte_floor_ms = 0;
 };
+
+std::optional<Baseline> with_torch(const BenchArgs& a, const Meta& m, const SizeResult& r) {
+  const auto tb = torch_baseline(a, m, r.shape);
+  if (!tb) return std::nullopt;
+  const float ms = float(tb->ms);
+  if (a.w().family == Family::Knn) {  // fp16 logits, B x N
+    return Baseline{tb->impl, tb->ratio_field, Timing{ms, ms, ms}, tb->ms,
+                    size_t(r.shape.Q) * size_t(r.shape.T) * 2};
+  }
+  if (!r.mat) return std::nullopt;
+  const Timing& t = r.mat->t;
+  return Baseline{tb->impl, tb->ratio_field, Timing{t.median + ms, t.min + ms, t.max + ms},
+                  tb->ms, r.mat->extra_bytes};
+}
 
 // PERF.md's parameter names per workload family.
 std::string params_json(const BenchArgs& a, const Shape& s) {
@@ -774,6 +836,8 @@ std::vector<std::string> size_records(const BenchArgs& a, const Meta& m, const S
       r.check.rows_differing, r.check.rows_malformed);
   if (r.mat) wf += fmt::format(", \"ratio_to_materialize\": {:.4f}",
                                r.fused.t.median / r.mat->t.median);
+  const std::optional<Baseline> torch = with_torch(a, m, r);
+  if (torch) wf += fmt::format(", \"{}\": {:.4f}", torch->ratio_field, r.fused.t.median / torch->t.median);
   if (a.w().family == Family::Csa) {
     // PERF.md's csa floor is the bf16 one, also for fp8 runs.
     const double bf16_floor_ms = s.flop() / (m.ceilings.bf16_tflops * 1e9);
@@ -789,6 +853,12 @@ std::vector<std::string> size_records(const BenchArgs& a, const Meta& m, const S
                          r.mat->extra_bytes,
                          fmt::format(", \"exact\": {}, \"fallbacks\": 0, \"includes_topk\": false",
                                      exact)));
+  }
+  if (torch) {
+    out.push_back(record(a, m, r, torch->impl, torch->t, s.materialize_bytes(), torch->extra_bytes,
+                         fmt::format(", \"exact\": null, \"fallbacks\": 0, \"includes_topk\": "
+                                     "true, \"torch_ms\": {:.4f}, \"baselines\": \"{}\"",
+                                     torch->torch_ms, a.baselines_path)));
   }
   const Timing floor{float(r.floor_ms), float(r.floor_ms), float(r.floor_ms)};
   const Ceilings& c = m.ceilings;
@@ -814,8 +884,8 @@ void emit(const std::string& out_path, const std::vector<std::string>& lines) {
   }
 }
 
-void print_table(const BenchArgs& a, const std::vector<SizeResult>& results) {
-  fmt::print(stderr, "\n{:<19} {:>18} {:<12} {:>10} {:>9} {:>9} {:>9} {:>9} {:>11} {:>6}\n",
+void print_table(const BenchArgs& a, const Meta& meta, const std::vector<SizeResult>& results) {
+  fmt::print(stderr, "\n{:<19} {:>18} {:<22} {:>10} {:>9} {:>9} {:>9} {:>9} {:>11} {:>6}\n",
              "workload", "size", "impl", "ms", "TFLOP/s", "GB/s", "/floor", "/mat", "extra MB",
              "exact");
   for (const SizeResult& r : results) {
@@ -824,7 +894,7 @@ void print_table(const BenchArgs& a, const std::vector<SizeResult>& results) {
     auto row = [&](const char* impl, double ms, double bytes, std::string vs_mat, double extra) {
       const bool measured = std::strcmp(impl, "floor") != 0;
       fmt::print(stderr,
-                 "{:<19} {:>18} {:<12} {:>10.3f} {:>9.1f} {:>9.0f} {:>9.3f} {:>9} {:>11.1f} {:>6}\n",
+                 "{:<19} {:>18} {:<22} {:>10.3f} {:>9.1f} {:>9.0f} {:>9.3f} {:>9} {:>11.1f} {:>6}\n",
                  a.w().name, label, impl, ms, flop / ms / 1e9, bytes / ms / 1e6, ms / r.floor_ms,
                  vs_mat, extra / 1e6, measured ? exact : "-");
     };
@@ -834,6 +904,10 @@ void print_table(const BenchArgs& a, const std::vector<SizeResult>& results) {
     if (r.mat)
       row("materialize", r.mat->t.median, r.shape.materialize_bytes(), "1.000",
           double(r.mat->extra_bytes));
+    if (const auto torch = with_torch(a, meta, r))
+      row(torch->impl, torch->t.median, r.shape.materialize_bytes(),
+          r.mat ? fmt::format("{:.3f}", torch->t.median / r.mat->t.median) : "-",
+          double(torch->extra_bytes));
     row("floor", r.floor_ms, r.shape.winnow_bytes(), "-", 0);
   }
 }
@@ -927,8 +1001,8 @@ bool matrix_fits(size_t bytes) {
 // most 2 GiB; csa: every row).
 int64_t check_rows(const BenchArgs& a, const Shape& s) {
   if (a.check_rows) return std::min<int64_t>(*a.check_rows, s.Q);
-  const bool all = a.w().family == Family::Csa ||
-                   (a.w().family == Family::Knn && double(s.Q) * double(s.T) * 4 <= double(1ull << 31));
+  const bool small = double(s.Q) * double(s.T) * 4 <= double(1ull << 31);
+  const bool all = a.w().family == Family::Csa || (a.w().family == Family::Knn && small);
   return all ? s.Q : std::min<int64_t>(64, s.Q);
 }
 
@@ -1037,7 +1111,9 @@ int bench_main(int argc, char** argv) {
     return 1;
   }
   rt::Context ctx(0);
-  Meta meta{ctx.info().name, winnow::build_id(), utc_date(), read_ceilings(a.ceilings_path)};
+  Meta meta{ctx.info().name, winnow::build_id(), utc_date(), read_ceilings(a.ceilings_path), ""};
+  if (!a.baselines_path.empty())
+    meta.baselines = read_text(a.baselines_path, "baselines", "no torch records").value_or("");
   const ops::TopkProblem base = make_problem(a, ctx);
   const Shape largest =
       make_shape(a, base, *std::max_element(a.sizes.begin(), a.sizes.end()), int(a.ks.front()));
@@ -1059,7 +1135,7 @@ int bench_main(int argc, char** argv) {
       results.push_back(std::move(r));
     }
   }
-  print_table(a, results);
+  print_table(a, meta, results);
   if (!all_exact) fmt::print(stderr, "\nNOT EXACT: see rows_differing / rows_malformed\n");
   return all_exact ? 0 : 1;
 }

@@ -162,18 +162,19 @@ GeneratedKernel emit_topk(const ir::Expr& score, const plan::KernelSpec& spec,
       "  static constexpr int kBins = {}, kCapacity = {}, kSample = {};\n"
       "  static constexpr int kMma = {};  // element type of mma.sync dots, 0: CUDA cores\n"
       "  static constexpr bool kHeadSums = {};  // heads summed next to the accumulators\n"
+      "  static constexpr bool kWgmma = {};  // head sums on warpgroup MMA (sm_90a)\n"
       "}};\n\n"
       "{}\n"
       "// Two CTAs per SM at least: one CTA's barriers leave the SM idle otherwise.\n"
       "extern \"C\" __global__ void __launch_bounds__({}, 2) {}(const winnow::TopkParams p) {{\n"
-      "  extern __shared__ __align__(16) unsigned char smem[];\n"
+      "  extern __shared__ __align__(1024) unsigned char smem[];  // swizzled wgmma tiles\n"
       "  winnow::topk_kernel<WinnowConfig, WinnowScore>(p, smem);\n"
       "}}\n",
       spec.heads, spec.head_dim, int(spec.q_type), int(spec.k_type),
       plan::elem_name(spec.q_type), plan::elem_name(spec.k_type), spec.materialize, spec.k,
       int(spec.window), spec.sorted, spec.absolute, u.w, u.kscale, u.qsq, u.ksq,
       plan.rows_per_cta, plan.key_tile, plan.threads, plan.bins, plan.capacity, plan.sample,
-      plan.mma, plan.head_sums,
+      plan.mma, plan.head_sums, plan.wgmma,
       emit_score_functor(score, spec.heads), plan.threads, g.entry);
   for (const EmbeddedTemplate& t : embedded_templates()) {
     g.headers.emplace_back(t.name, std::string(t.text, t.size));

@@ -63,10 +63,15 @@ bool choose_plan(const KernelSpec& spec, long smem_limit, int candidate_capacity
     const int mma_bytes = p.mma == 0 ? 0 : (p.mma == int(ElemType::E4M3) ? 1 : 2);
     p.head_sums = p.mma != 0 && spec.head_sum_form && spec.heads % 16 == 0 &&
                   spec.head_dim * mma_bytes <= 256;
+    // wgmma: two warpgroups of 64 keys each against one 128-column operand of (row, head)
+    // pairs, whole 128-byte swizzle rows of d.
+    p.wgmma = p.head_sums && spec.wgmma_target && rows * spec.heads == 128 &&
+              (spec.head_dim * mma_bytes) % 128 == 0 && p.threads == 256;
     for (int tile : {128, 64, 32, 16}) {
       if (tile == 128 && !p.mma) continue;  // larger tiles only pay off with cheap dots
+      if (p.wgmma && tile != 128) p.wgmma = false;  // 2 x 64 keys per tile
       winnow::SmemLayout L{rows, spec.heads, spec.head_dim, tile, p.bins,
-                           mma_bytes, p.head_sums};
+                           mma_bytes, p.head_sums, p.wgmma};
       if (L.bytes() <= smem_limit) {
         p.rows_per_cta = rows;
         p.key_tile = tile;
@@ -88,12 +93,12 @@ std::string describe(const KernelSpec& s, const KernelPlan& p) {
       "spec heads={} dim={} q={} k={} mode={} topk={} window={} sorted={} absolute={} "
       "tensor_cores={}\n"
       "plan rows_per_cta={} key_tile={} threads={} bins={} capacity={} sample={} mma={} "
-      "head_sums={} smem={}\n",
+      "head_sums={} wgmma={} smem={}\n",
       s.heads, s.head_dim, elem_name(s.q_type), elem_name(s.k_type),
       s.materialize ? "materialize" : "topk", s.k, int(s.window), s.sorted, s.absolute,
       s.allow_tensor_cores,
       p.rows_per_cta, p.key_tile, p.threads, p.bins, p.capacity, p.sample, p.mma,
-      p.head_sums, p.smem_bytes());
+      p.head_sums, p.wgmma, p.smem_bytes());
 }
 
 }  // namespace winnow::plan

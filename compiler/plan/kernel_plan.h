@@ -25,6 +25,7 @@ struct KernelSpec {
   bool reads_norms = false;        // qsq / ksq: computed from the fp32 tiles
   bool allow_tensor_cores = true;  // false: CUDA-core dots even where mma.sync could run
   bool head_sum_form = false;      // post(sum_h term(dot(h), w[h])): codegen::head_sum_node
+  bool wgmma_target = false;       // the target runs warpgroup MMA (sm_90a)
 };
 
 struct KernelPlan {
@@ -38,6 +39,9 @@ struct KernelPlan {
   int mma = 0;
   // Heads summed next to the mma accumulators (needs mma, head_sum_form, heads % 16 == 0).
   bool head_sums = false;
+  // Head sums on warpgroup MMA (sm_90a wgmma): keys as the 64-row A operand, the block's
+  // (row, head) pairs as one 128-column B operand, both 128-byte swizzled in shared memory.
+  bool wgmma = false;
   long smem_bytes() const;  // from templates/smem_layout.cuh
   long workspace_words_per_cta() const;  // rows_per_cta * (capacity + next_pow2(k))
   int k = 2048;           // copy of the spec's k (the workspace depends on it)
