@@ -33,7 +33,8 @@ struct SmemLayout {
   WINNOW_HD constexpr long k_words() const { return k_stage_words() * (mma_bytes ? 2 : 1); }
   WINNOW_HD constexpr long k_off() const { return q_words(); }
   WINNOW_HD constexpr long kscale_off() const { return k_off() + k_words(); }
-  WINNOW_HD constexpr long ksq_off() const { return kscale_off() + key_tile; }
+  // Key scales per stage: the tensor-core path copies them with the key tile.
+  WINNOW_HD constexpr long ksq_off() const { return kscale_off() + key_tile * (mma_bytes ? 2 : 1); }
   WINNOW_HD constexpr long dots_off() const { return ksq_off() + key_tile; }
   WINNOW_HD constexpr long dots_words() const {
     return long(rows) * key_tile * (swizzled ? 1 : head_sums ? heads / 16 : dot_stride());

@@ -54,7 +54,7 @@ template <class C>
 struct TopkSmem {
   float* q;       // [R][H][D]
   float* k;       // [KT][D+1]
-  float* kscale;  // [KT]
+  float* kscale;  // [KT] (per stage on the tensor-core path)
   float* ksq;     // [KT]
   float* dots;    // [R][KT][H+1]
   float* w;       // [R][H]
@@ -315,10 +315,11 @@ __device__ void mma_head_sums(const TopkSmem<C>& s) {
 // (B: the swizzled q rows), d / k-step wgmma instructions into 64 fp32 accumulators per
 // thread. A thread holds keys key0 and key0 + 8 (the D fragment's rows) and heads
 // 8 j + 2 t4, + 1 of every row (its columns): it sums term(dot, w) over its 16 heads of
-// a row in a fixed order, two shuffles finish the row's sum, and one lane writes it to
-// s.dots[r][key]. Fused and materialize kernels run this same code (same bits).
-template <class C, class S>
-__device__ void wgmma_head_sums(const TopkSmem<C>& s) {
+// a row in a fixed order, and two shuffles leave the row's sum in all four lanes of the
+// quad; the 2 R (row, key) scores of a quad are visited by its lanes in turn, straight
+// from the registers. Fused and materialize kernels run this same code (same bits).
+template <class C, class S, class KeyOf, class Visit>
+__device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit) {
   constexpr int H = C::kHeads, R = C::kRows, KT = C::kKeyTile;
   constexpr int RB = C::kDim * MmaBytes<C>::value;
   static_assert(R * H == 128 && KT == 128 && C::kThreads == 256 && RB % 128 == 0,
@@ -338,6 +339,7 @@ __device__ void wgmma_head_sums(const TopkSmem<C>& s) {
   wgmma_wait_all();
   wgmma_pin(d);
   const int key0 = wg * 64 + warp * 16 + g;
+  float sums[R][2];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     float p0 = 0.0f, p1 = 0.0f;  // keys key0 and key0 + 8
@@ -354,10 +356,22 @@ __device__ void wgmma_head_sums(const TopkSmem<C>& s) {
     p1 = op_add(p1, __shfl_xor_sync(0xFFFFFFFFu, p1, 1));
     p0 = op_add(p0, __shfl_xor_sync(0xFFFFFFFFu, p0, 2));
     p1 = op_add(p1, __shfl_xor_sync(0xFFFFFFFFu, p1, 2));
-    if (t4 == 0) {
-      s.dots[r * KT + key0] = p0;
-      s.dots[r * KT + key0 + 8] = p1;
+    sums[r][0] = p0;
+    sums[r][1] = p1;
+  }
+#pragma unroll
+  for (int c = 0; c < 2 * R; c += 4) {
+    const int r = (c + t4) >> 1, j = key0 + 8 * ((c + t4) & 1);
+    const int key = key_of(j);
+    if (key < 0) continue;
+    ScoreArgs a{};  // post reads no per-head value
+    a.kscale = C::kUsesKScale ? s.kscale[j] : 1.0f;
+    float hsum = sums[0][0];  // sums[r][(c + t4) & 1], by constant indices only
+#pragma unroll
+    for (int rr = 0; rr < R; ++rr) {
+      if (rr == r) hsum = (t4 & 1) ? sums[rr][1] : sums[rr][0];
     }
+    visit(r, key, S::post(hsum, a));
   }
 }
 
@@ -374,9 +388,7 @@ struct UsesHeadSums {
 // The score of (row r, key slot j) from what the dot step left in shared memory.
 template <class C, class S>
 __device__ __forceinline__ float score_of(const TopkSmem<C>& s, const ScoreArgs& a, int r, int j) {
-  if constexpr (C::kWgmma) {
-    return S::post(s.dots[r * C::kKeyTile + j], a);
-  } else if constexpr (UsesHeadSums<C, S>::value) {
+  if constexpr (UsesHeadSums<C, S>::value) {
     constexpr int BLOCKS = C::kHeads / 16, KT = C::kKeyTile;
     const float* part = s.dots + r * BLOCKS * KT + j;
     float hsum = part[0];
@@ -394,6 +406,10 @@ __device__ __forceinline__ void copy_async_16(void* smem, const void* global, bo
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(smem)),
                "l"(global), "r"(valid ? 16 : 0));
 }
+__device__ __forceinline__ void copy_async_4(void* smem, const void* global, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_address(smem)),
+               "l"(global), "r"(valid ? 4 : 0));
+}
 __device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n"); }
 template <int Pending>
 __device__ __forceinline__ void copy_async_wait() {
@@ -406,6 +422,7 @@ __device__ __forceinline__ TopkSmem<C> with_stage(const TopkSmem<C>& s, int stag
   constexpr SmemLayout L = layout_of<C>();
   TopkSmem<C> t = s;
   t.k = s.k + stage * L.k_stage_words();
+  t.kscale = s.kscale + stage * C::kKeyTile;
   return t;
 }
 
@@ -426,6 +443,13 @@ __device__ void load_key_tile(const TopkParams& p, const TopkSmem<C>& s, int sta
       copy_async_16(dst + (C::kWgmma ? swizzled_chunk<KT>(j, v) : j * RB + v * 16), src,
                     key >= 0);
     }
+    if (C::kUsesKScale) {  // in the same group as the keys
+      float* scale = with_stage<C>(s, stage).kscale;
+      for (int j = threadIdx.x; j < KT; j += C::kThreads) {
+        const int key = key_of(j);
+        copy_async_4(scale + j, p.kscale + (key >= 0 ? key : 0), key >= 0);
+      }
+    }
     copy_async_commit();
   } else {
     for (int e = threadIdx.x; e < KT * D; e += C::kThreads) {
@@ -444,7 +468,7 @@ __device__ void score_loaded_tile(const TopkParams& p, const TopkSmem<C>& s0, in
   constexpr int R = C::kRows, H = C::kHeads, D = C::kDim, KT = C::kKeyTile;
   constexpr int KS = D + 1, DS = H + 1;
   const TopkSmem<C> s = with_stage<C>(s0, stage);
-  if (C::kUsesKScale) {
+  if (C::kUsesKScale && !C::kMma) {  // the tensor-core path copied them with the keys
     for (int j = threadIdx.x; j < KT; j += C::kThreads) {
       int key = key_of(j);
       s.kscale[j] = key >= 0 ? p.kscale[key] : 0.0f;
@@ -459,7 +483,9 @@ __device__ void score_loaded_tile(const TopkParams& p, const TopkSmem<C>& s0, in
     }
   }
   if constexpr (C::kWgmma) {
-    wgmma_head_sums<C, S>(s);
+    wgmma_head_sums<C, S>(s, key_of, visit);  // visits from the accumulators
+    __syncthreads();  // the stage is read before the next load overwrites it
+    return;
   } else if constexpr (UsesHeadSums<C, S>::value) {
     mma_head_sums<C, S>(s);
   } else if (C::kMma) {
@@ -588,28 +614,48 @@ __device__ u64 radix_kth(const TopkSmem<C>& s, u32 k, ForEach for_each) {
   return kth;
 }
 
-// Raises the row's gate to the highest bin whose suffix count reaches k. One warp.
+// Raises the row's gate to the highest bin whose suffix count reaches k. One warp: lane l
+// sums bins [l P, l P + P) (reading them rotated by l, so the 32 lanes hit 32 banks), a
+// suffix scan finds the segment holding the bin, and a second scan over that segment's P
+// bins (P / 32 per lane) finds the bin.
 template <class C>
 __device__ void refresh_gate(const TopkSmem<C>& s, int r, int lane) {
   constexpr int P = C::kBins / 32;
+  static_assert(P % 32 == 0 || P < 32, "bins: 32 lanes of whole segments");
   const u32* h = s.hist + r * C::kBins;
-  u32 mine = 0;
-  for (int i = 0; i < P; ++i) mine += h[lane * P + i];
-  u32 suffix = mine;  // sum over lanes >= lane
-  for (int o = 1; o < 32; o <<= 1) {
-    u32 v = __shfl_down_sync(0xFFFFFFFFu, suffix, o);
-    if (lane + o < 32) suffix += v;
-  }
   const u32 k = C::kTopK;
-  unsigned hit = __ballot_sync(0xFFFFFFFFu, suffix >= k);
+  auto suffix_sum = [lane](u32 v) {  // sum over lanes >= lane
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      u32 x = __shfl_down_sync(0xFFFFFFFFu, v, o);
+      if (lane + o < 32) v += x;
+    }
+    return v;
+  };
+  u32 mine = 0;
+#pragma unroll 8
+  for (int i = 0; i < P; ++i) mine += h[lane * P + ((i + lane) & (P - 1))];
+  const u32 suffix = suffix_sum(mine);
+  const unsigned hit = __ballot_sync(0xFFFFFFFFu, suffix >= k);
   if (hit == 0) return;
-  int L = 31 - __clz(hit);  // the highest lane whose suffix reaches k
-  u32 above = __shfl_sync(0xFFFFFFFFu, suffix - mine, L);
-  if (lane == L) {
-    int b = lane * P + P - 1;
-    for (; b > lane * P; --b) {
-      above += h[b];
-      if (above >= k) break;
+  const int seg = 31 - __clz(hit);  // the highest segment whose suffix reaches k
+  const u32 above = __shfl_sync(0xFFFFFFFFu, suffix - mine, seg);  // in higher segments
+  // Lane l takes bins seg P + l Q .. + Q - 1 of the segment (Q = P / 32, at least 1).
+  constexpr int Q = P >= 32 ? P / 32 : 1;
+  u32 part = 0;
+  if (lane * Q < P) {
+#pragma unroll
+    for (int i = 0; i < Q; ++i) part += h[seg * P + lane * Q + i];
+  }
+  const u32 part_suffix = suffix_sum(part) + above;
+  const unsigned hit2 = __ballot_sync(0xFFFFFFFFu, part_suffix >= k && lane * Q < P);
+  const int l2 = 31 - __clz(hit2);  // hit2 != 0: lane 0's suffix is the segment's
+  if (lane == l2) {
+    u32 acc = part_suffix - part;  // above this lane's bins
+    int b = seg * P + lane * Q + Q - 1;
+    for (; b > seg * P + lane * Q; --b) {
+      acc += h[b];
+      if (acc >= k) break;
     }
     RowState& st = s.rows[r];
     if (b > st.gate) st.gate = b;
