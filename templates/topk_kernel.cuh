@@ -944,6 +944,7 @@ __device__ void sample_rows(const TopkParams& p, const TopkSmem<C>& s, int row0,
       hint_tile_keys<C>(p, i0, hint_n, tile_keys, warp_max, hint_max);
     } else {
       const int start = strided_start(pass), n = strided_n(pass);
+      __syncthreads();  // every thread is past the previous tile's keys
       if (int(threadIdx.x) < KT) {
         const int i = i0 + int(threadIdx.x);
         tile_keys[threadIdx.x] = i < ns ? strided_sample_key(i, start, n, ns) : -1;
