@@ -881,7 +881,15 @@ __device__ void sample_rows(const TopkParams& p, const TopkSmem<C>& s, int row0,
   // strided keys come from the part of the window every row of the block sees when that
   // part holds at least half of each row's window (all of a dense window, nearly all of
   // a causal one), so one pass serves every row; otherwise each row draws its own.
-  const int hint_n = p.sample_hint ? min(p.sample_hint_count, CAP) : 0;
+  // A window that fits the CandidateBuffer needs no gate (every key is kept, none can be
+  // dropped): its row takes no sample, and a block of such rows scores none.
+  auto needs_sample = [&](int r) {
+    const int n = s.rows[r].end - s.rows[r].start;
+    return n > K && n > CAP;
+  };
+  bool any_sample = false;
+  for (int r = 0; r < R && row0 + r < p.rows; ++r) any_sample = any_sample || needs_sample(r);
+  const int hint_n = p.sample_hint && any_sample ? min(p.sample_hint_count, CAP) : 0;
   int common_start = 0, common_end = 0x7FFFFFFF;
   for (int r = 0; r < R && row0 + r < p.rows; ++r) {
     if (s.rows[r].end > s.rows[r].start) {
@@ -900,7 +908,7 @@ __device__ void sample_rows(const TopkParams& p, const TopkSmem<C>& s, int row0,
     const int n = s.rows[r].end - s.rows[r].start;
     const int from = shared ? common_end - common_start : n;
     const int ns = min(min(C::kSample, from), CAP - hint_n);
-    return n > K && ns >= K ? ns : 0;
+    return needs_sample(r) && ns >= K ? ns : 0;
   };
   auto strided_n = [&](int r) {
     return shared ? common_end - common_start : s.rows[r].end - s.rows[r].start;

@@ -86,12 +86,15 @@ TEST_CASE("sample hint with keys outside the windows, negative and past num_keys
   if (ranges) p.window = ops::WindowKind::Ranges;
   const int split = GENERATE(1, 3);
   p.key_splits = split;
+  // Below the ~1000-key windows, so that rows take a sample (a window that fits the
+  // buffer needs none), and above the hint's length.
+  p.candidate_capacity = 800;
   INFO("k " << k << " ranges " << ranges << " key splits " << split);
   std::mt19937_64 rng(test::test_seed() + 29);
   test::run_and_check(p, rows, keys, {}, {0, 150, 299}, false, [&](ops::ProblemData& d) {
     d.sample_hint = {-7, -1};
     // Mostly keys no early row sees (past 1000 + r / 4), some it sees, then junk.
-    for (int key : random_keys(rng, 3 * k, 900, int(keys))) d.sample_hint.push_back(key);
+    for (int key : random_keys(rng, 2 * k, 900, int(keys))) d.sample_hint.push_back(key);
     d.sample_hint.push_back(int(keys));
     d.sample_hint.push_back(int(keys) + 12345);
     d.sample_hint.push_back(5);  // below the running maximum: ignored
@@ -144,10 +147,13 @@ TEST_CASE("streaming driver: several chunks equal the one-shot result", "[gpu][s
   // bf16 with k = 64, fp8 with per-key scale and k = 512 (the csa-1m types, few kernels).
   const bool fp8 = GENERATE(false, true);
   ops::StreamProblem sp;
+  // Offset 0: windows of at most 750 keys, which fit the buffer (no sample); 12000:
+  // 3000 to 3750 keys, above the capacity, so rows sample and use the hint.
   sp.topk = causal(test::relu_mh_problem(64, fp8 ? 512 : 64, fp8 ? ops::DType::E4M3
                                                                    : ops::DType::BF16),
-                   4, GENERATE(0, 1000));
+                   4, GENERATE(0, 12000));
   sp.topk.score = ir::relu_mh(fp8);
+  sp.topk.candidate_capacity = fp8 ? 2048 : 1024;
   sp.chunk_rows = GENERATE(256, 700);
   sp.hint = GENERATE(true, false);
   sp.topk.sorted = sp.chunk_rows == 700;  // rank order: the hint is not ascending
