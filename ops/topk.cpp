@@ -238,9 +238,10 @@ std::string TopkOp::launch_info() const {
                      "{} rows per CTA, key tile {}, {}",
                      m.max_ctas / sms, sms, m.kernel->num_registers(), m.plan.smem_bytes(),
                      m.plan.rows_per_cta, m.plan.key_tile,
-                     m.plan.mma == 0 ? "CUDA-core dots"
-                                     : (m.plan.head_sums ? "mma.sync, head sums in registers"
-                                                         : "mma.sync dots"));
+                     m.plan.mma == 0     ? "CUDA-core dots"
+                     : m.plan.wgmma      ? "wgmma, head sums from the accumulators"
+                     : m.plan.head_sums  ? "mma.sync, head sums in registers"
+                                         : "mma.sync dots");
 }
 
 void TopkOp::execute(const TopkInputs& in, const TensorView* out_indices,

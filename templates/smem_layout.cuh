@@ -26,15 +26,17 @@ struct SmemLayout {
     const long w = long(rows) * heads * raw_row_bytes() / 4;
     return !mma_bytes ? long(rows) * heads * dim : swizzled ? align256(w) : w;
   }
-  // One key-tile stage; the tensor-core path keeps two (the next loads during this one).
+  // One key-tile stage (the next tiles load while this one is scored).
   WINNOW_HD constexpr long k_stage_words() const {
     return mma_bytes ? long(key_tile) * raw_row_bytes() / 4 : long(key_tile) * key_stride();
   }
-  WINNOW_HD constexpr long k_words() const { return k_stage_words() * (mma_bytes ? 2 : 1); }
+  // Stages: the wgmma path keeps three (one barrier per tile), mma.sync two, CUDA cores one.
+  WINNOW_HD constexpr int k_stages() const { return swizzled ? 3 : mma_bytes ? 2 : 1; }
+  WINNOW_HD constexpr long k_words() const { return k_stage_words() * k_stages(); }
   WINNOW_HD constexpr long k_off() const { return q_words(); }
   WINNOW_HD constexpr long kscale_off() const { return k_off() + k_words(); }
   // Key scales per stage: the tensor-core path copies them with the key tile.
-  WINNOW_HD constexpr long ksq_off() const { return kscale_off() + key_tile * (mma_bytes ? 2 : 1); }
+  WINNOW_HD constexpr long ksq_off() const { return kscale_off() + long(key_tile) * k_stages(); }
   WINNOW_HD constexpr long dots_off() const { return ksq_off() + key_tile; }
   WINNOW_HD constexpr long dots_words() const {
     return long(rows) * key_tile * (swizzled ? 1 : head_sums ? heads / 16 : dot_stride());

@@ -483,8 +483,9 @@ __device__ void score_loaded_tile(const TopkParams& p, const TopkSmem<C>& s0, in
     }
   }
   if constexpr (C::kWgmma) {
-    wgmma_head_sums<C, S>(s, key_of, visit);  // visits from the accumulators
-    __syncthreads();  // the stage is read before the next load overwrites it
+    // Visits from the accumulators. No barrier: the caller keeps the stage from being
+    // overwritten before every warpgroup is done with it.
+    wgmma_head_sums<C, S>(s, key_of, visit);
     return;
   } else if constexpr (UsesHeadSums<C, S>::value) {
     mma_head_sums<C, S>(s);
@@ -517,6 +518,7 @@ __device__ void score_tile(const TopkParams& p, const TopkSmem<C>& s, KeyOf key_
   if (C::kWgmma) fence_async_smem();
   __syncthreads();
   score_loaded_tile<C, S>(p, s, 0, key_of, visit);
+  if (C::kWgmma) __syncthreads();  // stage 0 and s.q are read before anyone rewrites them
 }
 
 // Visits every key of [begin, end) in tiles, calling after_tile() (by the whole CTA)
@@ -528,7 +530,24 @@ __device__ void score_tiles(const TopkParams& p, const TopkSmem<C>& s, int begin
   auto keys_from = [end](int t0) {
     return [t0, end](int j) { return t0 + j < end ? t0 + j : -1; };
   };
-  if (C::kMma) {
+  if (C::kWgmma) {
+    // Three stages, one barrier per tile: tile t + 2 loads into the stage tile t - 1 was
+    // scored from, after the barrier that every thread passes once done with tile t - 1.
+    if (begin < end) load_key_tile<C>(p, s, 0, keys_from(begin));
+    if (begin + KT < end) load_key_tile<C>(p, s, 1, keys_from(begin + KT));
+    else copy_async_commit();
+    int stage = 0;
+    for (int t0 = begin; t0 < end; t0 += KT, stage = stage == 2 ? 0 : stage + 1) {
+      copy_async_wait<1>();  // all but the newest group: tile t0 has landed
+      fence_async_smem();
+      __syncthreads();
+      if (t0 + 2 * KT < end) load_key_tile<C>(p, s, stage == 0 ? 2 : stage - 1, keys_from(t0 + 2 * KT));
+      else copy_async_commit();  // an empty group keeps the count
+      score_loaded_tile<C, S>(p, s, stage, keys_from(t0), visit);
+      after_tile();
+    }
+    __syncthreads();  // the stages and s.q are read before anyone rewrites them
+  } else if (C::kMma) {
     if (begin < end) load_key_tile<C>(p, s, 0, keys_from(begin));
     int stage = 0;
     for (int t0 = begin; t0 < end; t0 += KT, stage ^= 1) {
@@ -694,7 +713,8 @@ __device__ void compact_candidates(const TopkSmem<C>& s, int r, u64* buf) {
   __syncthreads();
 }
 
-// Sorts n (a power of two) RankKeys descending by `order` (bitonic, in global memory).
+// Sorts n (a power of two) RankKeys descending by `order` (bitonic; in shared or global
+// memory).
 template <class C>
 __device__ void sort_desc(u64* v, int n, bool by_index) {
   auto key = [by_index](u64 x) { return by_index ? ((x << 32) | (x >> 32)) : x; };
@@ -765,6 +785,15 @@ __device__ void select_row(const TopkParams& p, const TopkSmem<C>& s, int r, u64
 template <class C>
 __device__ void write_row(const TopkParams& p, const TopkSmem<C>& s, int r, int row, u64* sel) {
   constexpr int K = C::kTopK, KP = NextPow2<C::kTopK>::value;
+  // The key-tile stages are free now: sort there when the selection fits (each bitonic
+  // step is then a shared-memory pass, not a round trip through L2).
+  constexpr bool kInShared = long(KP) * 8 <= layout_of<C>().k_words() * 4;
+  if constexpr (kInShared) {
+    u64* v = reinterpret_cast<u64*>(s.k);
+    for (int i = threadIdx.x; i < KP; i += C::kThreads) v[i] = sel[i];
+    __syncthreads();
+    sel = v;
+  }
   sort_desc<C>(sel, KP, !C::kSorted);
   const u32 chosen = s.rows[r].selected;
   const int base = C::kAbsolute ? 0 : s.rows[r].origin;
