@@ -173,3 +173,57 @@ TEST_CASE("streaming driver: a workspace bound and the default chunks", "[gpu][s
   sp.topk.max_workspace_bytes = unbounded / 8;
   stream_equals_one_shot(sp, 5000, 1250);
 }
+
+TEST_CASE("streaming driver: captured in a CUDA graph, replays give the same bits",
+          "[gpu][stream]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  auto& f = GpuFixture::get();
+  ops::StreamProblem sp;
+  sp.topk = causal(test::relu_mh_problem(64, 512, ops::DType::E4M3), 4, 12000);
+  sp.topk.candidate_capacity = 2048;
+  sp.chunk_rows = 700;
+  const int64_t rows = 3000, keys = (12000 + rows) / 4;
+  std::mt19937_64 rng(test::test_seed() + 41);
+  ops::ProblemData d = ops::random_problem(sp.topk, rows, keys, rng);
+  auto stream_op = ops::StreamTopk::create(sp, f.ctx.get());
+  stream_op->build(*f.cache, *f.be);
+  const ops::RunResult direct = ops::run_on_device(*stream_op, *f.ctx, d);
+
+  const rt::DriverApi& cu = rt::driver();
+  f.ctx->bind();
+  rt::DeviceBuffer q(d.q.bytes.size()), k(d.k.bytes.size()), w(d.w.size() * 4),
+      ks(d.kscale.size() * 4), idx(rows * 512 * 4), ws(stream_op->workspace_bytes());
+  q.upload(d.q.bytes.data(), q.size());
+  k.upload(d.k.bytes.data(), k.size());
+  w.upload(d.w.data(), w.size());
+  ks.upload(d.kscale.data(), ks.size());
+  ops::TopkInputs in;
+  in.q = ops::contiguous_view(q.data(), ops::DType::E4M3, {rows, 64, 128});
+  in.k = ops::contiguous_view(k.data(), ops::DType::E4M3, {keys, 128});
+  in.weights = ops::contiguous_view(w.data(), ops::DType::F32, {rows, 64});
+  in.key_scale = ops::contiguous_view(ks.data(), ops::DType::F32, {keys});
+  const ops::TensorView out = ops::contiguous_view(idx.data(), ops::DType::I32, {rows, 512});
+  std::vector<int> poison(size_t(rows) * 512, 12345);
+  idx.upload(poison.data(), poison.size() * 4);
+
+  CUstream stream;
+  rt::check(cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  CUgraph graph;
+  CUgraphExec exec;
+  rt::check(cu.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "capture");
+  stream_op->execute(in, &out, nullptr, ws.data(), ws.size(), stream);
+  rt::check(cu.cuStreamEndCapture(stream, &graph), "end capture");
+  rt::check(cu.cuGraphInstantiate(&exec, graph, 0), "instantiate");
+  for (int replay = 0; replay < 2; ++replay) {
+    rt::check(cu.cuGraphLaunch(exec, stream), "graph launch");
+    rt::check(cu.cuStreamSynchronize(stream), "sync");
+    std::vector<int> got(size_t(rows) * 512);
+    idx.download(got.data(), got.size() * 4);
+    CHECK(got == direct.indices);
+    idx.upload(poison.data(), poison.size() * 4);
+  }
+  cu.cuGraphExecDestroy(exec);
+  cu.cuGraphDestroy(graph);
+  cu.cuStreamDestroy(stream);
+}
