@@ -23,6 +23,8 @@
 #include <ctime>
 #include <iterator>
 #include <fstream>
+#include <functional>
+#include <future>
 #include <optional>
 #include <random>
 #include <set>
@@ -354,10 +356,11 @@ struct Shape {
 // ---------------------------------------------------------------------------------------
 // Random inputs
 
-// Runs f(0) .. f(n - 1) on every core.
+// Runs f(0) .. f(n - 1) on every core (but `spare` of them).
 template <class F>
-void parallel_for(size_t n, const F& f) {
-  const size_t threads = std::min<size_t>(n, std::max(1u, std::thread::hardware_concurrency()));
+void parallel_for(size_t n, const F& f, unsigned spare = 0) {
+  const unsigned cores = std::thread::hardware_concurrency();
+  const size_t threads = std::min<size_t>(n, std::max(1u, cores > spare ? cores - spare : 1u));
   std::atomic<size_t> next{0};
   std::vector<std::thread> pool;
   for (size_t t = 0; t < threads; ++t)
@@ -513,10 +516,14 @@ size_t free_device_memory() {
 int selected_keys(const ops::TopkOp& op) { return op.problem().k; }
 int selected_keys(const ops::StreamTopk& op) { return op.problem().topk.k; }
 
+// Called with the first run's indices on a thread of its own while the timed runs go on
+// (every run computes the same indices).
+using FirstResult = std::function<void(const std::vector<int>&)>;
+
 // Op: ops::TopkOp (one launch) or ops::StreamTopk (chunks).
 template <class Op>
 FusedRun run_fused(const Op& op, const ops::TopkInputs& in, int64_t Q, const BenchArgs& a,
-                   const std::string& label) {
+                   const std::string& label, const FirstResult& first_result = {}) {
   const int k = selected_keys(op);
   FusedRun r;
   r.workspace = op.workspace_bytes();
@@ -526,11 +533,16 @@ FusedRun run_fused(const Op& op, const ops::TopkInputs& in, int64_t Q, const Ben
   r.extra_mem = std::max(ws.size(), free_before - std::min(free_before, free_device_memory()));
   const ops::TensorView out = view(idx, DType::I32, {Q, k});
   // Indices only: what the DSA indexer consumes (scores are optional outputs).
-  r.t = time_launches(
-      [&](CUstream s) { op.execute(in, &out, nullptr, ws.data(), ws.size(), s); }, a.warmup,
-      a.repeats, label);
+  auto launch = [&](CUstream s) { op.execute(in, &out, nullptr, ws.data(), ws.size(), s); };
+  launch(nullptr);  // one untimed run whose indices are checked
   r.indices.resize(size_t(Q) * k);
   idx.download(r.indices.data(), r.indices.size() * 4);
+  std::future<void> checking;
+  if (first_result) {
+    checking = std::async(std::launch::async, [&] { first_result(r.indices); });
+  }
+  r.t = time_launches(launch, a.warmup, a.repeats, label);
+  if (checking.valid()) checking.get();
   // The counters of the last run (every run computes the same).
   uint32_t counters[2];
   rt::check(rt::driver().cuMemcpyDtoH(counters, ws.ptr() + op.counter_offset(), sizeof counters),
@@ -643,22 +655,28 @@ std::vector<float> download_values(const ops::TensorView& t, int64_t first, int6
 
 // Sizes too large for the materialized matrix: `n` random rows recomputed on the CPU (in
 // double, from the device's own inputs) and compared with the fused rows up to
-// accumulation error (ops::near_reference_selection), on every core.
-CheckResult check_by_reference(const FusedRun& f, const ops::TopkProblem& base, const Shape& s,
-                               const ops::TopkInputs& in, int64_t n, uint64_t seed,
-                               const std::string& label) {
-  CheckResult c;
-  c.rows_malformed = malformed_rows(f.indices, s);
-  const std::vector<int64_t> rows = random_rows(s.Q, n, seed);
-  const int64_t H = s.H, d = s.d, m = int64_t(rows.size());
-  ops::HostInputs h;
-  h.rows = m;
+// accumulation error (ops::near_reference_selection).
+struct ReferenceRows {
+  std::vector<int64_t> rows;  // the checked rows of the sequence
+  ops::HostInputs host;       // their inputs (row i of host is rows[i]), all keys
+  ops::TopkProblem problem;   // the same score and k over each row's own window
+};
+
+// Downloads the checked rows' inputs (before the timed runs: the copies would wait for
+// them).
+ReferenceRows reference_rows(const ops::TopkProblem& base, const Shape& s,
+                             const ops::TopkInputs& in, int64_t n, uint64_t seed) {
+  ReferenceRows ref;
+  ref.rows = random_rows(s.Q, n, seed);
+  const int64_t H = s.H, d = s.d;
+  ops::HostInputs& h = ref.host;
+  h.rows = int64_t(ref.rows.size());
   h.num_keys = s.T;
   h.heads = s.H;
   h.dim = s.d;
   h.k = download_values(in.k, 0, s.T * d);
   if (s.kscale) h.kscale = download_values(in.key_scale, 0, s.T);
-  for (int64_t row : rows) {
+  for (int64_t row : ref.rows) {
     const std::vector<float> q = download_values(in.q, row * H * d, H * d);
     h.q.insert(h.q.end(), q.begin(), q.end());
     if (s.weights) {
@@ -668,27 +686,39 @@ CheckResult check_by_reference(const FusedRun& f, const ops::TopkProblem& base, 
     h.window_start.push_back(0);
     h.window_end.push_back(int(s.window_end(row)));
   }
-  // The same score and k over the rows' own windows.
-  ops::TopkProblem p = base;
-  p.k = s.k;
-  p.window = ops::WindowKind::Ranges;
+  ref.problem = base;
+  ref.problem.k = s.k;
+  ref.problem.window = ops::WindowKind::Ranges;
+  return ref;
+}
+
+// Compares the fused rows with the recomputed ones on every core but one (the timed
+// runs go on beside it), with progress on stderr.
+CheckResult check_by_reference(const std::vector<int>& indices, const ReferenceRows& ref,
+                               const Shape& s, const std::string& label) {
+  CheckResult c;
+  c.rows_malformed = malformed_rows(indices, s);
+  const int64_t m = int64_t(ref.rows.size());
   std::vector<char> differs(static_cast<size_t>(m));
   std::atomic<int64_t> done{0};
   const auto t0 = std::chrono::steady_clock::now();
-  parallel_for(size_t(m), [&](size_t i) {
-    std::vector<int64_t> got;
-    const int* fused = &f.indices[size_t(rows[i]) * s.k];
-    for (int j = 0; j < s.k; ++j)
-      if (fused[j] >= 0) got.push_back(fused[j]);
-    differs[i] = !ops::near_reference_selection(p, h, int64_t(i), got);
-    const int64_t now = ++done;
-    if (now % 100 == 0 || now == m)
-      fmt::print(stderr, "{}: reference check {}/{} rows ({:.1f} s)\n", label, now, m,
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  });
+  parallel_for(
+      size_t(m),
+      [&](size_t i) {
+        std::vector<int64_t> got;
+        const int* fused = &indices[size_t(ref.rows[i]) * s.k];
+        for (int j = 0; j < s.k; ++j)
+          if (fused[j] >= 0) got.push_back(fused[j]);
+        differs[i] = !ops::near_reference_selection(ref.problem, ref.host, int64_t(i), got);
+        const int64_t now = ++done;
+        if (now % 100 == 0 || now == m)
+          fmt::print(stderr, "{}: reference check {}/{} rows ({:.1f} s)\n", label, now, m,
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      },
+      1);
   for (int64_t i = 0; i < m; ++i, ++c.rows_checked) {
     if (differs[i] && c.rows_differing++ < 3)
-      fmt::print(stderr, "  row {}: the fused keys differ from the CPU reference\n", rows[i]);
+      fmt::print(stderr, "  row {}: the fused keys differ from the CPU reference\n", ref.rows[i]);
   }
   return c;
 }
@@ -1010,13 +1040,14 @@ int64_t check_rows(const BenchArgs& a, const Shape& s) {
 // launch.
 FusedRun run_winnow(const BenchArgs& a, const ops::TopkProblem& p, const ops::TopkInputs& in,
                     const Shape& s, const rt::Context& ctx, rt::CubinCache& cache,
-                    const backend::Backend& be, const std::string& label) {
+                    const backend::Backend& be, const std::string& label,
+                    const FirstResult& first_result) {
   auto t0 = std::chrono::steady_clock::now();
   if (a.w().family != Family::Csa) {
     auto op = build_op(p, ctx, cache, be);
     fmt::print(stderr, "{}: winnow kernel built in {:.1f} s: {}\n", label, seconds_since(t0),
                op->launch_info());
-    return run_fused(*op, in, s.Q, a, label);
+    return run_fused(*op, in, s.Q, a, label, first_result);
   }
   ops::StreamProblem sp;
   sp.topk = p;
@@ -1028,7 +1059,7 @@ FusedRun run_winnow(const BenchArgs& a, const ops::TopkProblem& p, const ops::To
   fmt::print(stderr, "{}: winnow kernel built in {:.1f} s: {}; {} chunks of {} rows, hint {}\n",
              label, seconds_since(t0), op->op().launch_info(), chunks.chunks, chunks.chunk_rows,
              a.hint ? "on" : "off");
-  FusedRun r = run_fused(*op, in, s.Q, a, label);
+  FusedRun r = run_fused(*op, in, s.Q, a, label, first_result);
   r.chunks = chunks;
   return r;
 }
@@ -1076,19 +1107,30 @@ std::vector<SizeResult> run_size(const BenchArgs& a, const ops::TopkProblem& bas
     r.floor_ms = std::max(r.flop_floor_ms, r.byte_floor_ms);
 
     auto t0 = std::chrono::steady_clock::now();
-    r.fused = run_winnow(a, sized(base, s, ops::Mode::TopK), in, s, ctx, cache, be, label);
-    fmt::print(stderr, "{}: winnow {:.3f} ms median ({} runs, {:.1f} s)\n", label,
-               r.fused.t.median, a.warmup + a.repeats, seconds_since(t0));
+    // csa above kCsaMaterializeMax: the CPU reference checks the first run's rows while
+    // the timed runs go on.
+    const bool by_reference = csa && size > kCsaMaterializeMax;
+    std::optional<ReferenceRows> ref;
+    if (by_reference) {
+      ref = reference_rows(sized(base, s, ops::Mode::TopK), s, in,
+                           a.check_rows.value_or(kCsaReferenceRows), a.seed + uint64_t(k));
+    }
+    CheckResult ref_check;
+    FirstResult checker;
+    if (by_reference) {
+      checker = [&](const std::vector<int>& idx) {
+        ref_check = check_by_reference(idx, *ref, s, label);
+      };
+    }
+    r.fused = run_winnow(a, sized(base, s, ops::Mode::TopK), in, s, ctx, cache, be, label,
+                         checker);
+    fmt::print(stderr, "{}: winnow {:.3f} ms median ({} runs, {:.1f} s{})\n", label,
+               r.fused.t.median, 1 + a.warmup + a.repeats, seconds_since(t0),
+               by_reference ? ", with the reference check beside them" : "");
 
     t0 = std::chrono::steady_clock::now();
     r.mat = mat;
-    if (csa && size > kCsaMaterializeMax) {
-      r.check = check_by_reference(r.fused, sized(base, s, ops::Mode::TopK), s, in,
-                                   a.check_rows.value_or(kCsaReferenceRows), a.seed + uint64_t(k),
-                                   label);
-    } else {
-      r.check = check(r.fused, rows, s);
-    }
+    r.check = by_reference ? ref_check : check(r.fused, rows, s);
     fmt::print(stderr, "{}: check of {} rows: {} differing, {} of {} rows malformed ({:.1f} s)\n",
                label, r.check.rows_checked, r.check.rows_differing, r.check.rows_malformed, s.Q,
                seconds_since(t0));
