@@ -226,7 +226,10 @@ size_t TopkOp::workspace_bytes() const {
 }
 
 size_t TopkOp::counter_offset() const { return 0; }
-int64_t TopkOp::max_sample_hint() const { return impl_->plan.capacity; }
+int64_t TopkOp::max_sample_hint() const {
+  // The kernel keeps the hint's keys in a row's selection list (2 next_pow2(k) ints).
+  return std::min<int64_t>(impl_->plan.capacity, 2 * int64_t(next_pow2(size_t(impl_->spec.k))));
+}
 int TopkOp::max_ctas() const { return impl_->max_ctas; }
 int TopkOp::rows_per_cta() const { return impl_->plan.rows_per_cta; }
 

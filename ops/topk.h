@@ -61,8 +61,8 @@ struct TopkInputs {
   // Optional int32 [n] candidate keys scored first as part of every row's sample (e.g.
   // the previous chunk's selection, ascending as unsorted outputs are). Exact whatever it
   // holds: entries outside a row's window, negative, >= num_keys or not above every
-  // earlier entry (duplicates, unsorted parts) are ignored; n may not exceed the plan's
-  // candidate capacity (TopkOp::max_sample_hint).
+  // earlier entry (duplicates, unsorted parts) are ignored; n may not exceed
+  // TopkOp::max_sample_hint (the smaller of the candidate capacity and 2 next_pow2(k)).
   TensorView sample_hint;
 };
 
@@ -93,7 +93,8 @@ class TopkOp {
   const std::vector<char>& cubin() const;
   size_t workspace_bytes() const;  // needs build() with a context
   size_t counter_offset() const;   // two uint32 counters (fallback rows, bad windows)
-  int64_t max_sample_hint() const;  // entries a sample hint may hold: the candidate capacity
+  // Entries a sample hint may hold: min(candidate capacity, 2 next_pow2(k)).
+  int64_t max_sample_hint() const;
   // "N CTAs/SM x M SMs, R registers, S bytes of shared memory" (after build on a device).
   std::string launch_info() const;
   // The key splits execute will use for `rows` rows whose windows hold `window_keys`

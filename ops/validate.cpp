@@ -251,8 +251,8 @@ CallShape validate_call(const TopkProblem& p, int device, const TopkInputs& in,
     check_vector("sample_hint", in.sample_hint, DType::I32, device, in.sample_hint.shape[0],
                  "n");
     if (max_hint_keys >= 0 && in.sample_hint.shape[0] > max_hint_keys)
-      fail(fmt::format("sample_hint: shape[0] is {}, the maximum is {} (the plan's candidate "
-                       "capacity)",
+      fail(fmt::format("sample_hint: shape[0] is {}, the maximum is {} (the smaller of the "
+                       "candidate capacity and 2 next_pow2(k))",
                        in.sample_hint.shape[0], max_hint_keys));
   }
 

@@ -30,7 +30,7 @@ struct RowState {
   int bad;              // the window ran past num_keys: output all -1
   int gate;             // lowest bin still appended to the CandidateBuffer
   u32 count;            // keys appended (may exceed the capacity)
-  u32 overflow;         // the buffer dropped a key: take the exact fallback
+  u32 overflow;         // the buffer dropped a key, or kept fewer than k: exact fallback
   u32 sample_max;       // largest order key in the sample
   u32 selected;         // keys written to the selection list
   ThresholdBins bins;   // 3 words
@@ -510,66 +510,66 @@ __device__ void score_loaded_tile(const TopkParams& p, const TopkSmem<C>& s0, in
   __syncthreads();
 }
 
-// One tile of arbitrary keys (the sample), loaded and scored without overlap.
-template <class C, class S, class KeyOf, class Visit>
-__device__ void score_tile(const TopkParams& p, const TopkSmem<C>& s, KeyOf key_of, Visit visit) {
-  load_key_tile<C>(p, s, 0, key_of);
-  if (C::kMma) copy_async_wait<0>();
-  if (C::kWgmma) fence_async_smem();
-  __syncthreads();
-  score_loaded_tile<C, S>(p, s, 0, key_of, visit);
-  if (C::kWgmma) __syncthreads();  // stage 0 and s.q are read before anyone rewrites them
-}
-
-// Visits every key of [begin, end) in tiles, calling after_tile() (by the whole CTA)
-// after each. On the tensor-core path the next tile loads while this one is scored.
-template <class C, class S, class Visit, class AfterTile>
-__device__ void score_tiles(const TopkParams& p, const TopkSmem<C>& s, int begin, int end,
-                            Visit visit, AfterTile after_tile) {
-  constexpr int KT = C::kKeyTile;
-  auto keys_from = [end](int t0) {
-    return [t0, end](int j) { return t0 + j < end ? t0 + j : -1; };
-  };
+// Visits the keys of `tiles` tiles, tile t's slot j holding key tile_keys(t)(j) (negative:
+// an empty slot), calling after_tile() (by the whole CTA) after each. On the tensor-core
+// path the next tiles load while this one is scored.
+template <class C, class S, class TileKeys, class Visit, class AfterTile>
+__device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int tiles,
+                            TileKeys tile_keys, Visit visit, AfterTile after_tile) {
   if (C::kWgmma) {
     // Three stages, one barrier per tile: tile t + 2 loads into the stage tile t - 1 was
     // scored from, after the barrier that every thread passes once done with tile t - 1.
-    if (begin < end) load_key_tile<C>(p, s, 0, keys_from(begin));
-    if (begin + KT < end) load_key_tile<C>(p, s, 1, keys_from(begin + KT));
+    if (tiles > 0) load_key_tile<C>(p, s, 0, tile_keys(0));
+    if (tiles > 1) load_key_tile<C>(p, s, 1, tile_keys(1));
     else copy_async_commit();
     int stage = 0;
-    for (int t0 = begin; t0 < end; t0 += KT, stage = stage == 2 ? 0 : stage + 1) {
-      copy_async_wait<1>();  // all but the newest group: tile t0 has landed
+    for (int t = 0; t < tiles; ++t, stage = stage == 2 ? 0 : stage + 1) {
+      copy_async_wait<1>();  // all but the newest group: tile t has landed
       fence_async_smem();
       __syncthreads();
-      if (t0 + 2 * KT < end) load_key_tile<C>(p, s, stage == 0 ? 2 : stage - 1, keys_from(t0 + 2 * KT));
+      if (t + 2 < tiles) load_key_tile<C>(p, s, stage == 0 ? 2 : stage - 1, tile_keys(t + 2));
       else copy_async_commit();  // an empty group keeps the count
-      score_loaded_tile<C, S>(p, s, stage, keys_from(t0), visit);
+      score_loaded_tile<C, S>(p, s, stage, tile_keys(t), visit);
       after_tile();
     }
     __syncthreads();  // the stages and s.q are read before anyone rewrites them
   } else if (C::kMma) {
-    if (begin < end) load_key_tile<C>(p, s, 0, keys_from(begin));
+    if (tiles > 0) load_key_tile<C>(p, s, 0, tile_keys(0));
     int stage = 0;
-    for (int t0 = begin; t0 < end; t0 += KT, stage ^= 1) {
-      if (t0 + KT < end) {
-        load_key_tile<C>(p, s, stage ^ 1, keys_from(t0 + KT));
+    for (int t = 0; t < tiles; ++t, stage ^= 1) {
+      if (t + 1 < tiles) {
+        load_key_tile<C>(p, s, stage ^ 1, tile_keys(t + 1));
       } else {
         copy_async_commit();  // an empty group: "all but the newest" is still this tile
       }
       copy_async_wait<1>();
-      if (C::kWgmma) fence_async_smem();
       __syncthreads();
-      score_loaded_tile<C, S>(p, s, stage, keys_from(t0), visit);
+      score_loaded_tile<C, S>(p, s, stage, tile_keys(t), visit);
       after_tile();
     }
   } else {
-    for (int t0 = begin; t0 < end; t0 += KT) {
-      load_key_tile<C>(p, s, 0, keys_from(t0));
+    for (int t = 0; t < tiles; ++t) {
+      load_key_tile<C>(p, s, 0, tile_keys(t));
       __syncthreads();
-      score_loaded_tile<C, S>(p, s, 0, keys_from(t0), visit);
+      score_loaded_tile<C, S>(p, s, 0, tile_keys(t), visit);
       after_tile();
     }
   }
+}
+
+// Visits every key of [begin, end) in tiles, calling after_tile() after each.
+template <class C, class S, class Visit, class AfterTile>
+__device__ void score_tiles(const TopkParams& p, const TopkSmem<C>& s, int begin, int end,
+                            Visit visit, AfterTile after_tile) {
+  constexpr int KT = C::kKeyTile;
+  const int tiles = end > begin ? (end - begin + KT - 1) / KT : 0;
+  score_tile_list<C, S>(
+      p, s, tiles,
+      [begin, end](int t) {
+        const int t0 = begin + t * KT;
+        return [t0, end](int j) { return t0 + j < end ? t0 + j : -1; };
+      },
+      visit, after_tile);
 }
 
 // Visits every key of [begin, end) in tiles.
@@ -596,7 +596,12 @@ __device__ u64 radix_kth(const TopkSmem<C>& s, u32 k, ForEach for_each) {
     const u64 prefix = *prefix_slot;
     const u64 high = shift == 56 ? 0ull : (~0ull << (shift + 8));
     for_each([&](u64 v) {
-      if ((v & high) == prefix) atomicAdd(&hist[(v >> shift) & 255u], 1u);
+      // Warp-aggregated: keys near the k-th share their high digits, and 32 lanes adding
+      // to one counter would serialise.
+      const bool in = (v & high) == prefix;
+      const u32 digit = in ? u32(v >> shift) & 255u : 256u;
+      const unsigned peers = __match_any_sync(__activemask(), digit);
+      if (in && __ffs(peers) - 1 == int(threadIdx.x & 31)) atomicAdd(&hist[digit], __popc(peers));
     });
     __syncthreads();
     if (threadIdx.x < 32) {
@@ -864,19 +869,20 @@ __device__ void store_or_merge_parts(const TopkParams& p, const TopkSmem<C>& s, 
   }
 }
 
-// Writes the keys of hint entries [i0, i0 + KT) of the first n that count
-// (hint_entry_counts: keys, each above every earlier one; -1 for the others) to
-// tile_keys, and raises `running_max` (the largest counted entry so far, the same in every
-// thread) past them. A prefix maximum by warp shuffles; warp_max: [warps] scratch. Called
-// by the whole CTA; the keys are visible after it returns.
+// Writes the keys of hint entries [i0, min(i0 + KT, n)) that count (hint_entry_counts:
+// keys, each above every earlier one; -1 for the others) to keys[i0 ..], and raises
+// `running_max` (the largest counted entry so far, the same in every thread) past them.
+// A prefix maximum by warp shuffles; warp_max: [warps] scratch in shared memory. Called
+// by the whole CTA; the keys are visible to it after it returns.
 template <class C>
-__device__ void hint_tile_keys(const TopkParams& p, int i0, int n, int* tile_keys,
-                               int* warp_max, int& running_max) {
+__device__ void hint_tile_keys(const TopkParams& p, int i0, int n, int* keys, int* warp_max,
+                               int& running_max) {
   constexpr int KT = C::kKeyTile, WARPS = C::kThreads / 32;
   static_assert(KT <= C::kThreads, "one hint entry per thread");
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, i = i0 + int(threadIdx.x);
+  const bool mine = int(threadIdx.x) < KT && i < n;
   int v = -1;
-  if (int(threadIdx.x) < KT && i < n) {
+  if (mine) {
     const int key = p.sample_hint[i];
     v = hint_entry_counts(key, -1, p.num_keys) ? key : -1;
   }
@@ -887,38 +893,39 @@ __device__ void hint_tile_keys(const TopkParams& p, int i0, int n, int* tile_key
     if (lane >= o) incl = max(incl, t);
   }
   const int excl = __shfl_up_sync(0xFFFFFFFFu, incl, 1);
+  __syncthreads();  // warp_max is free (an earlier call's readers are done)
   if (lane == 31) warp_max[warp] = incl;
   __syncthreads();
   int before = lane == 0 ? running_max : max(running_max, excl);
   for (int w = 0; w < warp; ++w) before = max(before, warp_max[w]);
-  if (int(threadIdx.x) < KT) {
-    tile_keys[threadIdx.x] = hint_entry_counts(v, before, p.num_keys) ? v : -1;
-  }
+  if (mine) keys[i] = hint_entry_counts(v, before, p.num_keys) ? v : -1;
   for (int w = 0; w < WARPS; ++w) running_max = max(running_max, warp_max[w]);
   __syncthreads();
 }
 
 // Sets each row's ThresholdBins and gate from a sample of its window (step 1 of
 // topk_block), leaving the rows' counts at zero for the filter.
+//
+// The sample: a strided subset of the window, then the caller's hint keys inside it (the
+// strided ones skipped), all distinct keys of the window. The strided keys come from the
+// part of the window every row of the block sees when that part holds at least half of
+// each row's window (all of a dense window, nearly all of a causal one), so one pass
+// serves every row; otherwise each row draws its own. A window that fits the
+// CandidateBuffer needs no gate (every key is kept): its row takes no strided keys, and a
+// block of such rows scores no sample.
 template <class C, class S>
 __device__ void sample_rows(const TopkParams& p, const TopkSmem<C>& s, int row0, u64* ws) {
-  constexpr int R = C::kRows, K = C::kTopK, CAP = C::kCapacity;
-  constexpr int ROW_WORDS = CAP + NextPow2<C::kTopK>::value;
-  // The caller's hint keys inside each row's window, then a strided subset of
-  // the window (hint keys already in it skipped): distinct keys of the window, so their
-  // k-th best is a lower bound of the row's and sets the low edge of its bins. The
-  // strided keys come from the part of the window every row of the block sees when that
-  // part holds at least half of each row's window (all of a dense window, nearly all of
-  // a causal one), so one pass serves every row; otherwise each row draws its own.
-  // A window that fits the CandidateBuffer needs no gate (every key is kept, none can be
-  // dropped): its row takes no sample, and a block of such rows scores none.
+  constexpr int R = C::kRows, K = C::kTopK, CAP = C::kCapacity, KT = C::kKeyTile;
+  constexpr int KP = NextPow2<C::kTopK>::value, ROW_WORDS = CAP + KP;
   auto needs_sample = [&](int r) {
     const int n = s.rows[r].end - s.rows[r].start;
     return n > K && n > CAP;
   };
   bool any_sample = false;
   for (int r = 0; r < R && row0 + r < p.rows; ++r) any_sample = any_sample || needs_sample(r);
-  const int hint_n = p.sample_hint && any_sample ? min(p.sample_hint_count, CAP) : 0;
+  // The hint's counted keys go to row 0's selection list (2 KP ints, free until the
+  // select step), so at most that many entries are read (TopkOp::max_sample_hint).
+  const int hint_n = p.sample_hint && any_sample ? min(min(p.sample_hint_count, CAP), 2 * KP) : 0;
   int common_start = 0, common_end = 0x7FFFFFFF;
   for (int r = 0; r < R && row0 + r < p.rows; ++r) {
     if (s.rows[r].end > s.rows[r].start) {
@@ -933,92 +940,103 @@ __device__ void sample_rows(const TopkParams& p, const TopkSmem<C>& s, int row0,
   }
   // The window row r's strided keys come from, and their count (0: none).
   auto strided_start = [&](int r) { return shared ? common_start : s.rows[r].start; };
-  auto strided_size = [&](int r) {
-    const int n = s.rows[r].end - s.rows[r].start;
-    const int from = shared ? common_end - common_start : n;
-    const int ns = min(min(C::kSample, from), CAP - hint_n);
-    return needs_sample(r) && ns >= K ? ns : 0;
-  };
   auto strided_n = [&](int r) {
     return shared ? common_end - common_start : s.rows[r].end - s.rows[r].start;
   };
-  if (threadIdx.x < R) {
-    s.rows[threadIdx.x].count = 0;
-    s.rows[threadIdx.x].sample_max = 0;
-  }
-  __syncthreads();
-  auto add_to_sample = [&](int rr, int key, float sc) {
-    RowState& st = s.rows[rr];
-    const u32 ok = order_key(sc);
-    ws[rr * ROW_WORDS + atomicAdd(&st.count, 1u)] = rank_key(ok, key);
-    atomicMax(&st.sample_max, ok);
+  auto strided_size = [&](int r) {
+    const int ns = min(min(C::kSample, strided_n(r)), CAP - hint_n);
+    return needs_sample(r) && ns >= K ? ns : 0;
   };
-  // The sample's key tiles: the hint's first (pass -1, every row), then the strided keys
-  // of each pass (one shared pass, or one per row). Every tile's keys go through shared
-  // memory (s.hist, unused until the filter clears it), so one scoring call site serves
-  // both kinds.
-  constexpr int KT = C::kKeyTile;
-  static_assert(KT + C::kThreads / 32 <= R * C::kBins, "sample tile scratch in s.hist");
-  int* tile_keys = reinterpret_cast<int*>(s.hist);  // [KT]
-  int* warp_max = tile_keys + KT;                   // [warps]
-  const int passes = shared ? 1 : R;
   // Shared: the largest count any row takes (rows differ only in whether they take one).
   auto pass_size = [&](int r) {
     int ns = strided_size(r);
     for (int rr = 1; shared && rr < R && row0 + rr < p.rows; ++rr) ns = max(ns, strided_size(rr));
     return ns;
   };
-  int hint_max = -1;
-  int pass = hint_n > 0 ? -1 : 0, i0 = 0, ns = pass < 0 ? hint_n : pass_size(0);
-  for (;;) {
-    while (i0 >= ns && pass < passes) {  // on to the next pass with keys
-      ++pass;
-      i0 = 0;
-      ns = pass < passes ? pass_size(pass) : 0;
-    }
-    if (pass >= passes) break;
-    if (pass < 0) {
-      hint_tile_keys<C>(p, i0, hint_n, tile_keys, warp_max, hint_max);
-    } else {
-      const int start = strided_start(pass), n = strided_n(pass);
-      __syncthreads();  // every thread is past the previous tile's keys
-      if (int(threadIdx.x) < KT) {
-        const int i = i0 + int(threadIdx.x);
-        tile_keys[threadIdx.x] = i < ns ? strided_sample_key(i, start, n, ns) : -1;
-      }
-      __syncthreads();
-    }
-    const int r = pass;
-    score_tile<C, S>(p, s, [&](int j) { return tile_keys[j]; }, [&](int rr, int key, float sc) {
-      if (row0 + rr >= p.rows) return;
-      const RowState& st = s.rows[rr];
-      if (r < 0) {
-        // A hint key counts inside the row's window and when no strided key of the row.
-        if (key < st.start || key >= st.end) return;
-        if (is_strided_sample_key(key, strided_start(rr), strided_n(rr), strided_size(rr)))
-          return;
-      } else if ((!shared && rr != r) || strided_size(rr) == 0) {
-        return;
-      }
-      add_to_sample(rr, key, sc);
-    });
-    i0 += KT;
+  if (threadIdx.x < R) {
+    s.rows[threadIdx.x].count = 0;
+    s.rows[threadIdx.x].sample_max = 0;
   }
+  int* hint_keys = reinterpret_cast<int*>(ws + CAP);
+  if (hint_n > 0) {
+    int* warp_max = reinterpret_cast<int*>(s.hist);  // free until the filter clears it
+    int running_max = -1;
+    for (int i0 = 0; i0 < hint_n; i0 += KT) {
+      hint_tile_keys<C>(p, i0, hint_n, hint_keys, warp_max, running_max);
+    }
+  }
+  __syncthreads();
+
+  // Each pass scores its strided keys (one shared pass, or one per row); the last pass
+  // then scores the hint's keys (every row), at the same call site. So a row's first
+  // strided_size(r) sample entries are its strided ones.
+  const int passes = shared ? 1 : R;
+  const int hint_tiles = (hint_n + KT - 1) / KT;
+  for (int r = 0; r < passes; ++r) {
+    const int ns = pass_size(r), start = strided_start(r), n = strided_n(r);
+    const int strided_tiles = (ns + KT - 1) / KT;
+    int tile = 0;
+    score_tile_list<C, S>(
+        p, s, strided_tiles + (r == passes - 1 ? hint_tiles : 0),
+        [=](int t) {
+          const bool hint = t >= strided_tiles;
+          const int i0 = (hint ? t - strided_tiles : t) * KT;
+          return [=](int j) {
+            const int i = i0 + j;
+            if (hint) return i < hint_n ? hint_keys[i] : -1;
+            return i < ns ? strided_sample_key(i, start, n, ns) : -1;
+          };
+        },
+        [&](int rr, int key, float sc) {
+          if (row0 + rr >= p.rows) return;
+          RowState& st = s.rows[rr];
+          if (tile >= strided_tiles) {
+            // A hint key counts inside the row's window and when no strided key of the row.
+            if (key < st.start || key >= st.end) return;
+            if (is_strided_sample_key(key, strided_start(rr), strided_n(rr), strided_size(rr)))
+              return;
+          } else if ((!shared && rr != r) || strided_size(rr) == 0) {
+            return;
+          }
+          const u32 ok = order_key(sc);
+          ws[rr * ROW_WORDS + atomicAdd(&st.count, 1u)] = rank_key(ok, key);
+          atomicMax(&st.sample_max, ok);
+        },
+        [&] { ++tile; });
+  }
+
   for (int r = 0; r < R; ++r) {
     RowState& st = s.rows[r];
     const u32 got = st.count;  // every thread reads the same count
+    const int ns = strided_size(r);
     const u64* buf = ws + r * ROW_WORDS;
-    if (st.end - st.start > K && got >= u32(K)) {
-      u64 kth = radix_kth<C>(s, K, [&](auto f) {
-        for (u32 i = threadIdx.x; i < got; i += C::kThreads) f(buf[i]);
-      });
-      if (threadIdx.x == 0) {
-        st.bins = make_threshold_bins(rank_key_order(kth), st.sample_max, C::kBins);
-        st.gate = 1;
-      }
-    } else if (threadIdx.x == 0) {
-      st.bins = make_threshold_bins(0u, 0xFFFFFFFFu, C::kBins);
-      st.gate = 0;
+    const long long n = st.end - st.start;
+    u32 lo = 0;
+    bool gated = false;
+    if (ns > 0) {
+      // The strided keys' m-th best, m = 2 k ns / n + 16 (at most k): about 2k of the
+      // row's keys are at or above it (k would put the median there when the sample holds
+      // 2k keys), so the first tiles append few keys while the histogram learns the row.
+      // Below k kept keys the row takes the exact fallback (counted); with m = k (the
+      // sample is the window) the sample's k keys are kept, so that never happens.
+      const u32 m = min(u32(K), u32((2LL * K * ns + n - 1) / n) + 16u);
+      lo = rank_key_order(radix_kth<C>(s, m, [&](auto f) {
+        for (int i = threadIdx.x; i < ns; i += C::kThreads) f(buf[i]);
+      }));
+      gated = true;
+    }
+    if (n > K && got > u32(ns) && got >= u32(K)) {
+      // With hint keys: the whole sample's k-th best, a lower bound of the row's k-th
+      // (distinct keys of its window), raises the edge when the hint holds good keys.
+      lo = max(lo, rank_key_order(radix_kth<C>(s, K, [&](auto f) {
+                 for (u32 i = threadIdx.x; i < got; i += C::kThreads) f(buf[i]);
+               })));
+      gated = true;
+    }
+    if (threadIdx.x == 0) {
+      st.bins = gated ? make_threshold_bins(lo, st.sample_max, C::kBins)
+                      : make_threshold_bins(0u, 0xFFFFFFFFu, C::kBins);
+      st.gate = gated ? 1 : 0;
     }
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -1078,9 +1096,12 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
         }
         __syncthreads();
       });
-  // A drop in the last tiles counts too.
+  // A drop in the last tiles counts too, and so does a sample threshold that turned out
+  // above the row's k-th (fewer than k keys kept; see the sample).
   for (int r = 0; r < R; ++r) {
-    if (s.rows[r].count > u32(CAP)) s.rows[r].overflow = 1;
+    const RowState& st = s.rows[r];
+    const u32 need = min(u32(K), u32(st.end > st.start ? st.end - st.start : 0));
+    if (st.count > u32(CAP) || st.count < need) s.rows[r].overflow = 1;
   }
   __syncthreads();
 

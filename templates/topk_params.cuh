@@ -37,7 +37,7 @@ struct TopkParams {
   // Sample hint: candidate keys scored first as part of each row's sample (null: none).
   // An entry counts only inside the row's window and when above every earlier counted
   // entry (templates/sample_keys.cuh), so ascending hints count whole; the first
-  // kCapacity entries are read.
+  // min(kCapacity, 2 next_pow2(k)) entries are read (TopkOp::max_sample_hint).
   const int* sample_hint;
   int sample_hint_count;
   int pad2;

@@ -30,26 +30,26 @@ ops::TopkProblem causal(ops::TopkProblem p, int ratio, int64_t offset) {
 
 }  // namespace
 
-TEST_CASE("sample hint of random keys: ascending, unsorted with duplicates, capacity-long",
+TEST_CASE("sample hint of random keys: ascending, unsorted with duplicates, longest",
           "[gpu][hint]") {
   WINNOW_REQUIRE_GPU();
   INFO("seed " << test::test_seed());
   const int k = GENERATE(1, 512);
-  const int form = GENERATE(0, 1, 2);  // ascending k keys, shuffled with repeats, capacity
+  const int form = GENERATE(0, 1, 2);  // ascending keys, shuffled with repeats, longest
   auto p = test::relu_mh_problem(64, k, ops::DType::E4M3);
   p.window = GENERATE(ops::WindowKind::Dense, ops::WindowKind::Causal);
   p.causal_offset = 5003 - 40;
   INFO("k " << k << " form " << form << " window " << int(p.window));
-  const int64_t capacity = GpuFixture::get().build(p)->max_sample_hint();
+  const int most = int(GpuFixture::get().build(p)->max_sample_hint());  // 2 next_pow2(k)
   std::mt19937_64 rng(test::test_seed() + 17);
   test::run_and_check(p, 40, 5003, {}, {0, 39}, false, [&](ops::ProblemData& d) {
-    if (form == 0) d.sample_hint = random_keys(rng, std::max(k, 64), 0, 5003);
+    if (form == 0) d.sample_hint = random_keys(rng, std::max(1, most / 2), 0, 5003);
     if (form == 1) {
       std::uniform_int_distribution<int> key(0, 5002);
-      for (int i = 0; i < 3 * k; ++i) d.sample_hint.push_back(key(rng));
-      for (int i = 0; i < k; ++i) d.sample_hint.push_back(d.sample_hint[i]);  // repeats
+      for (int i = 0; i < most - most / 4; ++i) d.sample_hint.push_back(key(rng));
+      for (int i = 0; i < most / 4; ++i) d.sample_hint.push_back(d.sample_hint[i]);  // repeats
     }
-    if (form == 2) d.sample_hint = random_keys(rng, int(capacity), 0, 5003);  // no strided sample
+    if (form == 2) d.sample_hint = random_keys(rng, most, 0, 5003);
   });
 }
 
@@ -87,14 +87,15 @@ TEST_CASE("sample hint with keys outside the windows, negative and past num_keys
   const int split = GENERATE(1, 3);
   p.key_splits = split;
   // Below the ~1000-key windows, so that rows take a sample (a window that fits the
-  // buffer needs none), and above the hint's length.
+  // buffer needs none).
   p.candidate_capacity = 800;
   INFO("k " << k << " ranges " << ranges << " key splits " << split);
+  const int most = int(GpuFixture::get().build(p)->max_sample_hint());
   std::mt19937_64 rng(test::test_seed() + 29);
   test::run_and_check(p, rows, keys, {}, {0, 150, 299}, false, [&](ops::ProblemData& d) {
     d.sample_hint = {-7, -1};
     // Mostly keys no early row sees (past 1000 + r / 4), some it sees, then junk.
-    for (int key : random_keys(rng, 2 * k, 900, int(keys))) d.sample_hint.push_back(key);
+    for (int key : random_keys(rng, most - 5, 900, int(keys))) d.sample_hint.push_back(key);
     d.sample_hint.push_back(int(keys));
     d.sample_hint.push_back(int(keys) + 12345);
     d.sample_hint.push_back(5);  // below the running maximum: ignored

@@ -1,5 +1,7 @@
 // The fused top-k on the GPU against materialize + exact select (bit for bit) and the
 // CPU double reference. Fresh random inputs on every run (the seed is printed).
+#include <functional>
+
 #include "support.h"
 #include "topk_check.h"
 
@@ -118,6 +120,23 @@ TEST_CASE("a candidate buffer overflow falls back and stays exact", "[gpu]") {
   opt.levels = GENERATE(0, 2);  // levels 2: nearly every score ties
   auto r = run_and_check(p, 12, 5000, opt, {0, 11}, opt.levels > 0);
   CHECK(r.fallback_rows > 0);
+}
+
+TEST_CASE("a sample threshold above the row's k-th falls back and stays exact", "[gpu]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  // The sample sets the first threshold at its m-th best, m < k (here 18 of 64 sampled
+  // keys for k = 64). Scaling up exactly the sampled keys puts that threshold above the
+  // row's k-th best: fewer than k keys are kept, and the row must take the fallback.
+  auto p = relu_mh_problem(64, 64, ops::DType::E4M3);
+  p.sample_size = 64;
+  p.key_splits = 1;  // the sample positions below are those of the whole window
+  const int64_t keys = 5000;
+  auto r = run_and_check(p, 6, keys, {}, {0, 5}, false, [&](ops::ProblemData& d) {
+    for (auto& w : d.w) w = std::abs(w);  // scores >= 0: a larger scale ranks higher
+    for (int64_t i = 0; i < 64; ++i) d.kscale[i * keys / 64] *= 64.0f;
+  });
+  CHECK(r.fallback_rows == 6);
 }
 
 TEST_CASE("key splits: parts scored by different CTAs merge exactly", "[gpu]") {

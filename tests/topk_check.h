@@ -157,15 +157,15 @@ inline ops::TopkProblem single_head(ir::Expr score, int dim, int k, ops::DType t
 }
 
 // Runs the fused op and the materialize op on the same data and checks both ways.
-// prepare (optional) changes the random data first (e.g. sets the sample hint).
+// `shape` (optional) reworks the random data first (e.g. sets the sample hint).
 inline ops::RunResult run_and_check(ops::TopkProblem p, int64_t rows, int64_t keys,
                                     const ops::DataOptions& opt, std::vector<int64_t> ref_rows,
                                     bool exact_data,
-                                    const std::function<void(ops::ProblemData&)>& prepare = {}) {
+                                    const std::function<void(ops::ProblemData&)>& shape = {}) {
   auto& f = GpuFixture::get();
   std::mt19937_64 rng(test_seed() ^ (uint64_t(rows) * 1315423911u + keys + p.k));
   ops::ProblemData d = ops::random_problem(p, rows, keys, rng, opt);
-  if (prepare) prepare(d);
+  if (shape) shape(d);
   auto fused = f.build(p);
   ops::TopkProblem pm = p;
   pm.mode = ops::Mode::Materialize;
