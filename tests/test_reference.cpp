@@ -7,6 +7,7 @@
 #include "ops/harness.h"
 #include "ops/reference.h"
 #include "support.h"
+#include "topk_check.h"
 
 using namespace winnow;
 
@@ -142,12 +143,8 @@ TEST_CASE("reference magnitudes: the score of |q k|, |w| and |kscale|", "[ref]")
 
 TEST_CASE("reference row scores equal the per-key scores; near_reference_selection",
           "[ref]") {
-  ops::TopkProblem p;
-  p.score = ir::relu_mh(true);
-  p.heads = 4;
+  ops::TopkProblem p = test::relu_mh_problem(4, 10, ops::DType::BF16);
   p.head_dim = 32;
-  p.q_dtype = p.k_dtype = ops::DType::BF16;
-  p.k = 10;
   p.window = ops::WindowKind::Causal;
   p.causal_ratio = 4;
   std::mt19937_64 rng(test::test_seed());

@@ -7,6 +7,7 @@
 #include "compiler/ir/ir.h"
 #include "ops/stream_topk.h"
 #include "ops/validate.h"
+#include "topk_check.h"
 #include "winnow/sample_keys.cuh"
 
 using Catch::Matchers::Contains;
@@ -113,12 +114,8 @@ TEST_CASE("a workspace bound keeps the CTAs within it", "[stream]") {
 namespace {
 
 ops::TopkProblem csa_problem() {
-  ops::TopkProblem p;
+  ops::TopkProblem p = test::relu_mh_problem(64, 512, ops::DType::BF16);
   p.score = ir::relu_mh(false);
-  p.heads = 64;
-  p.head_dim = 128;
-  p.q_dtype = p.k_dtype = ops::DType::BF16;
-  p.k = 512;
   p.window = ops::WindowKind::Causal;
   p.causal_ratio = 4;
   p.arch = backend::parse_arch("sm_90a");
