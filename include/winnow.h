@@ -97,7 +97,8 @@ typedef struct winnowProblemDesc_t {
   int64_t causal_offset;  /* position of row 0 for WINNOW_WINDOW_CAUSAL */
   const char* arch;       /* "sm_90a", "sm_100a"; NULL: the context's device */
   int32_t candidate_capacity; /* per row; 0: default (4k, at least 4096) */
-  int32_t sample_size;        /* keys scored first for the initial threshold; -1: default, 0: none */
+  int32_t sample_size;        /* keys scored first for the initial threshold; -1: default
+                                 (max(2048, k)), 0: none */
   /* Parts each row's window is cut into (scored by different CTAs, merged exactly).
    * 0: chosen per call (to fill the GPU when rows are few), 1: never split. */
   int32_t key_splits;

@@ -39,7 +39,7 @@ struct TopkProblem {
   int64_t causal_offset = 0;
   backend::Arch arch;          // the target; ops::device_arch() gives the device's
   int candidate_capacity = 0;  // per row; 0: default
-  int sample_size = -1;        // -1: default, 0: none
+  int sample_size = -1;        // -1: default (max(2048, k)), 0: none
   bool allow_tensor_cores = true;  // false: CUDA-core dots (tests cover both paths)
   // Parts each row's window is cut into, scored by different CTAs and merged exactly:
   // 0 chooses per call (enough parts to fill the GPU when there are few rows), 1 never

@@ -943,9 +943,18 @@ __device__ void sample_rows(const TopkParams& p, const TopkSmem<C>& s, int row0,
   auto strided_n = [&](int r) {
     return shared ? common_end - common_start : s.rows[r].end - s.rows[r].start;
   };
+  // The strided sample's rank whose score becomes the first threshold: m = 2 k ns / n + 16,
+  // at most k. About 2k of the row's n keys are at or above it (the k-th of a sample of 2k
+  // would put the median there), so the first tiles append few keys while the histogram
+  // learns the row. If fewer than k keys stay, the row takes the exact fallback (counted);
+  // with m = k (the sample is the window) the sample's k keys always stay.
+  auto sample_rank = [](long long ns, long long n) {
+    return u32(min((long long)K, (2LL * K * ns + n - 1) / n + 16));
+  };
   auto strided_size = [&](int r) {
     const int ns = min(min(C::kSample, strided_n(r)), CAP - hint_n);
-    return needs_sample(r) && ns >= K ? ns : 0;
+    const int n = s.rows[r].end - s.rows[r].start;
+    return needs_sample(r) && ns > 0 && u32(ns) >= sample_rank(ns, n) ? ns : 0;
   };
   // Shared: the largest count any row takes (rows differ only in whether they take one).
   auto pass_size = [&](int r) {
@@ -1014,13 +1023,8 @@ __device__ void sample_rows(const TopkParams& p, const TopkSmem<C>& s, int row0,
     u32 lo = 0;
     bool gated = false;
     if (ns > 0) {
-      // The strided keys' m-th best, m = 2 k ns / n + 16 (at most k): about 2k of the
-      // row's keys are at or above it (k would put the median there when the sample holds
-      // 2k keys), so the first tiles append few keys while the histogram learns the row.
-      // Below k kept keys the row takes the exact fallback (counted); with m = k (the
-      // sample is the window) the sample's k keys are kept, so that never happens.
-      const u32 m = min(u32(K), u32((2LL * K * ns + n - 1) / n) + 16u);
-      lo = rank_key_order(radix_kth<C>(s, m, [&](auto f) {
+      // The strided keys' sample_rank-th best (a guess of the row's 2k-th).
+      lo = rank_key_order(radix_kth<C>(s, sample_rank(ns, n), [&](auto f) {
         for (int i = threadIdx.x; i < ns; i += C::kThreads) f(buf[i]);
       }));
       gated = true;
@@ -1083,9 +1087,17 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
         if (pos < u32(CAP)) ws[r * ROW_WORDS + pos] = rank_key(ok, key);
       },
       [&] {
-        // Refresh: a stale gate is only looser, so it runs every few tiles.
-        if ((++tile & 3) != 0) return;
-        for (int r = warp; r < R; r += C::kThreads / 32) refresh_gate<C>(s, r, lane);
+        // Every 4 tiles warp r raises row r's gate from the histogram, with no barrier:
+        // counts still being added only make the gate looser, and it only rises. Every
+        // kCheckTiles tiles the whole CTA checks the buffers (a consistent count needs a
+        // barrier) and compacts those past 3/4, which leaves room for kCheckTiles more
+        // tiles of appends when the capacity allows.
+        constexpr int kCheckTiles = CAP / 4 >= 16 * C::kKeyTile ? 16 : 4;
+        ++tile;
+        if ((tile & 3) == 0) {
+          for (int r = warp; r < R; r += C::kThreads / 32) refresh_gate<C>(s, r, lane);
+        }
+        if (tile % kCheckTiles != 0) return;
         __syncthreads();
         for (int r = 0; r < R; ++r) {
           RowState& st = s.rows[r];

@@ -55,7 +55,8 @@ bool choose_plan(const KernelSpec& spec, long smem_limit, int candidate_capacity
   const int mma_rows = std::clamp(128 / std::max(spec.heads, 1), 1, 16);
   if (tensor_core_type(spec, mma_rows) != 0) p.rows_per_cta = mma_rows;
   p.capacity = candidate_capacity > 0 ? candidate_capacity : std::max(4 * spec.k, 4096);
-  p.sample = sample_size >= 0 ? sample_size : std::max(2 * spec.k, 4096);
+  // The first threshold is the sample's 2 k ns / n-th best (templates/topk_kernel.cuh).
+  p.sample = sample_size >= 0 ? sample_size : std::max(2048, spec.k);
   for (int rows = p.rows_per_cta; rows >= 1; rows /= 2) {
     p.mma = tensor_core_type(spec, rows);
     p.bins = rows > 8 ? 512 : 2048;  // the histograms of 16 rows would fill shared memory

@@ -34,7 +34,7 @@ struct KernelPlan {
   int threads = 256;
   int bins = 2048;        // ThresholdBins per row (a multiple of 32; 512 above 8 rows)
   int capacity = 8192;    // CandidateBuffer entries per row
-  int sample = 4096;      // keys scored first for the initial threshold (0: none)
+  int sample = 2048;      // keys scored first for the initial threshold (0: none)
   // Element type the tensor cores read (mma.sync), as its ElemType code; 0: CUDA cores.
   int mma = 0;
   // Heads summed next to the mma accumulators (needs mma, head_sum_form, heads % 16 == 0).
