@@ -118,7 +118,14 @@ typedef enum winnowInput_t {
   WINNOW_INPUT_KEY_SCALE = 3,    /* [num_keys] fp32: kscale */
   WINNOW_INPUT_WINDOW_START = 4, /* [rows] int32, for WINNOW_WINDOW_RANGES */
   WINNOW_INPUT_WINDOW_END = 5,   /* [rows] int32 */
-  WINNOW_NUM_INPUTS = 6
+  /* Optional [n] int32 candidate keys scored first as each row's sample (e.g. the previous
+   * chunk's selection of its last row, ascending as unsorted outputs are), n at most
+   * min(candidate capacity, 2 k rounded up to a power of two). Results stay exact whatever
+   * it holds: entries outside a row's
+   * window, negative, >= num_keys or not above every earlier entry are ignored. Callers
+   * built before this slot pass n_inputs = 6 and are served as before. */
+  WINNOW_INPUT_SAMPLE_HINT = 6,
+  WINNOW_NUM_INPUTS = 7
 } winnowInput_t;
 
 typedef struct winnowContext* winnowContext_t;

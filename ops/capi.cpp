@@ -219,7 +219,8 @@ ops::TopkProblem to_problem(const winnowContext& ctx, const winnowProblemDesc_t&
 
 const char* input_name(int role) {
   static const char* const names[WINNOW_NUM_INPUTS] = {"q", "k", "weights", "key_scale",
-                                                        "window_start", "window_end"};
+                                                        "window_start", "window_end",
+                                                        "sample_hint"};
   return names[role];
 }
 
@@ -376,7 +377,8 @@ winnowStatus_t winnowExecute(winnowPlan_t plan, const winnowTensor_t* inputs, in
     for (int i = 0; i < n_inputs; ++i) views[i] = to_view(inputs[i], input_name(i));
     const ops::TopkInputs in{views[WINNOW_INPUT_Q],         views[WINNOW_INPUT_K],
                              views[WINNOW_INPUT_WEIGHTS],   views[WINNOW_INPUT_KEY_SCALE],
-                             views[WINNOW_INPUT_WINDOW_START], views[WINNOW_INPUT_WINDOW_END]};
+                             views[WINNOW_INPUT_WINDOW_START], views[WINNOW_INPUT_WINDOW_END],
+                             views[WINNOW_INPUT_SAMPLE_HINT]};
     std::optional<ops::TensorView> indices, scores;
     if (out_indices) indices = to_view(*out_indices, "out_indices");
     if (out_scores) scores = to_view(*out_scores, "out_scores");

@@ -82,17 +82,18 @@ rt::DeviceBuffer upload(const std::vector<T>& v) {
   return b;
 }
 
-}  // namespace
-
-RunResult run_on_device(const TopkOp& op, const rt::Context& ctx, const ProblemData& d,
-                        int repeats) {
-  const TopkProblem& p = op.problem();
+// Uploads, runs execute(inputs, out_indices, out_scores, workspace, bytes, stream) once
+// (and `repeats` more times, timed), downloads. Op: TopkOp or StreamTopk.
+template <class Op>
+RunResult run_op(const Op& op, const TopkProblem& p, const rt::Context& ctx,
+                 const ProblemData& d, int repeats) {
   const rt::DriverApi& cu = rt::driver();
   ctx.bind();
   const bool materialize = p.mode == Mode::Materialize;
   rt::DeviceBuffer q = upload(d.q.bytes), k = upload(d.k.bytes);
   rt::DeviceBuffer w = upload(d.w), ks = upload(d.kscale);
   rt::DeviceBuffer wst = upload(d.window_start), wen = upload(d.window_end);
+  rt::DeviceBuffer hint = upload(d.sample_hint);
   const int64_t out_cols = materialize ? d.num_keys : p.k;
   rt::DeviceBuffer idx(std::max<size_t>(size_t(d.rows) * p.k * 4, 16));
   rt::DeviceBuffer sc(std::max<size_t>(size_t(d.rows) * out_cols * 4, 16));
@@ -112,6 +113,9 @@ RunResult run_on_device(const TopkOp& op, const rt::Context& ctx, const ProblemD
     in.window_start = contiguous_view(wst.data(), DType::I32, {d.rows});
     in.window_end = contiguous_view(wen.data(), DType::I32, {d.rows});
   }
+  if (!d.sample_hint.empty()) {
+    in.sample_hint = contiguous_view(hint.data(), DType::I32, {int64_t(d.sample_hint.size())});
+  }
   TensorView out_idx = contiguous_view(idx.data(), DType::I32, {d.rows, p.k});
   TensorView out_sc = contiguous_view(sc.data(), DType::F32, {d.rows, out_cols});
   const TensorView* oi = materialize ? nullptr : &out_idx;
@@ -128,7 +132,8 @@ RunResult run_on_device(const TopkOp& op, const rt::Context& ctx, const ProblemD
   r.scores.resize(size_t(d.rows) * out_cols);
   sc.download(r.scores.data(), r.scores.size() * 4);
   uint32_t counters[2];
-  ws.download(counters, sizeof counters);
+  rt::check(cu.cuMemcpyDtoH(counters, ws.ptr() + op.counter_offset(), sizeof counters),
+            "cuMemcpyDtoH (counters)");
   r.fallback_rows = counters[0];
   r.bad_windows = counters[1];
 
@@ -154,6 +159,18 @@ RunResult run_on_device(const TopkOp& op, const rt::Context& ctx, const ProblemD
     r.ms_median = times[times.size() / 2];
   }
   return r;
+}
+
+}  // namespace
+
+RunResult run_on_device(const TopkOp& op, const rt::Context& ctx, const ProblemData& d,
+                        int repeats) {
+  return run_op(op, op.problem(), ctx, d, repeats);
+}
+
+RunResult run_on_device(const StreamTopk& op, const rt::Context& ctx, const ProblemData& d,
+                        int repeats) {
+  return run_op(op, op.problem().topk, ctx, d, repeats);
 }
 
 }  // namespace winnow::ops

@@ -7,6 +7,7 @@
 
 #include "ops/host_data.h"
 #include "ops/reference.h"
+#include "ops/stream_topk.h"
 #include "ops/topk.h"
 
 namespace winnow::ops {
@@ -16,6 +17,7 @@ struct ProblemData {
   HostTensor q, k;
   std::vector<float> w, kscale;
   std::vector<int> window_start, window_end;
+  std::vector<int> sample_hint;  // optional: the sample hint input (empty: none)
   HostInputs host(const TopkProblem& p) const;  // the dequantised view for the reference
 };
 
@@ -39,6 +41,9 @@ struct RunResult {
 
 // Executes once (and `repeats` more times for timing, with CUDA events) on the device.
 RunResult run_on_device(const TopkOp& op, const rt::Context& ctx, const ProblemData& data,
+                        int repeats = 0);
+// The same through the streaming driver (data.sample_hint: the first chunk's hint).
+RunResult run_on_device(const StreamTopk& op, const rt::Context& ctx, const ProblemData& data,
                         int repeats = 0);
 
 }  // namespace winnow::ops

@@ -62,6 +62,20 @@ uint8_t encode_e4m3(float f) {
   return nearest_code(table, f);
 }
 
+std::vector<float> decode_values(DType dtype, const void* bytes, size_t count) {
+  std::vector<float> v(count);
+  for (size_t i = 0; i < count; ++i) {
+    switch (dtype) {
+      case DType::F32: v[i] = decode_element<kElemF32>(bytes, (long long)i); break;
+      case DType::F16: v[i] = decode_element<kElemF16>(bytes, (long long)i); break;
+      case DType::BF16: v[i] = decode_element<kElemBF16>(bytes, (long long)i); break;
+      case DType::E4M3: v[i] = decode_element<kElemE4M3>(bytes, (long long)i); break;
+      default: throw std::invalid_argument("decode_values: not a floating-point dtype");
+    }
+  }
+  return v;
+}
+
 HostTensor make_tensor(DType dtype, std::vector<float> values) {
   HostTensor t;
   t.dtype = dtype;

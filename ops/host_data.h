@@ -21,6 +21,9 @@ uint16_t encode_bf16(float f);
 uint16_t encode_f16(float f);
 uint8_t encode_e4m3(float f);
 
+// The fp32 values of `count` stored elements of `dtype` (exact: every stored value is a float).
+std::vector<float> decode_values(DType dtype, const void* bytes, size_t count);
+
 // Encodes `values` in `dtype` (values are replaced by what the type can hold).
 HostTensor make_tensor(DType dtype, std::vector<float> values);
 

@@ -7,6 +7,28 @@
 #include "winnow/rank_order.cuh"
 
 namespace winnow::ops {
+namespace {
+
+// The k best of scores (key start + i has score[i]), best first: NaN first, then larger
+// scores, then the smaller index; -0 == +0.
+std::vector<int64_t> best_keys(const std::vector<double>& score, int64_t start, int k) {
+  std::vector<int64_t> idx(score.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  auto better = [&](int64_t a, int64_t b) {
+    const double x = score[a], y = score[b];
+    const bool nx = std::isnan(x), ny = std::isnan(y);
+    if (nx != ny) return nx;
+    if (!nx && x != y) return x > y;
+    return a < b;
+  };
+  const int64_t n = std::min<int64_t>(k, int64_t(idx.size()));
+  std::partial_sort(idx.begin(), idx.begin() + n, idx.end(), better);
+  idx.resize(n);
+  for (auto& i : idx) i += start;
+  return idx;
+}
+
+}  // namespace
 
 KeyWindow row_window(const TopkProblem& p, const HostInputs& in, int64_t row) {
   KeyWindow w;
@@ -42,49 +64,13 @@ double causal_visible_pairs(int64_t causal_offset, int64_t rows, int causal_rati
   return F(causal_offset + rows) - F(causal_offset);
 }
 
-namespace {
-
-// score(row, key) in double; with `magnitudes`, of |w|, |kscale| and dot(h) = sum |q k|.
-double evaluate(const TopkProblem& p, const HostInputs& in, int64_t row, int64_t key,
-                bool magnitudes) {
-  const int H = in.heads, D = in.dim;
-  std::vector<double> dot(H), w(H), qsq(H);
-  const float* kv = &in.k[key * D];
-  double ksq = 0;
-  for (int i = 0; i < D; ++i) ksq += double(kv[i]) * kv[i];
-  for (int h = 0; h < H; ++h) {
-    const float* qv = &in.q[(row * H + h) * D];
-    double d = 0, s = 0;
-    for (int i = 0; i < D; ++i) {
-      d += magnitudes ? std::abs(double(qv[i]) * kv[i]) : double(qv[i]) * kv[i];
-      s += double(qv[i]) * qv[i];
-    }
-    dot[h] = d;
-    qsq[h] = s;
-    w[h] = in.w.empty() ? 0.0 : in.w[row * H + h];
-    if (magnitudes) w[h] = std::abs(w[h]);
-  }
-  ir::EvalInputs e;
-  e.dot = dot.data();
-  e.w = w.data();
-  e.kscale = in.kscale.empty() ? 1.0 : in.kscale[key];
-  if (magnitudes) e.kscale = std::abs(e.kscale);
-  e.qsq = qsq.data();
-  e.ksq = ksq;
-  e.heads = H;
-  const double v = ir::eval(p.score, e);
-  return magnitudes ? std::abs(v) : v;
-}
-
-}  // namespace
-
 double reference_score(const TopkProblem& p, const HostInputs& in, int64_t row, int64_t key) {
-  return evaluate(p, in, row, key, false);
+  return reference_row_scores(p, in, row, key, key + 1)[0];
 }
 
 double reference_magnitude(const TopkProblem& p, const HostInputs& in, int64_t row,
                            int64_t key) {
-  return evaluate(p, in, row, key, true);
+  return reference_row_scores(p, in, row, key, key + 1, true)[0];
 }
 
 double score_tolerance(const TopkProblem& p, const HostInputs& in, int64_t row, int64_t key,
@@ -93,26 +79,77 @@ double score_tolerance(const TopkProblem& p, const HostInputs& in, int64_t row, 
   return rel * std::max(1.0, std::abs(score)) + kAccumulationError * (std::isfinite(mag) ? mag : 0);
 }
 
+std::vector<double> reference_row_scores(const TopkProblem& p, const HostInputs& in, int64_t row,
+                                         int64_t start, int64_t end, bool magnitudes) {
+  const int H = in.heads, D = in.dim;
+  const ir::Uses u = ir::uses(p.score);
+  // q transposed to [d][H]: one pass over the key updates H independent dots, each summed
+  // over d in order.
+  std::vector<double> qt(size_t(D) * H), w(H), qsq(H), dot(H);
+  for (int h = 0; h < H; ++h) {
+    const float* qv = &in.q[(row * H + h) * D];
+    double s = 0;
+    for (int i = 0; i < D; ++i) {
+      qt[size_t(i) * H + h] = magnitudes ? std::abs(double(qv[i])) : double(qv[i]);
+      s += double(qv[i]) * qv[i];
+    }
+    qsq[h] = s;
+    w[h] = in.w.empty() ? 0.0 : in.w[row * H + h];
+    if (magnitudes) w[h] = std::abs(w[h]);
+  }
+  ir::EvalInputs e;
+  e.dot = dot.data();
+  e.w = w.data();
+  e.qsq = qsq.data();
+  e.heads = H;
+  std::vector<double> out(size_t(std::max<int64_t>(end - start, 0)));
+  for (int64_t key = start; key < end; ++key) {
+    const float* kv = &in.k[key * D];
+    std::fill(dot.begin(), dot.end(), 0.0);
+    double ksq = 0;
+    for (int i = 0; i < D; ++i) {
+      const double x = magnitudes ? std::abs(double(kv[i])) : double(kv[i]);
+      const double* qi = &qt[size_t(i) * H];
+      for (int h = 0; h < H; ++h) dot[h] += qi[h] * x;
+      if (u.ksq) ksq += double(kv[i]) * kv[i];
+    }
+    e.kscale = in.kscale.empty() ? 1.0 : in.kscale[key];
+    if (magnitudes) e.kscale = std::abs(e.kscale);
+    e.ksq = ksq;
+    const double v = ir::eval(p.score, e);
+    out[key - start] = magnitudes ? std::abs(v) : v;
+  }
+  return out;
+}
+
 std::vector<int64_t> reference_topk_row(const TopkProblem& p, const HostInputs& in, int64_t row) {
   const KeyWindow win = row_window(p, in, row);
   if (win.bad) return {};
-  std::vector<double> score(win.size());
-  for (int64_t i = 0; i < win.size(); ++i) score[i] = reference_score(p, in, row, win.start + i);
-  std::vector<int64_t> idx(win.size());
-  std::iota(idx.begin(), idx.end(), 0);
-  // NaN first, then larger scores, then the smaller index; -0 == +0.
-  auto better = [&](int64_t a, int64_t b) {
-    const double x = score[a], y = score[b];
-    const bool nx = std::isnan(x), ny = std::isnan(y);
-    if (nx != ny) return nx;
-    if (!nx && x != y) return x > y;
-    return a < b;
-  };
-  const int64_t n = std::min<int64_t>(p.k, win.size());
-  std::partial_sort(idx.begin(), idx.begin() + n, idx.end(), better);
-  idx.resize(n);
-  for (auto& i : idx) i += win.start;
-  return idx;
+  return best_keys(reference_row_scores(p, in, row, win.start, win.end), win.start, p.k);
+}
+
+bool near_reference_selection(const TopkProblem& p, const HostInputs& in, int64_t row,
+                              const std::vector<int64_t>& got, double tol) {
+  const KeyWindow win = row_window(p, in, row);
+  if (win.bad) return got.empty();
+  const std::vector<double> score = reference_row_scores(p, in, row, win.start, win.end);
+  const std::vector<int64_t> want = best_keys(score, win.start, p.k);
+  if (got.size() != want.size()) return false;
+  if (want.empty()) return true;
+  const double kth = score[want.back() - win.start];
+  std::vector<int64_t> picked = want;
+  std::sort(picked.begin(), picked.end());
+  for (int64_t key : got) {
+    if (key < win.start || key >= win.end) return false;
+    if (std::binary_search(picked.begin(), picked.end(), key)) continue;
+    const double s = score[key - win.start];
+    const double allowed = score_tolerance(p, in, row, key, kth, tol) +
+                           score_tolerance(p, in, row, want.back(), kth, 0);
+    if (!(std::abs(s - kth) <= allowed)) return false;
+  }
+  std::vector<int64_t> distinct = got;
+  std::sort(distinct.begin(), distinct.end());
+  return std::adjacent_find(distinct.begin(), distinct.end()) == distinct.end();
 }
 
 std::vector<int64_t> select_topk_row(const float* scores, int64_t start, int64_t end, int k) {

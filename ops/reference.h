@@ -35,6 +35,12 @@ double causal_visible_pairs(int64_t causal_offset, int64_t rows, int causal_rati
 // score(row, key) in double.
 double reference_score(const TopkProblem& p, const HostInputs& in, int64_t row, int64_t key);
 
+// score(row, key) for every key of [start, end), the row's q converted once (the same
+// numbers as reference_score, fast enough for whole windows of a million-key sequence).
+// With `magnitudes`, the scores reference_magnitude gives.
+std::vector<double> reference_row_scores(const TopkProblem& p, const HostInputs& in, int64_t row,
+                                         int64_t start, int64_t end, bool magnitudes = false);
+
 // The score evaluated on magnitudes: |w|, |kscale| and dot(h) = sum_i |q_i k_i| (norms as
 // they are). The scale of the rounding error of a score whose dots the hardware sums in
 // its own order and precision: Hopper's fp8 wgmma accumulates with fewer bits than fp32
@@ -53,6 +59,13 @@ std::vector<int64_t> reference_topk_row(const TopkProblem& p, const HostInputs& 
 // The exact top k of fp32 scores[start..end) (absolute indices, best first) with the
 // device's rank order (templates/rank_order.cuh): the check of materialize + select.
 std::vector<int64_t> select_topk_row(const float* scores, int64_t start, int64_t end, int k);
+
+// True when `got` (absolute key indices, any order, distinct) is the row's top k up to
+// accumulation error: as many keys as the reference picks, and every key the reference
+// does not pick scores within score_tolerance (tol, and that of the k-th key) of the
+// reference's k-th score (device and double scores may order near-ties differently).
+bool near_reference_selection(const TopkProblem& p, const HostInputs& in, int64_t row,
+                              const std::vector<int64_t>& got, double tol = 1e-3);
 
 // True when one row of a fused result (k slots, -1 padding, indices relative to `base`)
 // holds exactly the keys select_topk_row picks from scores[start..end): the exactness

@@ -41,4 +41,23 @@ TensorView contiguous_view(void* data, DType dtype, std::initializer_list<int64_
   return v;
 }
 
+TensorView row_slice(const TensorView& t, int64_t first, int64_t count) {
+  if (!t.present()) return t;
+  TensorView v = t;
+  v.data = static_cast<char*>(t.data) + first * t.strides[0] * dtype_bytes(t.dtype);
+  v.shape[0] = count;
+  return v;
+}
+
+TensorView row_vector(const TensorView& t, int64_t row) {
+  TensorView v;
+  v.data = static_cast<char*>(t.data) + row * t.strides[0] * dtype_bytes(t.dtype);
+  v.dtype = t.dtype;
+  v.ndim = 1;
+  v.shape[0] = t.shape[1];
+  v.strides[0] = 1;
+  v.device = t.device;
+  return v;
+}
+
 }  // namespace winnow::ops

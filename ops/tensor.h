@@ -23,4 +23,11 @@ struct TensorView {
 // A tensor with row-major (contiguous) strides.
 TensorView contiguous_view(void* data, DType dtype, std::initializer_list<int64_t> shape);
 
+// Rows [first, first + count) of t (dimension 0): the same strides, the data advanced.
+// An absent tensor stays absent.
+TensorView row_slice(const TensorView& t, int64_t first, int64_t count);
+
+// Row `row` of a 2-D tensor as a 1-D tensor of its shape[1] elements (contiguous rows).
+TensorView row_vector(const TensorView& t, int64_t row);
+
 }  // namespace winnow::ops

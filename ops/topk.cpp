@@ -53,6 +53,15 @@ plan::KernelSpec make_spec(const TopkProblem& p) {
   return s;
 }
 
+// The mean window of a call's rows, which key splits are sized from: causal row r sees
+// (offset + r + 1) / m keys, so the chunk's first and last rows bound it.
+int64_t mean_window(const TopkProblem& p, const CallShape& shape, int64_t causal_offset) {
+  if (p.window != WindowKind::Causal || shape.rows == 0) return shape.num_keys;
+  const int64_t first = std::min(shape.num_keys, (causal_offset + 1) / p.causal_ratio);
+  const int64_t last = std::min(shape.num_keys, (causal_offset + shape.rows) / p.causal_ratio);
+  return (first + last) / 2;
+}
+
 size_t next_pow2(size_t n) {
   size_t p = 1;
   while (p < n) p <<= 1;
@@ -196,7 +205,7 @@ int ctas_within_workspace(size_t bound, int resident, size_t per_cta, size_t fix
   return int(std::min<size_t>(size_t(resident), (bound - fixed) / per_cta));
 }
 
-int TopkOp::key_splits_for(int64_t rows, int64_t num_keys) const {
+int TopkOp::key_splits_for(int64_t rows, int64_t window_keys) const {
   const Impl& m = *impl_;
   if (m.spec.materialize || rows == 0 || m.max_ctas == 0) return 1;
   const int64_t blocks = (rows + m.plan.rows_per_cta - 1) / m.plan.rows_per_cta;
@@ -206,7 +215,7 @@ int TopkOp::key_splits_for(int64_t rows, int64_t num_keys) const {
     // Parts of at least four key tiles and twice k keys: smaller ones cost more in
     // sampling and merging than they gain.
     const int64_t min_part = std::max<int64_t>(4 * m.plan.key_tile, 2 * m.spec.k);
-    want = std::max<int64_t>(1, num_keys / min_part);
+    want = std::max<int64_t>(1, window_keys / min_part);
   }
   return int(std::clamp<int64_t>(want, 1, room));
 }
@@ -217,6 +226,12 @@ size_t TopkOp::workspace_bytes() const {
 }
 
 size_t TopkOp::counter_offset() const { return 0; }
+int64_t TopkOp::max_sample_hint() const {
+  // The kernel keeps the hint's keys in a row's selection list (2 next_pow2(k) ints).
+  return std::min<int64_t>(impl_->plan.capacity, 2 * int64_t(next_pow2(size_t(impl_->spec.k))));
+}
+int TopkOp::max_ctas() const { return impl_->max_ctas; }
+int TopkOp::rows_per_cta() const { return impl_->plan.rows_per_cta; }
 
 std::string TopkOp::launch_info() const {
   const Impl& m = *impl_;
@@ -234,11 +249,14 @@ std::string TopkOp::launch_info() const {
 
 void TopkOp::execute(const TopkInputs& in, const TensorView* out_indices,
                      const TensorView* out_scores, void* workspace, size_t workspace_bytes,
-                     CUstream stream) const {
+                     CUstream stream, const CallOptions& options) const {
   const Impl& m = *impl_;
   const int device = m.ctx ? m.ctx->info().ordinal : 0;
-  const CallShape shape = validate_call(m.problem, device, in, out_indices, out_scores,
-                                        workspace, workspace_bytes, m.workspace);
+  const int64_t causal_offset =
+      options.causal_offset >= 0 ? options.causal_offset : m.problem.causal_offset;
+  const CallShape shape =
+      validate_call(m.problem, device, in, out_indices, out_scores, workspace, workspace_bytes,
+                    m.workspace, causal_offset, m.spec.materialize ? 0 : m.plan.capacity);
   if (!m.kernel) {
     throw NotBuilt(m.cubin.empty() ? "the plan is not built: call winnowPlanBuild first"
                                    : "the plan was compiled without a device and cannot run");
@@ -257,6 +275,10 @@ void TopkOp::execute(const TopkInputs& in, const TensorView* out_indices,
   if (in.key_scale.present()) p.kscale = static_cast<const float*>(in.key_scale.data);
   if (in.window_start.present()) p.window_start = static_cast<const int*>(in.window_start.data);
   if (in.window_end.present()) p.window_end = static_cast<const int*>(in.window_end.data);
+  if (in.sample_hint.present() && in.sample_hint.shape[0] > 0) {
+    p.sample_hint = static_cast<const int*>(in.sample_hint.data);
+    p.sample_hint_count = int(in.sample_hint.shape[0]);
+  }
   if (out_indices && out_indices->present()) {
     p.out_indices = static_cast<int*>(out_indices->data);
     p.out_indices_stride = out_indices->strides[0];
@@ -267,16 +289,20 @@ void TopkOp::execute(const TopkInputs& in, const TensorView* out_indices,
   }
   p.rows = int(shape.rows);
   p.num_keys = int(shape.num_keys);
-  p.causal_offset = m.problem.causal_offset;
+  p.causal_offset = causal_offset;
   p.causal_ratio = m.problem.causal_ratio;
   auto* base = static_cast<unsigned char*>(workspace);
   p.counters = reinterpret_cast<unsigned int*>(base);
   p.workspace = reinterpret_cast<unsigned long long*>(base + kBuffersOffset);
-  rt::check(cu.cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(base), 0, 2, stream),
+  // Counters [0, 2) (unless accumulated) and [2], the work item counter, start at zero:
+  // a memset node when captured, so a graph replay starts from zero too.
+  const int first_cleared = options.accumulate_counters ? 2 : 0;
+  rt::check(cu.cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(p.counters + first_cleared), 0,
+                                size_t(3 - first_cleared), stream),
             "cuMemsetD32Async (counters)");
   if (shape.rows == 0) return;
   const long blocks = (shape.rows + m.plan.rows_per_cta - 1) / m.plan.rows_per_cta;
-  p.key_splits = key_splits_for(shape.rows, shape.num_keys);
+  p.key_splits = key_splits_for(shape.rows, mean_window(m.problem, shape, causal_offset));
   if (p.key_splits > 1) {
     p.partials = reinterpret_cast<unsigned long long*>(base + m.partials_offset);
     p.block_done = reinterpret_cast<unsigned int*>(base + m.block_done_offset);

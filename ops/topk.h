@@ -58,6 +58,19 @@ int ctas_within_workspace(size_t bound, int resident, size_t per_cta, size_t fix
 // Inputs of one call, indexed like winnowInput_t.
 struct TopkInputs {
   TensorView q, k, weights, key_scale, window_start, window_end;
+  // Optional int32 [n] candidate keys scored first as part of every row's sample (e.g.
+  // the previous chunk's selection, ascending as unsorted outputs are). Exact whatever it
+  // holds: entries outside a row's window, negative, >= num_keys or not above every
+  // earlier entry (duplicates, unsorted parts) are ignored; n may not exceed
+  // TopkOp::max_sample_hint (the smaller of the candidate capacity and 2 next_pow2(k)).
+  TensorView sample_hint;
+};
+
+// Per-call settings beside the tensors (the streaming driver changes them per chunk).
+struct CallOptions {
+  int64_t causal_offset = -1;        // position of row 0 for causal windows; -1: the problem's
+  bool accumulate_counters = false;  // keep adding to the fallback / bad-window counters
+                                     // (the caller cleared them) instead of clearing them
 };
 
 class TopkOp {
@@ -80,15 +93,20 @@ class TopkOp {
   const std::vector<char>& cubin() const;
   size_t workspace_bytes() const;  // needs build() with a context
   size_t counter_offset() const;   // two uint32 counters (fallback rows, bad windows)
+  // Entries a sample hint may hold: min(candidate capacity, 2 next_pow2(k)).
+  int64_t max_sample_hint() const;
   // "N CTAs/SM x M SMs, R registers, S bytes of shared memory" (after build on a device).
   std::string launch_info() const;
-  // The key splits execute will use for `rows` rows of `num_keys` keys.
-  int key_splits_for(int64_t rows, int64_t num_keys) const;
+  // The key splits execute will use for `rows` rows whose windows hold `window_keys`
+  // keys on average (the key count for dense windows).
+  int key_splits_for(int64_t rows, int64_t window_keys) const;
+  int max_ctas() const;  // resident CTAs of the persistent grid (after build on a device)
+  int rows_per_cta() const;
   // Validates the tensors against the problem, then launches on `stream`. Never
   // allocates, synchronises or compiles.
   void execute(const TopkInputs& in, const TensorView* out_indices,
                const TensorView* out_scores, void* workspace, size_t workspace_bytes,
-               CUstream stream) const;
+               CUstream stream, const CallOptions& options = {}) const;
 
  private:
   struct Impl;

@@ -171,8 +171,10 @@ void validate_problem(const TopkProblem& p) {
 
 CallShape validate_call(const TopkProblem& p, int device, const TopkInputs& in,
                         const TensorView* out_indices, const TensorView* out_scores,
-                        const void* workspace, size_t workspace_bytes, size_t required_bytes) {
+                        const void* workspace, size_t workspace_bytes, size_t required_bytes,
+                        int64_t causal_offset, int64_t max_hint_keys) {
   const int64_t H = p.heads, d = p.head_dim;
+  if (causal_offset < 0) causal_offset = p.causal_offset;
 
   // q: [rows, H, d], or [rows, d] when H == 1.
   if (!in.q.present()) fail("q missing: every call needs the queries");
@@ -230,16 +232,28 @@ CallShape validate_call(const TopkProblem& p, int device, const TopkInputs& in,
   // Causal: row r at position p = causal_offset + r sees t < (p + 1) / m; the last row's
   // window is the widest.
   if (p.window == WindowKind::Causal && rows > 0) {
-    if (p.causal_offset < 0) fail(fmt::format("causal_offset = {} must be >= 0", p.causal_offset));
+    if (causal_offset < 0) fail(fmt::format("causal_offset = {} must be >= 0", causal_offset));
     const int64_t last = rows - 1;
-    if (p.causal_offset > std::numeric_limits<int64_t>::max() - rows)
+    if (causal_offset > std::numeric_limits<int64_t>::max() - rows)
       fail(fmt::format("window of row {} ends past num_keys {}: causal_offset = {} is too large",
-                       last, num_keys, p.causal_offset));
-    const int64_t end = (p.causal_offset + rows) / p.causal_ratio;
+                       last, num_keys, causal_offset));
+    const int64_t end = (causal_offset + rows) / p.causal_ratio;
     if (end > num_keys)
       fail(fmt::format("window of row {} ends at {}, past num_keys {} (causal_offset = {}, "
                        "causal_ratio = {})",
-                       last, end, num_keys, p.causal_offset, p.causal_ratio));
+                       last, end, num_keys, causal_offset, p.causal_ratio));
+  }
+
+  // Sample hint: int32 [n]. Its values are device data the host never reads: the kernel
+  // ignores entries that are no key of the row's window (see TopkInputs::sample_hint).
+  if (in.sample_hint.present()) {
+    if (p.mode != Mode::TopK) fail("sample_hint given but materialize mode takes no sample");
+    check_vector("sample_hint", in.sample_hint, DType::I32, device, in.sample_hint.shape[0],
+                 "n");
+    if (max_hint_keys >= 0 && in.sample_hint.shape[0] > max_hint_keys)
+      fail(fmt::format("sample_hint: shape[0] is {}, the maximum is {} (the smaller of the "
+                       "candidate capacity and 2 next_pow2(k))",
+                       in.sample_hint.shape[0], max_hint_keys));
   }
 
   if (p.mode == Mode::TopK) {

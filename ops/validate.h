@@ -19,13 +19,16 @@ void validate_problem(const TopkProblem& p);
 // ndim and shape, inner strides (contiguous rows), 16-byte alignment of q and k rows,
 // null pointers, the device ordinal, sizes below 2^31, causal windows that would run
 // past num_keys, the outputs' shapes, and the workspace (pointer, 256-byte alignment,
-// size >= required).
+// size >= required), and the sample hint (int32 [n], n <= max_hint_keys; none allowed
+// when max_hint_keys is 0, as in materialize mode). causal_offset: the call's (-1: the
+// problem's); max_hint_keys -1: no limit.
 struct CallShape {
   int64_t rows = 0;
   int64_t num_keys = 0;
 };
 CallShape validate_call(const TopkProblem& p, int device, const TopkInputs& in,
                         const TensorView* out_indices, const TensorView* out_scores,
-                        const void* workspace, size_t workspace_bytes, size_t required_bytes);
+                        const void* workspace, size_t workspace_bytes, size_t required_bytes,
+                        int64_t causal_offset = -1, int64_t max_hint_keys = -1);
 
 }  // namespace winnow::ops

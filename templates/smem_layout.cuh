@@ -45,6 +45,8 @@ struct SmemLayout {
   WINNOW_HD constexpr long qsq_off() const { return w_off() + long(rows) * heads; }
   WINNOW_HD constexpr long hist_off() const { return qsq_off() + long(rows) * heads; }
   WINNOW_HD constexpr long radix_off() const { return hist_off() + long(rows) * bins; }
+  // radix: a 256-bin histogram and 8 scratch words (256-258 radix_kth, 260 and 262 the
+  // merge of key parts, 263 the next work item).
   WINNOW_HD constexpr long rows_off() const { return radix_off() + 256 + 8; }
   // Per row: a RowState of 16 words.
   WINNOW_HD constexpr long total_words() const { return rows_off() + long(rows) * 16; }

@@ -24,7 +24,9 @@ struct TopkParams {
   int causal_ratio;           // m
   int pad0;
   unsigned long long* workspace;  // per CTA: rows_per_cta * (capacity + k) rank keys
-  unsigned int* counters;     // [0] fallback rows, [1] rows with a bad window
+  // [0] fallback rows, [1] rows with a bad window, [2] the next work item (row block x
+  // part) a CTA takes; zero before the launch (execute clears it, also in a CUDA graph).
+  unsigned int* counters;
   // Key splits: each row's window is cut into key_splits parts scored by different CTAs;
   // each writes its part's exact top k to partials, and the last of a row block's CTAs
   // (block_done counts them) merges them. 1: no split.
@@ -32,6 +34,13 @@ struct TopkParams {
   int pad1;
   unsigned long long* partials;   // [row blocks][splits][rows_per_cta][next_pow2(k)]
   unsigned int* block_done;       // [row blocks], zero before the launch
+  // Sample hint: candidate keys scored first as part of each row's sample (null: none).
+  // An entry counts only inside the row's window and when above every earlier counted
+  // entry (templates/sample_keys.cuh), so ascending hints count whole; the first
+  // min(kCapacity, 2 next_pow2(k)) entries are read (TopkOp::max_sample_hint).
+  const int* sample_hint;
+  int sample_hint_count;
+  int pad2;
 };
 
 }  // namespace winnow

@@ -122,6 +122,7 @@ struct Call {
   winnowTensor_t& key_scale() { return in[WINNOW_INPUT_KEY_SCALE]; }
   winnowTensor_t& window_start() { return in[WINNOW_INPUT_WINDOW_START]; }
   winnowTensor_t& window_end() { return in[WINNOW_INPUT_WINDOW_END]; }
+  winnowTensor_t& sample_hint() { return in[WINNOW_INPUT_SAMPLE_HINT]; }
 };
 
 Call valid_call(const winnowProblemDesc_t& d, int64_t rows, int64_t num_keys) {
@@ -473,10 +474,26 @@ TEST_CASE("execute: n_inputs", "[capi]") {
   Call c = valid_call(dsa_desc(), kRows, kKeys);
   c.n_inputs = 0;
   REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "n_inputs = 0");
-  c.n_inputs = 7;
-  REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "n_inputs = 7");
+  c.n_inputs = 8;
+  REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "n_inputs = 8");
+  c.n_inputs = 6;  // callers built before the sample hint slot
+  REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_NOT_BUILT, "not built");
   c.n_inputs = 2;  // weights and key_scale are then absent
   REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "weights missing");
+}
+
+TEST_CASE("execute: the sample hint slot", "[capi]") {
+  Context ctx;
+  Plan plan(ctx.h, dsa_desc());
+  Call c = valid_call(dsa_desc(), kRows, kKeys);
+  c.sample_hint() = tensor(0x9000000, WINNOW_DTYPE_INT32, {512});
+  REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_NOT_BUILT, "not built");  // valid
+  c.sample_hint() = tensor(0x9000000, WINNOW_DTYPE_FLOAT32, {512});
+  REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "sample_hint: dtype is fp32");
+  c.sample_hint() = tensor(0x9000000, WINNOW_DTYPE_INT32, {2, 256});
+  REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "sample_hint: ndim is 2");
+  c.sample_hint() = tensor(0, WINNOW_DTYPE_INT32, {512});
+  REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "sample_hint: data is null");
 }
 
 TEST_CASE("execute: q", "[capi]") {

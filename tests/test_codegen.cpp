@@ -60,6 +60,28 @@ TEST_CASE("the fused kernel compiles for sm_90a and sm_100a without a GPU", "[nv
   CHECK_THAT(op->source(), Catch::Contains("kMma = 3"));  // fp8 dots on the tensor cores
 }
 
+TEST_CASE("the csa-1m kernels (causal m = 4, bf16 and fp8) compile for sm_90a and sm_100a",
+          "[nvrtc]") {
+  const char* arch = GENERATE("sm_90a", "sm_100a");
+  const bool fp8 = GENERATE(false, true);
+  ops::TopkProblem p;
+  p.score = ir::relu_mh(fp8);
+  p.heads = 64;
+  p.head_dim = 128;
+  p.q_dtype = p.k_dtype = fp8 ? ops::DType::E4M3 : ops::DType::BF16;
+  p.k = 512;
+  p.window = ops::WindowKind::Causal;
+  p.causal_ratio = 4;
+  p.arch = backend::parse_arch(arch);
+  auto op = ops::TopkOp::create(p, nullptr);
+  rt::CubinCache cache(std::nullopt);
+  auto be = backend::make_nvrtc_backend();
+  INFO(arch << (fp8 ? " fp8" : " bf16"));
+  op->build(cache, *be);
+  REQUIRE(op->cubin().size() > 1000);
+  CHECK_THAT(op->source(), Catch::Contains("kWindow = 2"));
+}
+
 TEST_CASE("tensor cores only where the dots allow them", "[codegen]") {
   plan::KernelSpec s;
   plan::KernelPlan p;

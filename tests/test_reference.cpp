@@ -7,6 +7,7 @@
 #include "ops/harness.h"
 #include "ops/reference.h"
 #include "support.h"
+#include "topk_check.h"
 
 using namespace winnow;
 
@@ -138,4 +139,44 @@ TEST_CASE("reference magnitudes: the score of |q k|, |w| and |kscale|", "[ref]")
   }
   want *= std::abs(double(rh.kscale[4]));
   CHECK(ops::reference_magnitude(r, rh, 1, 4) == Approx(want).epsilon(1e-12));
+}
+
+TEST_CASE("reference row scores equal the per-key scores; near_reference_selection",
+          "[ref]") {
+  ops::TopkProblem p = test::relu_mh_problem(4, 10, ops::DType::BF16);
+  p.head_dim = 32;
+  p.window = ops::WindowKind::Causal;
+  p.causal_ratio = 4;
+  std::mt19937_64 rng(test::test_seed());
+  ops::ProblemData d = ops::random_problem(p, 400, 100, rng);
+  const ops::HostInputs h = d.host(p);
+  const int64_t row = 399;  // sees keys [0, 100)
+  const std::vector<double> all = ops::reference_row_scores(p, h, row, 0, 100);
+  for (int64_t key : {0, 17, 99}) CHECK(all[key] == ops::reference_score(p, h, row, key));
+  const std::vector<double> mags = ops::reference_row_scores(p, h, row, 0, 100, true);
+  CHECK(mags[17] == ops::reference_magnitude(p, h, row, 17));
+
+  std::vector<int64_t> want = ops::reference_topk_row(p, h, row);
+  REQUIRE(want.size() == 10);
+  CHECK(ops::near_reference_selection(p, h, row, want));
+  std::reverse(want.begin(), want.end());  // any order
+  CHECK(ops::near_reference_selection(p, h, row, want));
+  // The worst key instead of one of the best: far below the k-th score.
+  const int64_t worst = std::min_element(all.begin(), all.end()) - all.begin();
+  std::vector<int64_t> bad = want;
+  bad[3] = worst;
+  CHECK_FALSE(ops::near_reference_selection(p, h, row, bad));
+  bad = want;
+  bad.pop_back();  // too few
+  CHECK_FALSE(ops::near_reference_selection(p, h, row, bad));
+  bad = want;
+  bad[0] = bad[1];  // a key twice
+  CHECK_FALSE(ops::near_reference_selection(p, h, row, bad));
+  bad = want;
+  bad[0] = 100;  // outside the window
+  CHECK_FALSE(ops::near_reference_selection(p, h, row, bad));
+  // A row with fewer keys than k: all of them, nothing else.
+  std::vector<int64_t> early = ops::reference_topk_row(p, h, 20);  // keys [0, 5)
+  CHECK(early.size() == 5);
+  CHECK(ops::near_reference_selection(p, h, 20, early));
 }

@@ -8,55 +8,9 @@
 using namespace winnow;
 using winnow::test::GpuFixture;
 
-namespace {
-
-ops::TopkProblem relu_mh_problem(int heads, int k, ops::DType t) {
-  ops::TopkProblem p;
-  p.score = ir::relu_mh(true);
-  p.heads = heads;
-  p.head_dim = 128;
-  p.q_dtype = t;
-  p.k_dtype = t;
-  p.k = k;
-  return p;
-}
-
-ops::TopkProblem single_head(ir::Expr score, int dim, int k, ops::DType t) {
-  ops::TopkProblem p;
-  p.score = std::move(score);
-  p.heads = 1;
-  p.head_dim = dim;
-  p.q_dtype = t;
-  p.k_dtype = t;
-  p.k = k;
-  return p;
-}
-
-// Runs the fused op and the materialize op on the same data and checks both ways.
-// `shape` may rework the random data first.
-ops::RunResult run_and_check(ops::TopkProblem p, int64_t rows, int64_t keys,
-                             const ops::DataOptions& opt, std::vector<int64_t> ref_rows,
-                             bool exact_data,
-                             const std::function<void(ops::ProblemData&)>& shape = {}) {
-  auto& f = GpuFixture::get();
-  std::mt19937_64 rng(test::test_seed() ^ (uint64_t(rows) * 1315423911u + keys + p.k));
-  ops::ProblemData d = ops::random_problem(p, rows, keys, rng, opt);
-  if (shape) shape(d);
-  auto fused = f.build(p);
-  ops::TopkProblem pm = p;
-  pm.mode = ops::Mode::Materialize;
-  auto mat = f.build(pm);
-  ops::RunResult rf = ops::run_on_device(*fused, *f.ctx, d);
-  ops::RunResult rm = ops::run_on_device(*mat, *f.ctx, d);
-  test::check_against_materialize(p, d, rf, rm);
-  if (ref_rows.empty()) {
-    for (int64_t r = 0; r < rows; ++r) ref_rows.push_back(r);
-  }
-  test::check_against_reference(p, d, rf, ref_rows, exact_data);
-  return rf;
-}
-
-}  // namespace
+using test::relu_mh_problem;
+using test::run_and_check;
+using test::single_head;
 
 TEST_CASE("relu_mh fp8 with key scale equals materialize and the reference", "[gpu]") {
   WINNOW_REQUIRE_GPU();

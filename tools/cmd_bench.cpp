@@ -23,6 +23,8 @@
 #include <ctime>
 #include <iterator>
 #include <fstream>
+#include <functional>
+#include <future>
 #include <optional>
 #include <random>
 #include <set>
@@ -34,6 +36,7 @@
 #include "compiler/backend/backend.h"
 #include "ops/host_data.h"
 #include "ops/reference.h"
+#include "ops/stream_topk.h"
 #include "compiler/build_id.h"
 #include "ops/topk.h"
 #include "runtime/cuda_driver.h"
@@ -77,6 +80,11 @@ const std::vector<DType> kTensorCoreTypes = {DType::E4M3, DType::BF16};
 const std::vector<DType> kAllTypes = {DType::F16, DType::BF16, DType::F32, DType::E4M3};
 const std::vector<int64_t> kDsaSizes = {65536, 262144, 1048576};
 const std::vector<int64_t> kKnnKs = {128, 1024, 4096, 8192};
+const std::vector<int64_t> kCsaSizes = {32768, 65536, 131072, 262144, 524288, 1048576};
+// csa-1m: up to this S every row is checked against the materialized matrix; above it,
+// --check-rows random rows (1000 by default) against the CPU reference.
+constexpr int64_t kCsaMaterializeMax = 65536;
+constexpr int64_t kCsaReferenceRows = 1000;
 
 const Workload kWorkloads[] = {
     {"dsa-prefill", Family::Dsa, scaled_relu_mh, 64, 128, 0, kDsaSizes, {2048}, 8192,
@@ -85,7 +93,7 @@ const Workload kWorkloads[] = {
      DType::E4M3, kTensorCoreTypes},
     {"dsa-glm", Family::Dsa, scaled_relu_mh, 32, 128, 0, kDsaSizes, {2048}, 8192, DType::E4M3,
      kTensorCoreTypes},
-    {"csa-1m", Family::Csa, csa_score, 64, 128, 4, {32768, 65536}, {512}, 0, DType::BF16,
+    {"csa-1m", Family::Csa, csa_score, 64, 128, 4, kCsaSizes, {512, 1024}, 0, DType::BF16,
      kTensorCoreTypes},
     {"knn-ip", Family::Knn, ip_score, 1, 768, 0, {1048576}, kKnnKs, 64, DType::F16, kAllTypes},
     {"knn-l2", Family::Knn, l2_score, 1, 768, 0, {1048576}, kKnnKs, 64, DType::F16, kAllTypes},
@@ -105,6 +113,8 @@ struct BenchArgs {
   int head_dim = 0;
   std::optional<DType> dtype;
   std::optional<int> check_rows;
+  int64_t chunk_rows = 0;  // csa: rows per launch of the streaming driver (0: chosen)
+  bool hint = true;        // csa: the previous chunk's selection as the sample hint
   int repeats = 10, warmup = 2;
   uint64_t seed = 1;
   std::string ceilings_path, baselines_path, out_path;
@@ -133,24 +143,28 @@ Workloads:
   dsa-glm              as dsa-prefill with H=32
   csa-1m               relu_mh, H=64, d=128, bf16 (fp8: with per-key scale), compressed
                        causal m=4: S query positions, T = S/4 keys, position p sees keys
-                       t < (p + 1) / 4
+                       t < (p + 1) / 4; run by the streaming driver (chunks of rows, each
+                       chunk's sample hint the previous chunk's last selection)
   knn-ip               inner product, d=768, fp16 corpus of N vectors, a batch of queries
   knn-l2               as knn-ip with the negated squared L2 distance
 
 Options:
   --T LIST            sizes, comma-separated (K and M suffixes: 64K = 65536): the keys T
                       (dsa) [65536,262144,1048576], the sequence length S (csa)
-                      [32768,65536] or the corpus size N (knn) [1048576]
+                      [32K,64K,128K,256K,512K,1M] or the corpus size N (knn) [1048576]
   --Q N               queries (dsa) [8192] or batch (knn) [64]; csa runs every position
   --k LIST            keys selected per query, comma-separated; one kernel per k
-                      [dsa 2048, csa 512, knn 128,1024,4096,8192]
+                      [dsa 2048, csa 512,1024, knn 128,1024,4096,8192]
   --q-dtype TYPE      q and k type: fp8 (e4m3; relu_mh with per-key scale) or bf16; knn
                       also fp16 and fp32 [dsa fp8, csa bf16, knn fp16] (--dtype: the same)
   --d N               head dimension [dsa, csa 128, knn 768]
   --repeats N         timed runs, median/min/max reported [10]
   --warmup N          untimed runs before them [2]
   --check-rows N      materialized rows downloaded and compared with the fused result
-                      [64; knn: every row when the matrix is at most 2 GiB]
+                      [64; knn: every row when the matrix is at most 2 GiB; csa: every
+                      row for S <= 64K, else N random rows recomputed on the CPU [1000]]
+  --chunk-rows N      csa: rows per launch of the streaming driver [0: 64 waves of CTAs]
+  --no-hint           csa: no sample hint from the previous chunk
   --seed N            random inputs seed [1]
   --ceilings FILE     JSON from bench/ceilings.py (copy_tbps, bf16_tflops, fp8_tflops);
                       PERF.md's published values when absent
@@ -240,6 +254,8 @@ bool parse_args(int argc, char** argv, BenchArgs& a) {
     else if (flag == "--repeats") a.repeats = args.int_value();
     else if (flag == "--warmup") a.warmup = args.int_value();
     else if (flag == "--check-rows") a.check_rows = args.int_value();
+    else if (flag == "--chunk-rows") a.chunk_rows = args.int_value();
+    else if (flag == "--no-hint") a.hint = false;
     else if (flag == "--seed") a.seed = uint64_t(args.int_value());
     else if (flag == "--ceilings") a.ceilings_path = args.value();
     else if (flag == "--baselines") a.baselines_path = args.value();
@@ -249,8 +265,8 @@ bool parse_args(int argc, char** argv, BenchArgs& a) {
   }
   if (!a.workload) throw UsageError("which workload? one of " + workload_list());
   if (a.repeats < 1) throw UsageError("--repeats must be at least 1");
-  if (a.warmup < 0 || a.check_rows.value_or(0) < 0)
-    throw UsageError("--warmup and --check-rows must be >= 0");
+  if (a.warmup < 0 || a.check_rows.value_or(0) < 0 || a.chunk_rows < 0)
+    throw UsageError("--warmup, --check-rows and --chunk-rows must be >= 0");
   resolve(a);
   return true;
 }
@@ -340,10 +356,11 @@ struct Shape {
 // ---------------------------------------------------------------------------------------
 // Random inputs
 
-// Runs f(0) .. f(n - 1) on every core.
+// Runs f(0) .. f(n - 1) on every core (but `spare` of them).
 template <class F>
-void parallel_for(size_t n, const F& f) {
-  const size_t threads = std::min<size_t>(n, std::max(1u, std::thread::hardware_concurrency()));
+void parallel_for(size_t n, const F& f, unsigned spare = 0) {
+  const unsigned cores = std::thread::hardware_concurrency();
+  const size_t threads = std::min<size_t>(n, std::max(1u, cores > spare ? cores - spare : 1u));
   std::atomic<size_t> next{0};
   std::vector<std::thread> pool;
   for (size_t t = 0; t < threads; ++t)
@@ -445,23 +462,25 @@ class Event {
   CUevent e_ = nullptr;
 };
 
-// `warmup` untimed launches, then `repeats` launches each between two CUDA events.
+// `warmup` untimed launches, then `repeats` launches each between two CUDA events. Runs
+// longer than a second are reported on stderr as they end, prefixed by `label`.
 template <class Launch>
-Timing time_launches(const Launch& launch, int warmup, int repeats) {
+Timing time_launches(const Launch& launch, int warmup, int repeats, const std::string& label) {
   const rt::DriverApi& cu = rt::driver();
   CUstream stream = nullptr;
-  for (int i = 0; i < warmup; ++i) launch(stream);
-  rt::check(cu.cuStreamSynchronize(stream), "cuStreamSynchronize");
   Event a, b;
   std::vector<float> times;
-  for (int i = 0; i < repeats; ++i) {
+  for (int i = 0; i < warmup + repeats; ++i) {
     rt::check(cu.cuEventRecord(a.get(), stream), "cuEventRecord");
     launch(stream);
     rt::check(cu.cuEventRecord(b.get(), stream), "cuEventRecord");
     rt::check(cu.cuEventSynchronize(b.get()), "cuEventSynchronize");
     float ms = 0;
     rt::check(cu.cuEventElapsedTime(&ms, a.get(), b.get()), "cuEventElapsedTime");
-    times.push_back(ms);
+    if (ms > 1000)
+      fmt::print(stderr, "{}: {} {}/{}: {:.2f} s\n", label, i < warmup ? "warm-up" : "run",
+                 i < warmup ? i + 1 : i - warmup + 1, i < warmup ? warmup : repeats, ms / 1e3);
+    if (i >= warmup) times.push_back(ms);
   }
   std::sort(times.begin(), times.end());
   return {times[times.size() / 2], times.front(), times.back()};
@@ -481,21 +500,49 @@ struct FusedRun {
   std::vector<int> indices;  // [Q, k], relative to the window start (0 here)
   uint32_t fallback_rows = 0, bad_windows = 0;
   size_t workspace = 0;
+  // Device memory taken beyond the inputs and the int32 output (the workspace, measured
+  // as the drop of free memory when it is allocated).
+  size_t extra_mem = 0;
+  ops::ChunkPlan chunks;  // the streaming driver's (csa); {0, 0} for one launch
 };
 
-FusedRun run_fused(const ops::TopkOp& op, const ops::TopkInputs& in, int64_t Q,
-                   const BenchArgs& a) {
-  const int k = op.problem().k;
+// Free device memory now.
+size_t free_device_memory() {
+  size_t free = 0, total = 0;
+  rt::check(rt::driver().cuMemGetInfo(&free, &total), "cuMemGetInfo");
+  return free;
+}
+
+int selected_keys(const ops::TopkOp& op) { return op.problem().k; }
+int selected_keys(const ops::StreamTopk& op) { return op.problem().topk.k; }
+
+// Called with the first run's indices on a thread of its own while the timed runs go on
+// (every run computes the same indices).
+using FirstResult = std::function<void(const std::vector<int>&)>;
+
+// Op: ops::TopkOp (one launch) or ops::StreamTopk (chunks).
+template <class Op>
+FusedRun run_fused(const Op& op, const ops::TopkInputs& in, int64_t Q, const BenchArgs& a,
+                   const std::string& label, const FirstResult& first_result = {}) {
+  const int k = selected_keys(op);
   FusedRun r;
   r.workspace = op.workspace_bytes();
-  rt::DeviceBuffer idx(size_t(Q) * k * 4), ws(std::max<size_t>(r.workspace, 256));
+  rt::DeviceBuffer idx(size_t(Q) * k * 4);
+  const size_t free_before = free_device_memory();
+  rt::DeviceBuffer ws(std::max<size_t>(r.workspace, 256));
+  r.extra_mem = std::max(ws.size(), free_before - std::min(free_before, free_device_memory()));
   const ops::TensorView out = view(idx, DType::I32, {Q, k});
   // Indices only: what the DSA indexer consumes (scores are optional outputs).
-  r.t = time_launches(
-      [&](CUstream s) { op.execute(in, &out, nullptr, ws.data(), ws.size(), s); }, a.warmup,
-      a.repeats);
+  auto launch = [&](CUstream s) { op.execute(in, &out, nullptr, ws.data(), ws.size(), s); };
+  launch(nullptr);  // one untimed run whose indices are checked
   r.indices.resize(size_t(Q) * k);
   idx.download(r.indices.data(), r.indices.size() * 4);
+  std::future<void> checking;
+  if (first_result) {
+    checking = std::async(std::launch::async, [&] { first_result(r.indices); });
+  }
+  r.t = time_launches(launch, a.warmup, a.repeats, label);
+  if (checking.valid()) checking.get();
   // The counters of the last run (every run computes the same).
   uint32_t counters[2];
   rt::check(rt::driver().cuMemcpyDtoH(counters, ws.ptr() + op.counter_offset(), sizeof counters),
@@ -527,7 +574,7 @@ MaterializeRun run_materialize(const ops::TopkOp& op, const ops::TopkInputs& in,
   const ops::TensorView out = view(sc, DType::F32, {s.Q, s.T});
   r.t = time_launches(
       [&](CUstream st) { op.execute(in, nullptr, &out, ws.data(), ws.size(), st); }, a.warmup,
-      a.repeats);
+      a.repeats, "materialize");
   // Only the checked rows come back: the whole matrix would not fit host memory at 1M.
   rows.rows = rows_to_check(s.Q, check_rows);
   rows.scores.clear();
@@ -583,6 +630,95 @@ CheckResult check(const FusedRun& f, const ScoreRows& m, const Shape& s) {
   for (size_t i = 0; i < m.rows.size(); ++i, ++c.rows_checked) {
     if (differs[i] && c.rows_differing++ < 3)
       fmt::print(stderr, "  row {}: the fused keys differ from the exact selection\n", m.rows[i]);
+  }
+  return c;
+}
+
+// n distinct random rows of [0, Q), the last row (the widest causal window) among them.
+std::vector<int64_t> random_rows(int64_t Q, int64_t n, uint64_t seed) {
+  std::set<int64_t> rows;
+  if (n > 0 && Q > 0) rows.insert(Q - 1);
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> pick(0, std::max<int64_t>(Q - 1, 0));
+  while (int64_t(rows.size()) < std::min(n, Q)) rows.insert(pick(rng));
+  return {rows.begin(), rows.end()};
+}
+
+// Elements [first, first + count) of a device tensor's storage, decoded to fp32.
+std::vector<float> download_values(const ops::TensorView& t, int64_t first, int64_t count) {
+  const size_t eb = size_t(ops::dtype_bytes(t.dtype));
+  std::vector<uint8_t> bytes(size_t(count) * eb);
+  const CUdeviceptr src = reinterpret_cast<CUdeviceptr>(t.data) + size_t(first) * eb;
+  rt::check(rt::driver().cuMemcpyDtoH(bytes.data(), src, bytes.size()), "cuMemcpyDtoH (check)");
+  return ops::decode_values(t.dtype, bytes.data(), size_t(count));
+}
+
+// Sizes too large for the materialized matrix: `n` random rows recomputed on the CPU (in
+// double, from the device's own inputs) and compared with the fused rows up to
+// accumulation error (ops::near_reference_selection).
+struct ReferenceRows {
+  std::vector<int64_t> rows;  // the checked rows of the sequence
+  ops::HostInputs host;       // their inputs (row i of host is rows[i]), all keys
+  ops::TopkProblem problem;   // the same score and k over each row's own window
+};
+
+// Downloads the checked rows' inputs (before the timed runs: the copies would wait for
+// them).
+ReferenceRows reference_rows(const ops::TopkProblem& base, const Shape& s,
+                             const ops::TopkInputs& in, int64_t n, uint64_t seed) {
+  ReferenceRows ref;
+  ref.rows = random_rows(s.Q, n, seed);
+  const int64_t H = s.H, d = s.d;
+  ops::HostInputs& h = ref.host;
+  h.rows = int64_t(ref.rows.size());
+  h.num_keys = s.T;
+  h.heads = s.H;
+  h.dim = s.d;
+  h.k = download_values(in.k, 0, s.T * d);
+  if (s.kscale) h.kscale = download_values(in.key_scale, 0, s.T);
+  for (int64_t row : ref.rows) {
+    const std::vector<float> q = download_values(in.q, row * H * d, H * d);
+    h.q.insert(h.q.end(), q.begin(), q.end());
+    if (s.weights) {
+      const std::vector<float> w = download_values(in.weights, row * H, H);
+      h.w.insert(h.w.end(), w.begin(), w.end());
+    }
+    h.window_start.push_back(0);
+    h.window_end.push_back(int(s.window_end(row)));
+  }
+  ref.problem = base;
+  ref.problem.k = s.k;
+  ref.problem.window = ops::WindowKind::Ranges;
+  return ref;
+}
+
+// Compares the fused rows with the recomputed ones on every core but one (the timed
+// runs go on beside it), with progress on stderr.
+CheckResult check_by_reference(const std::vector<int>& indices, const ReferenceRows& ref,
+                               const Shape& s, const std::string& label) {
+  CheckResult c;
+  c.rows_malformed = malformed_rows(indices, s);
+  const int64_t m = int64_t(ref.rows.size());
+  std::vector<char> differs(static_cast<size_t>(m));
+  std::atomic<int64_t> done{0};
+  const auto t0 = std::chrono::steady_clock::now();
+  parallel_for(
+      size_t(m),
+      [&](size_t i) {
+        std::vector<int64_t> got;
+        const int* fused = &indices[size_t(ref.rows[i]) * s.k];
+        for (int j = 0; j < s.k; ++j)
+          if (fused[j] >= 0) got.push_back(fused[j]);
+        differs[i] = !ops::near_reference_selection(ref.problem, ref.host, int64_t(i), got);
+        const int64_t now = ++done;
+        if (now % 100 == 0 || now == m)
+          fmt::print(stderr, "{}: reference check {}/{} rows ({:.1f} s)\n", label, now, m,
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      },
+      1);
+  for (int64_t i = 0; i < m; ++i, ++c.rows_checked) {
+    if (differs[i] && c.rows_differing++ < 3)
+      fmt::print(stderr, "  row {}: the fused keys differ from the CPU reference\n", ref.rows[i]);
   }
   return c;
 }
@@ -732,7 +868,16 @@ std::vector<std::string> size_records(const BenchArgs& a, const Meta& m, const S
                                r.fused.t.median / r.mat->t.median);
   const std::optional<Baseline> torch = with_torch(a, m, r);
   if (torch) wf += fmt::format(", \"{}\": {:.4f}", torch->ratio_field, r.fused.t.median / torch->t.median);
-  out.push_back(record(a, m, r, "winnow", r.fused.t, s.winnow_bytes(), r.fused.workspace, wf));
+  if (a.w().family == Family::Csa) {
+    // PERF.md's csa floor is the bf16 one, also for fp8 runs.
+    const double bf16_floor_ms = s.flop() / (m.ceilings.bf16_tflops * 1e9);
+    wf += fmt::format(", \"ratio_to_bf16_floor\": {:.4f}, \"workspace_bytes\": {}, "
+                      "\"chunks\": {}, \"chunk_rows\": {}, \"hint\": {}, \"check\": \"{}\"",
+                      r.fused.t.median / bf16_floor_ms, r.fused.workspace, r.fused.chunks.chunks,
+                      r.fused.chunks.chunk_rows, a.hint,
+                      r.mat ? "materialize" : "cpu_reference");
+  }
+  out.push_back(record(a, m, r, "winnow", r.fused.t, s.winnow_bytes(), r.fused.extra_mem, wf));
   if (r.mat) {
     out.push_back(record(a, m, r, "materialize", r.mat->t, s.materialize_bytes(),
                          r.mat->extra_bytes,
@@ -785,7 +930,7 @@ void print_table(const BenchArgs& a, const Meta& meta, const std::vector<SizeRes
     };
     const std::string ratio =
         r.mat ? fmt::format("{:.3f}", r.fused.t.median / r.mat->t.median) : "-";
-    row("winnow", r.fused.t.median, r.shape.winnow_bytes(), ratio, double(r.fused.workspace));
+    row("winnow", r.fused.t.median, r.shape.winnow_bytes(), ratio, double(r.fused.extra_mem));
     if (r.mat)
       row("materialize", r.mat->t.median, r.shape.materialize_bytes(), "1.000",
           double(r.mat->extra_bytes));
@@ -883,15 +1028,44 @@ bool matrix_fits(size_t bytes) {
 }
 
 // Rows the check downloads: --check-rows, or 64 (knn: every row when the matrix is at
-// most 2 GiB).
+// most 2 GiB; csa: every row).
 int64_t check_rows(const BenchArgs& a, const Shape& s) {
   if (a.check_rows) return std::min<int64_t>(*a.check_rows, s.Q);
-  const bool all = a.w().family == Family::Knn && double(s.Q) * double(s.T) * 4 <= double(1ull << 31);
+  const bool small = double(s.Q) * double(s.T) * 4 <= double(1ull << 31);
+  const bool all = a.w().family == Family::Csa || (a.w().family == Family::Knn && small);
   return all ? s.Q : std::min<int64_t>(64, s.Q);
 }
 
+// The fused run of one (size, k): csa through the streaming driver, the others in one
+// launch.
+FusedRun run_winnow(const BenchArgs& a, const ops::TopkProblem& p, const ops::TopkInputs& in,
+                    const Shape& s, const rt::Context& ctx, rt::CubinCache& cache,
+                    const backend::Backend& be, const std::string& label,
+                    const FirstResult& first_result) {
+  auto t0 = std::chrono::steady_clock::now();
+  if (a.w().family != Family::Csa) {
+    auto op = build_op(p, ctx, cache, be);
+    fmt::print(stderr, "{}: winnow kernel built in {:.1f} s: {}\n", label, seconds_since(t0),
+               op->launch_info());
+    return run_fused(*op, in, s.Q, a, label, first_result);
+  }
+  ops::StreamProblem sp;
+  sp.topk = p;
+  sp.chunk_rows = a.chunk_rows;
+  sp.hint = a.hint;
+  auto op = ops::StreamTopk::create(sp, &ctx);
+  op->build(cache, be);
+  const ops::ChunkPlan chunks = op->chunks_for(s.Q);
+  fmt::print(stderr, "{}: winnow kernel built in {:.1f} s: {}; {} chunks of {} rows, hint {}\n",
+             label, seconds_since(t0), op->op().launch_info(), chunks.chunks, chunks.chunk_rows,
+             a.hint ? "on" : "off");
+  FusedRun r = run_fused(*op, in, s.Q, a, label, first_result);
+  r.chunks = chunks;
+  return r;
+}
+
 // One size: the materialize baseline once, then the fused kernel of every k, each checked
-// against the materialized rows.
+// against the materialized rows (csa above kCsaMaterializeMax: against the CPU reference).
 std::vector<SizeResult> run_size(const BenchArgs& a, const ops::TopkProblem& base, int64_t size,
                                  const DeviceInputs& dev, const rt::Context& ctx,
                                  rt::CubinCache& cache, const backend::Backend& be,
@@ -903,7 +1077,11 @@ std::vector<SizeResult> run_size(const BenchArgs& a, const ops::TopkProblem& bas
   std::optional<MaterializeRun> mat;
   ScoreRows rows;
   const size_t matrix = size_t(s0.Q) * size_t(s0.T) * 4;
-  if (matrix_fits(matrix)) {
+  const bool csa = a.w().family == Family::Csa;
+  if (csa && size > kCsaMaterializeMax) {
+    fmt::print(stderr, "{}: S > {}: no materialize run; {} random rows are recomputed on the "
+               "CPU\n", at, kCsaMaterializeMax, a.check_rows.value_or(kCsaReferenceRows));
+  } else if (matrix_fits(matrix)) {
     auto t0 = std::chrono::steady_clock::now();
     auto op = build_op(sized(base, s0, ops::Mode::Materialize), ctx, cache, be);
     fmt::print(stderr, "{}: materialize kernel built in {:.1f} s: {}\n", at, seconds_since(t0),
@@ -929,17 +1107,30 @@ std::vector<SizeResult> run_size(const BenchArgs& a, const ops::TopkProblem& bas
     r.floor_ms = std::max(r.flop_floor_ms, r.byte_floor_ms);
 
     auto t0 = std::chrono::steady_clock::now();
-    auto fused = build_op(sized(base, s, ops::Mode::TopK), ctx, cache, be);
-    fmt::print(stderr, "{}: winnow kernel built in {:.1f} s: {}\n", label, seconds_since(t0),
-               fused->launch_info());
-    t0 = std::chrono::steady_clock::now();
-    r.fused = run_fused(*fused, in, s.Q, a);
-    fmt::print(stderr, "{}: winnow {:.3f} ms median ({} runs, {:.1f} s)\n", label,
-               r.fused.t.median, a.warmup + a.repeats, seconds_since(t0));
+    // csa above kCsaMaterializeMax: the CPU reference checks the first run's rows while
+    // the timed runs go on.
+    const bool by_reference = csa && size > kCsaMaterializeMax;
+    std::optional<ReferenceRows> ref;
+    if (by_reference) {
+      ref = reference_rows(sized(base, s, ops::Mode::TopK), s, in,
+                           a.check_rows.value_or(kCsaReferenceRows), a.seed + uint64_t(k));
+    }
+    CheckResult ref_check;
+    FirstResult checker;
+    if (by_reference) {
+      checker = [&](const std::vector<int>& idx) {
+        ref_check = check_by_reference(idx, *ref, s, label);
+      };
+    }
+    r.fused = run_winnow(a, sized(base, s, ops::Mode::TopK), in, s, ctx, cache, be, label,
+                         checker);
+    fmt::print(stderr, "{}: winnow {:.3f} ms median ({} runs, {:.1f} s{})\n", label,
+               r.fused.t.median, 1 + a.warmup + a.repeats, seconds_since(t0),
+               by_reference ? ", with the reference check beside them" : "");
 
     t0 = std::chrono::steady_clock::now();
     r.mat = mat;
-    r.check = check(r.fused, rows, s);
+    r.check = by_reference ? ref_check : check(r.fused, rows, s);
     fmt::print(stderr, "{}: check of {} rows: {} differing, {} of {} rows malformed ({:.1f} s)\n",
                label, r.check.rows_checked, r.check.rows_differing, r.check.rows_malformed, s.Q,
                seconds_since(t0));
