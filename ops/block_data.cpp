@@ -13,16 +13,18 @@ const char* block_input_name(BlockInput t) {
   return t == BlockInput::Random ? "random" : "structured";
 }
 
+std::vector<float> decode_bf16_codes(const std::vector<uint16_t>& codes) {
+  std::vector<float> out(codes.size());
+  for (size_t i = 0; i < codes.size(); ++i) out[i] = winnow::decode_bf16(codes[i]);
+  return out;
+}
+
 BlockHostInputs BlockData::decoded() const {
   BlockHostInputs h;
   h.seq_len = seq_len;
-  auto decode = [](const std::vector<uint16_t>& codes, std::vector<float>& out) {
-    out.resize(codes.size());
-    for (size_t i = 0; i < codes.size(); ++i) out[i] = winnow::decode_bf16(codes[i]);
-  };
-  decode(q, h.q);
-  decode(k, h.k);
-  decode(v, h.v);
+  h.q = decode_bf16_codes(q);
+  h.k = decode_bf16_codes(k);
+  h.v = decode_bf16_codes(v);
   return h;
 }
 

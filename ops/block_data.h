@@ -21,6 +21,9 @@ struct BlockData {
   BlockHostInputs decoded() const;
 };
 
+// bf16 codes -> their fp32 values.
+std::vector<float> decode_bf16_codes(const std::vector<uint16_t>& codes);
+
 BlockData make_block_data(const BlockProblem& p, int64_t seq_len, BlockInput kind,
                           uint64_t seed);
 
