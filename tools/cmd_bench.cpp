@@ -39,6 +39,7 @@
 #include "ops/topk.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/kernel_cache.h"
+#include "tools/bench_common.h"
 #include "tools/commands.h"
 
 namespace winnow::tools {
@@ -162,28 +163,6 @@ Options:
   --out FILE          append the JSON records to FILE too
 )";
 
-// "65536", "64K", "1M" (binary multiples).
-int64_t parse_size(const std::string& flag, const std::string& s) {
-  int64_t v = 0;
-  const char* end = s.data() + s.size();
-  auto [p, ec] = std::from_chars(s.data(), end, v);
-  if (ec == std::errc{} && p != end && p + 1 == end) {
-    if (*p == 'K' || *p == 'k') v <<= 10, p = end;
-    else if (*p == 'M' || *p == 'm') v <<= 20, p = end;
-  }
-  if (ec != std::errc{} || p != end || v <= 0)
-    throw UsageError(flag + " expects positive integers separated by commas, got '" + s + "'");
-  return v;
-}
-
-std::vector<int64_t> parse_sizes(const std::string& flag, const std::string& list) {
-  std::vector<int64_t> out;
-  std::stringstream in(list);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(parse_size(flag, item));
-  if (out.empty()) throw UsageError(flag + " needs at least one value");
-  return out;
-}
-
 const Workload& find_workload(const std::string& name) {
   for (const Workload& w : kWorkloads)
     if (name == w.name) return w;
@@ -265,20 +244,6 @@ struct Ceilings {
     return measured == 3 ? "measured" : measured == 0 ? "published" : "mixed";
   }
 };
-
-// The number after "key": in a flat JSON object; nullopt when missing or null. A scan,
-// not a parser: the file is the one bench/ceilings.py writes.
-std::optional<double> json_number(const std::string& text, const std::string& key) {
-  size_t at = text.find("\"" + key + "\"");
-  if (at == std::string::npos) return std::nullopt;
-  at = text.find(':', at);
-  if (at == std::string::npos) return std::nullopt;
-  const char* p = text.c_str() + at + 1;
-  char* end = nullptr;
-  const double v = std::strtod(p, &end);  // skips spaces; "null" parses as nothing
-  if (end == p || !(v > 0)) return std::nullopt;
-  return v;
-}
 
 Ceilings read_ceilings(const std::string& path) {
   Ceilings c;
@@ -386,43 +351,6 @@ struct DeviceInputs {
     return in;
   }
 };
-
-struct Timing {
-  float median = 0, min = 0, max = 0;
-};
-
-class Event {
- public:
-  Event() { rt::check(rt::driver().cuEventCreate(&e_, 0), "cuEventCreate"); }
-  ~Event() { rt::driver().cuEventDestroy(e_); }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  CUevent get() const { return e_; }
- private:
-  CUevent e_ = nullptr;
-};
-
-// `warmup` untimed launches, then `repeats` launches each between two CUDA events.
-template <class Launch>
-Timing time_launches(const Launch& launch, int warmup, int repeats) {
-  const rt::DriverApi& cu = rt::driver();
-  CUstream stream = nullptr;
-  for (int i = 0; i < warmup; ++i) launch(stream);
-  rt::check(cu.cuStreamSynchronize(stream), "cuStreamSynchronize");
-  Event a, b;
-  std::vector<float> times;
-  for (int i = 0; i < repeats; ++i) {
-    rt::check(cu.cuEventRecord(a.get(), stream), "cuEventRecord");
-    launch(stream);
-    rt::check(cu.cuEventRecord(b.get(), stream), "cuEventRecord");
-    rt::check(cu.cuEventSynchronize(b.get()), "cuEventSynchronize");
-    float ms = 0;
-    rt::check(cu.cuEventElapsedTime(&ms, a.get(), b.get()), "cuEventElapsedTime");
-    times.push_back(ms);
-  }
-  std::sort(times.begin(), times.end());
-  return {times[times.size() / 2], times.front(), times.back()};
-}
 
 // The rows the check downloads: n rows evenly spread over [0, Q), first and last included.
 std::vector<int64_t> rows_to_check(int64_t Q, int64_t n) {
@@ -552,24 +480,6 @@ struct Meta {
   Ceilings ceilings;
 };
 
-std::string utc_date() {
-  char date[16];
-  std::time_t now = std::time(nullptr);
-  std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
-  return date;
-}
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    if (static_cast<unsigned char>(ch) >= 0x20) out += ch;
-  }
-  return out + "\"";
-}
-
-std::string json_bool(std::optional<bool> b) { return !b ? "null" : *b ? "true" : "false"; }
-
 // One (size, k)'s results, for the records and the table.
 struct SizeResult {
   Shape shape;
@@ -659,18 +569,6 @@ std::vector<std::string> size_records(const BenchArgs& a, const Meta& m, const S
   return out;
 }
 
-void emit(const std::string& out_path, const std::vector<std::string>& lines) {
-  for (const auto& l : lines) fmt::print("{}\n", l);
-  std::fflush(stdout);
-  if (out_path.empty()) return;
-  if (FILE* f = std::fopen(out_path.c_str(), "a")) {
-    for (const auto& l : lines) std::fputs((l + "\n").c_str(), f);
-    std::fclose(f);
-  } else {
-    fmt::print(stderr, "cannot append to {}\n", out_path);
-  }
-}
-
 void print_table(const BenchArgs& a, const std::vector<SizeResult>& results) {
   fmt::print(stderr, "\n{:<19} {:>18} {:<12} {:>10} {:>9} {:>9} {:>9} {:>9} {:>11} {:>6}\n",
              "workload", "size", "impl", "ms", "TFLOP/s", "GB/s", "/floor", "/mat", "extra MB",
@@ -697,10 +595,6 @@ void print_table(const BenchArgs& a, const std::vector<SizeResult>& results) {
 
 // ---------------------------------------------------------------------------------------
 // The run
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 ops::TopkProblem make_problem(const BenchArgs& a, const rt::Context& ctx) {
   ops::TopkProblem p;
