@@ -142,6 +142,8 @@ Workloads:
                        t < (p + 1) / 4
   knn-ip               inner product, d=768, fp16 corpus of N vectors, a batch of queries
   knn-l2               as knn-ip with the negated squared L2 distance
+  block-select         FlashPrefill block selection + block-sparse attention (its own
+                       options: winnow bench block-select --help)
 
 Options:
   --T LIST            sizes, comma-separated (K and M suffixes: 64K = 65536): the keys T
@@ -743,6 +745,7 @@ std::vector<SizeResult> run_size(const BenchArgs& a, const ops::TopkProblem& bas
 }  // namespace
 
 int bench_main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "block-select") return run_bench_block(argc, argv);
   BenchArgs a;
   if (!parse_args(argc, argv, a)) {
     fmt::print("{}", kHelp);
