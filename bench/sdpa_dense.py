@@ -21,23 +21,14 @@ import traceback
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from cuda_timing import times_ms
+
 HEADS, KV_HEADS, DIM = 32, 8, 128
 WARMUP = 2
 
 
 def median_ms(fn, repeats):
-    for _ in range(WARMUP):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
+    times = times_ms(fn, WARMUP, repeats)
     return statistics.median(times), min(times), max(times)
 
 

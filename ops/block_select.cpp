@@ -6,7 +6,7 @@
 
 #include "compiler/codegen/emit_block.h"
 #include "compiler/lower/lower.h"
-#include "ops/jit_module.h"
+#include "ops/block_module.h"
 #include "ops/tensor_rules.h"
 
 namespace winnow::ops {
@@ -32,14 +32,10 @@ ir::Expr block_score_program(int head_dim) {
 }
 
 struct BlockSelectOp::Impl {
-  BlockProblem problem;
-  const rt::Context* ctx = nullptr;
+  BlockModule m;
   ir::Expr score;
-  plan::BlockSpec spec;
-  plan::BlockPlan plan;
-  codegen::GeneratedKernel generated;
-  CompiledModule module;
   std::shared_ptr<const rt::LoadedKernel> pool, select, offsets, compact;
+  Impl(const BlockProblem& p, const rt::Context* ctx) : m(p, ctx, "winnow_block_select") {}
 };
 
 BlockSelectOp::BlockSelectOp(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -47,42 +43,35 @@ BlockSelectOp::~BlockSelectOp() = default;
 
 std::unique_ptr<BlockSelectOp> BlockSelectOp::create(const BlockProblem& p,
                                                      const rt::Context* ctx) {
-  validate_block_problem(p);
-  auto impl = std::make_unique<Impl>();
-  impl->problem = p;
-  impl->ctx = ctx;
+  auto impl = std::make_unique<Impl>(p, ctx);
+  BlockModule& m = impl->m;
   impl->score = lower::lower_score(block_score_program(p.head_dim), 1, nullptr);
-  impl->spec = block_spec(p);
-  impl->plan = block_plan(impl->spec, ctx ? ctx->info().max_smem_optin : kDefaultSmemLimit);
-  impl->generated = codegen::emit_block_select(impl->score, impl->spec, impl->plan);
+  m.program = ir::print(impl->score) + "\n" + m.program;
+  m.generated = codegen::emit_block_select(impl->score, m.spec, m.plan);
   return std::unique_ptr<BlockSelectOp>(new BlockSelectOp(std::move(impl)));
 }
 
-const BlockProblem& BlockSelectOp::problem() const { return impl_->problem; }
-const std::string& BlockSelectOp::source() const { return impl_->generated.source; }
-std::string BlockSelectOp::plan_text() const { return plan::describe(impl_->spec, impl_->plan); }
-const std::string& BlockSelectOp::content_key() const { return impl_->module.key; }
-bool BlockSelectOp::built() const { return !impl_->module.cubin.empty(); }
-const std::vector<char>& BlockSelectOp::cubin() const { return impl_->module.cubin; }
-
+const BlockProblem& BlockSelectOp::problem() const { return impl_->m.problem; }
+const std::string& BlockSelectOp::source() const { return impl_->m.generated.source; }
+std::string BlockSelectOp::plan_text() const { return impl_->m.program; }
+const std::string& BlockSelectOp::content_key() const { return impl_->m.module.key; }
+bool BlockSelectOp::built() const { return !impl_->m.module.cubin.empty(); }
+const std::vector<char>& BlockSelectOp::cubin() const { return impl_->m.module.cubin; }
 backend::CompileRequest BlockSelectOp::compile_request() const {
-  return make_compile_request(impl_->generated, impl_->problem.arch, "winnow_block_select");
+  return impl_->m.compile_request();
 }
 
 void BlockSelectOp::build(rt::CubinCache& cache, const backend::Backend& be) {
-  Impl& m = *impl_;
-  m.module = compile_cached(cache, be, compile_request(), "winnow_block_select",
-                            ir::print(m.score) + "\n" + plan::describe(m.spec, m.plan),
-                            "block-select " + ir::print(m.score));
-  if (!m.ctx) return;
-  m.pool = load_entry(*m.ctx, m.module, codegen::kBlockPoolEntry, 0);
-  m.select = load_entry(*m.ctx, m.module, codegen::kBlockScoreEntry, int(m.plan.score_smem));
-  m.offsets = load_entry(*m.ctx, m.module, codegen::kBlockOffsetsEntry, 0);
-  m.compact = load_entry(*m.ctx, m.module, codegen::kBlockCompactEntry, 0);
+  Impl& i = *impl_;
+  if (!i.m.build(cache, be)) return;
+  i.pool = i.m.load(codegen::kBlockPoolEntry, 0);
+  i.select = i.m.load(codegen::kBlockScoreEntry, int(i.m.plan.score_smem));
+  i.offsets = i.m.load(codegen::kBlockOffsetsEntry, 0);
+  i.compact = i.m.load(codegen::kBlockCompactEntry, 0);
 }
 
 size_t BlockSelectOp::workspace_bytes(int64_t seq_len) const {
-  return SelectWorkspace(impl_->problem, seq_len).total;
+  return SelectWorkspace(impl_->m.problem, seq_len).total;
 }
 
 void BlockSelectOp::execute(const TensorView& q, const TensorView& k, const BlockSelectRule& rule,
@@ -90,8 +79,8 @@ void BlockSelectOp::execute(const TensorView& q, const TensorView& k, const Bloc
                             const TensorView* out_scores, void* workspace,
                             size_t workspace_bytes, CUstream stream) const {
   const Impl& m = *impl_;
-  const BlockProblem& p = m.problem;
-  const int device = m.ctx ? m.ctx->info().ordinal : 0;
+  const BlockProblem& p = m.m.problem;
+  const int device = m.m.ctx ? m.m.ctx->info().ordinal : 0;
   validate_block_rule(rule);
   const int64_t L = validate_block_inputs(p, device, q, k, nullptr);
   validate_block_index(p, device, L, out_offsets, out_indices);
@@ -105,11 +94,8 @@ void BlockSelectOp::execute(const TensorView& q, const TensorView& k, const Bloc
   if (workspace_bytes < ws.total)
     throw WorkspaceTooSmall(fmt::format("workspace: {} bytes given, {} needed for L = {}",
                                         workspace_bytes, ws.total, L));
-  if (!m.pool) {
-    throw NotBuilt(m.module.cubin.empty() ? "the op is not built: call build first"
-                                          : "the op was compiled without a device and cannot run");
-  }
-  m.ctx->bind();
+  if (!m.pool) throw_not_built(built());
+  m.m.ctx->bind();
   auto* base = static_cast<unsigned char*>(workspace);
   BlockSelectParams a{};
   a.q = static_cast<const unsigned short*>(q.data);
@@ -126,8 +112,8 @@ void BlockSelectOp::execute(const TensorView& q, const TensorView& k, const Bloc
   void* args[] = {&a};
   const unsigned rows = unsigned(p.heads * nb);
   m.pool->launch(unsigned(nb), unsigned(p.kv_heads), unsigned(p.head_dim), stream, args);
-  m.select->launch(rows, 1, unsigned(m.plan.threads), stream, args);
-  m.offsets->launch(1, 1, unsigned(m.plan.scan_threads), stream, args);
+  m.select->launch(rows, 1, unsigned(m.m.plan.threads), stream, args);
+  m.offsets->launch(1, 1, unsigned(m.m.plan.scan_threads), stream, args);
   m.compact->launch(rows, 1, 128, stream, args);
 }
 

@@ -7,6 +7,7 @@
 
 #include "compiler/build_id.h"
 #include "compiler/codegen/embedded_templates.h"
+#include "ops/errors.h"
 #include "ops/loaded_kernels.h"
 #include "runtime/env.h"
 #include "runtime/sha256.h"
@@ -72,6 +73,11 @@ std::shared_ptr<const rt::LoadedKernel> load_entry(const rt::Context& ctx,
   return loaded_kernel(ctx, module.key + "/" + entry, [&] {
     return std::make_shared<const rt::LoadedKernel>(ctx, module.cubin, entry, dynamic_smem_bytes);
   });
+}
+
+void throw_not_built(bool compiled) {
+  throw NotBuilt(compiled ? "the plan was compiled without a device and cannot run"
+                          : "the plan is not built: call winnowPlanBuild first");
 }
 
 }  // namespace winnow::ops

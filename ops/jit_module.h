@@ -40,4 +40,7 @@ std::shared_ptr<const rt::LoadedKernel> load_entry(const rt::Context& ctx,
                                                    const CompiledModule& module, const char* entry,
                                                    int dynamic_smem_bytes);
 
+// Execute before build(): NotBuilt, saying whether the op was compiled without a device.
+[[noreturn]] void throw_not_built(bool compiled);
+
 }  // namespace winnow::ops

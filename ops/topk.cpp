@@ -189,10 +189,7 @@ void TopkOp::execute(const TopkInputs& in, const TensorView* out_indices,
   const int device = m.ctx ? m.ctx->info().ordinal : 0;
   const CallShape shape = validate_call(m.problem, device, in, out_indices, out_scores,
                                         workspace, workspace_bytes, m.workspace);
-  if (!m.kernel) {
-    throw NotBuilt(m.cubin.empty() ? "the plan is not built: call winnowPlanBuild first"
-                                   : "the plan was compiled without a device and cannot run");
-  }
+  if (!m.kernel) throw_not_built(!m.cubin.empty());
   m.ctx->bind();
   const rt::DriverApi& cu = rt::driver();
   TopkParams p{};

@@ -17,28 +17,30 @@ ops::BlockProblem problem(int head_dim) {
 
 }  // namespace
 
-TEST_CASE("block-select compiles for sm_90a without a GPU", "[nvrtc]") {
-  const int d = GENERATE(64, 128);
-  auto op = ops::BlockSelectOp::create(problem(d), nullptr);
-  CHECK_THAT(op->source(), Catch::Contains("winnow_block_score"));
-  CHECK_THAT(op->source(), Catch::Contains("struct WinnowScore"));
+// A compiled cubin: an ELF with SASS.
+template <class Op>
+void check_builds(Op& op) {
   rt::CubinCache cache(std::nullopt);
   auto be = backend::make_nvrtc_backend();
-  op->build(cache, *be);
-  REQUIRE(op->cubin().size() > 1000);
-  CHECK(std::string(op->cubin().data() + 1, 3) == "ELF");
-  CHECK(op->content_key().size() == 64);
+  op.build(cache, *be);
+  REQUIRE(op.cubin().size() > 1000);
+  CHECK(std::string(op.cubin().data() + 1, 3) == "ELF");
+  CHECK(op.content_key().size() == 64);
+  CHECK(static_cast<unsigned char>(op.cubin()[18]) == 190);  // EM_CUDA
 }
 
-TEST_CASE("block-sparse attention compiles for sm_90a without a GPU", "[nvrtc]") {
+TEST_CASE("block-select and block-sparse attention compile for sm_90a without a GPU", "[nvrtc]") {
   const int d = GENERATE(64, 128);
-  auto op = ops::BlockAttentionOp::create(problem(d), nullptr);
-  CHECK_THAT(op->source(), Catch::Contains("winnow_block_attention"));
-  rt::CubinCache cache(std::nullopt);
-  auto be = backend::make_nvrtc_backend();
-  op->build(cache, *be);
-  REQUIRE(op->cubin().size() > 1000);
-  CHECK(std::string(op->cubin().data() + 1, 3) == "ELF");
+  INFO("head_dim " << d);
+  auto select = ops::BlockSelectOp::create(problem(d), nullptr);
+  CHECK_THAT(select->source(), Catch::Contains("winnow_block_score"));
+  CHECK_THAT(select->source(), Catch::Contains("struct WinnowScore"));
+  check_builds(*select);
+  CHECK_THROWS_AS(select->execute({}, {}, {}, {}, {}, nullptr, nullptr, 0, nullptr),
+                  ops::InvalidArgument);  // q is null: refused before anything runs
+  auto attention = ops::BlockAttentionOp::create(problem(d), nullptr);
+  CHECK_THAT(attention->source(), Catch::Contains("winnow_block_attention"));
+  check_builds(*attention);
 }
 
 TEST_CASE("block problems are checked with messages", "[nvrtc]") {

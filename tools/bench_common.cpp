@@ -82,4 +82,11 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+bool bench_gpu_present() {
+  std::string why;
+  if (rt::gpu_available(&why)) return true;
+  fmt::print(stderr, "winnow bench needs a GPU ({})\n", why);
+  return false;
+}
+
 }  // namespace winnow::tools

@@ -24,6 +24,8 @@ std::string utc_date();  // "2026-12-01"
 // Prints the records on stdout and appends them to out_path (when not empty).
 void emit(const std::string& out_path, const std::vector<std::string>& lines);
 double seconds_since(std::chrono::steady_clock::time_point t0);
+// False, with the reason on stderr, when no GPU can run the benchmark.
+bool bench_gpu_present();
 
 struct Timing {
   float median = 0, min = 0, max = 0;

@@ -751,11 +751,7 @@ int bench_main(int argc, char** argv) {
     fmt::print("{}", kHelp);
     return 0;
   }
-  std::string why;
-  if (!rt::gpu_available(&why)) {
-    fmt::print(stderr, "winnow bench needs a GPU ({})\n", why);
-    return 1;
-  }
+  if (!bench_gpu_present()) return 1;
   rt::Context ctx(0);
   Meta meta{ctx.info().name, winnow::build_id(), utc_date(), read_ceilings(a.ceilings_path)};
   const ops::TopkProblem base = make_problem(a, ctx);

@@ -189,11 +189,7 @@ int bench_block_main(int argc, char** argv) {
     fmt::print("{}", kHelp);
     return 0;
   }
-  std::string why;
-  if (!rt::gpu_available(&why)) {
-    fmt::print(stderr, "winnow bench needs a GPU ({})\n", why);
-    return 1;
-  }
+  if (!bench_gpu_present()) return 1;
   rt::Context ctx(0);
   const Meta meta{ctx.info().name, winnow::build_id(), utc_date()};
   const auto dense_records = read_dense(a.dense_path);
