@@ -81,29 +81,29 @@ TEST_CASE("block descriptors and rules have the documented defaults", "[capi]") 
 TEST_CASE("block plans: bad descriptors are refused with messages", "[capi]") {
   Context ctx;
   winnowBlockPlan_t plan = nullptr;
-  winnowBlockDesc_t d = block_desc();
-  d.version = 7;
-  REQUIRE_STATUS(winnowBlockPlanCreate(ctx.h, &d, &plan), WINNOW_STATUS_INVALID_ARGUMENT,
-                 "desc->version = 7");
-  d = block_desc();
-  d.struct_size = 8;
-  REQUIRE_STATUS(winnowBlockPlanCreate(ctx.h, &d, &plan), WINNOW_STATUS_INVALID_ARGUMENT,
-                 "winnowBlockDescInit");
-  d = block_desc();
-  d.kv_heads = 7;
-  REQUIRE_STATUS(winnowBlockPlanCreate(ctx.h, &d, &plan), WINNOW_STATUS_INVALID_ARGUMENT,
-                 "multiple of kv_heads");
-  d = block_desc();
-  d.head_dim = 256;
-  REQUIRE_STATUS(winnowBlockPlanCreate(ctx.h, &d, &plan), WINNOW_STATUS_NOT_SUPPORTED,
-                 "head_dim = 256");
-  d = block_desc();
-  d.max_seq_len = 1000;
-  REQUIRE_STATUS(winnowBlockPlanCreate(ctx.h, &d, &plan), WINNOW_STATUS_INVALID_ARGUMENT,
-                 "max_seq_len = 1000");
-  d = block_desc();
-  d.arch = "sm_80";
-  REQUIRE_STATUS(winnowBlockPlanCreate(ctx.h, &d, &plan), WINNOW_STATUS_NOT_SUPPORTED, "sm_80");
+  struct Case {
+    void (*change)(winnowBlockDesc_t&);
+    winnowStatus_t status;
+    const char* text;
+  };
+  const Case cases[] = {
+      {[](winnowBlockDesc_t& d) { d.version = 7; }, WINNOW_STATUS_INVALID_ARGUMENT,
+       "desc->version = 7"},
+      {[](winnowBlockDesc_t& d) { d.struct_size = 8; }, WINNOW_STATUS_INVALID_ARGUMENT,
+       "winnowBlockDescInit"},
+      {[](winnowBlockDesc_t& d) { d.kv_heads = 7; }, WINNOW_STATUS_INVALID_ARGUMENT,
+       "multiple of kv_heads"},
+      {[](winnowBlockDesc_t& d) { d.head_dim = 256; }, WINNOW_STATUS_NOT_SUPPORTED,
+       "head_dim = 256"},
+      {[](winnowBlockDesc_t& d) { d.max_seq_len = 1000; }, WINNOW_STATUS_INVALID_ARGUMENT,
+       "max_seq_len = 1000"},
+      {[](winnowBlockDesc_t& d) { d.arch = "sm_80"; }, WINNOW_STATUS_NOT_SUPPORTED, "sm_80"},
+  };
+  for (const Case& c : cases) {
+    winnowBlockDesc_t d = block_desc();
+    c.change(d);
+    REQUIRE_STATUS(winnowBlockPlanCreate(ctx.h, &d, &plan), c.status, c.text);
+  }
   REQUIRE_STATUS(winnowBlockPlanCreate(ctx.h, nullptr, &plan), WINNOW_STATUS_INVALID_ARGUMENT,
                  "desc is null");
   CHECK(plan == nullptr);
