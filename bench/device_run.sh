@@ -15,11 +15,19 @@ timeout ${DEMO_TIMEOUT:-200} "$BIN/winnow" demo ${DEMO_ARGS:---rows 2048 --keys 
   --json "$OUT/demo.jsonl" 2>&1 | tee "$OUT/demo.txt" | tail -n 9
 if [ -n "${BENCH:-}" ]; then
   timeout 120 python3 bench/ceilings.py "$OUT/ceilings.json" 2>&1 | tail -n 3
+  # block-select compares with dense torch SDPA: timed first, read back with --dense.
+  if [[ "$BENCH" == *block-select* ]]; then
+    timeout ${SDPA_TIMEOUT:-300} python3 bench/sdpa_dense.py "$OUT/sdpa.jsonl" \
+      ${SDPA_L:-4K 16K 64K 128K 256K} 2>&1 | tail -n 6
+  fi
   # BENCH: ';'-separated "workload args" runs, e.g. "dsa-prefill --T 64K,1M;dsa-glm --T 64K"
+  # or "block-select --L 4K,16K,64K;block-select --L 128K;block-select --L 256K --repeats 5"
   IFS=';' read -ra runs <<< "$BENCH"
   for r in "${runs[@]}"; do
+    extra=()
+    [[ "$r" == block-select* ]] && extra=(--dense "$OUT/sdpa.jsonl")
     timeout ${BENCH_TIMEOUT:-300} "$BIN/winnow" bench $r --ceilings "$OUT/ceilings.json" \
-      --out "$OUT/bench.jsonl" 2>>"$OUT/bench.txt" >/dev/null
+      "${extra[@]}" --out "$OUT/bench.jsonl" 2>>"$OUT/bench.txt" >/dev/null
     echo "bench $r: rc=$?"
   done
   tail -n 40 "$OUT/bench.txt"
