@@ -26,6 +26,7 @@ std::unique_ptr<BlockAttentionOp> BlockAttentionOp::create(const BlockProblem& p
 
 const BlockProblem& BlockAttentionOp::problem() const { return impl_->m.problem; }
 const std::string& BlockAttentionOp::source() const { return impl_->m.generated.source; }
+std::string BlockAttentionOp::plan_text() const { return impl_->m.program; }
 const std::string& BlockAttentionOp::content_key() const { return impl_->m.module.key; }
 bool BlockAttentionOp::built() const { return !impl_->m.module.cubin.empty(); }
 const std::vector<char>& BlockAttentionOp::cubin() const { return impl_->m.module.cubin; }

@@ -21,6 +21,7 @@ class BlockAttentionOp {
 
   const BlockProblem& problem() const;
   const std::string& source() const;
+  std::string plan_text() const;  // the kernels' spec and plan
   backend::CompileRequest compile_request() const;
   const std::string& content_key() const;
   void build(rt::CubinCache& cache, const backend::Backend& be);
