@@ -230,3 +230,41 @@ TEST_CASE("block ops refuse bad tensors with messages", "[gpu]") {
                                       buffers.workspace.size(), nullptr),
                     Catch::Contains("k: shape[1]"));
 }
+
+TEST_CASE("block-select and attention at PERF.md's shape: 32 query heads on 8 KV heads", "[gpu]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  const int64_t L = 8192, nb = 64;
+  const auto p = test::small_block_problem(32, 8, L);
+  auto o = build_block_ops(p);
+  const auto data = ops::make_block_data(p, L, ops::BlockInput::Structured, test::test_seed() ^ 32);
+  const ops::BlockHostInputs host = data.decoded();
+  const auto dev = ops::upload_block_inputs(data);
+  const ops::BlockSelectRule rule;  // the defaults
+  const SelectRun run = run_select(*o.select, dev, rule);
+  check_form(run.index, p.heads, nb);
+  const ops::BlockIndex from_own = ops::build_block_index(p, nb, run.scores.data(), rule);
+  CHECK(run.index.offsets == from_own.offsets);
+  CHECK(run.index.indices == from_own.indices);
+  const std::vector<double> ref = ops::reference_block_scores(p, host);
+  double worst = 0;
+  for (size_t j = 0; j < ref.size(); ++j)
+    worst = std::max(worst, std::fabs(run.scores[j] - ref[j]) / (1.0 + std::fabs(ref[j])));
+  CHECK(worst < 1e-4);
+  INFO("density " << run.index.density(p.heads, nb));
+  CHECK(run.index.density(p.heads, nb) < 0.3);
+  // Attention on the first and the last query block (the last holds the most keys).
+  auto out = ops::make_attention_output(p, L);
+  ops::execute_block_attention(*o.attention, dev, run.buffers, out, nullptr);
+  rt::check(rt::driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize");
+  const std::vector<float> got = ops::download_attention(p, L, out);
+  for (int64_t first : {int64_t(0), L - 128}) {
+    const std::vector<float> want =
+        ops::reference_block_attention(p, host, run.index, first, first + 128);
+    int64_t bad = 0;
+    for (size_t j = size_t(first) * 32 * 128; j < size_t(first + 128) * 32 * 128; ++j)
+      bad += !(std::fabs(double(got[j]) - want[j]) <= 1e-2 + 1e-2 * std::fabs(want[j]));
+    INFO("rows from " << first);
+    CHECK(bad == 0);
+  }
+}
