@@ -137,7 +137,7 @@ __device__ void block_pool(const BlockSelectParams& p) {
   float acc = 0.0f;
   for (int t = 0; t < kBlockTokens; ++t) acc = __fadd_rn(acc, decode_bf16(src[t * rs]));
   p.pooled[((long long)kv * p.blocks + J) * C::kDim + e] =
-      encode_bf16(__fmul_rn(acc, 1.0f / kBlockTokens));
+      encode_bf16(__fmul_rn(acc, 1.0f / float(kBlockTokens)));
 }
 
 template <class C, class S>
@@ -302,7 +302,7 @@ __device__ void block_offsets(const BlockSelectParams& p) {
   sums[threadIdx.x] = own;
   __syncthreads();
   for (int o = 1; o < kScanThreads; o <<= 1) {
-    const int v = threadIdx.x >= o ? sums[threadIdx.x - o] : 0;
+    const int v = int(threadIdx.x) >= o ? sums[threadIdx.x - o] : 0;
     __syncthreads();
     sums[threadIdx.x] += v;
     __syncthreads();
