@@ -28,6 +28,11 @@ const BlockProblem& BlockAttentionOp::problem() const { return impl_->m.problem;
 const std::string& BlockAttentionOp::source() const { return impl_->m.generated.source; }
 std::string BlockAttentionOp::plan_text() const { return impl_->m.program; }
 const std::string& BlockAttentionOp::content_key() const { return impl_->m.module.key; }
+std::string BlockAttentionOp::launch_info() const {
+  const Impl& i = *impl_;
+  if (!i.kernel) return "not loaded";
+  return i.m.describe("attention", *i.kernel);
+}
 bool BlockAttentionOp::built() const { return !impl_->m.module.cubin.empty(); }
 const std::vector<char>& BlockAttentionOp::cubin() const { return impl_->m.module.cubin; }
 backend::CompileRequest BlockAttentionOp::compile_request() const {

@@ -26,6 +26,8 @@ class BlockAttentionOp {
   const std::string& content_key() const;
   void build(rt::CubinCache& cache, const backend::Backend& be);
   bool built() const;
+  // Occupancy, registers and shared memory of the main kernel (after build on a device).
+  std::string launch_info() const;
   const std::vector<char>& cubin() const;
 
   // out [L, heads, d] bf16 = attention of q over the keys of the listed blocks (causal on

@@ -1,5 +1,7 @@
 #include "ops/block_module.h"
 
+#include <fmt/format.h>
+
 namespace winnow::ops {
 
 BlockModule::BlockModule(const BlockProblem& p, const rt::Context* context, std::string name)
@@ -22,6 +24,11 @@ bool BlockModule::build(rt::CubinCache& cache, const backend::Backend& be) {
 std::shared_ptr<const rt::LoadedKernel> BlockModule::load(const char* entry,
                                                           int dynamic_smem_bytes) const {
   return load_entry(*ctx, module, entry, dynamic_smem_bytes);
+}
+
+std::string BlockModule::describe(const char* name, const rt::LoadedKernel& k) const {
+  return fmt::format("{}: {} CTAs/SM, {} registers, {} bytes of shared memory", name,
+                     k.max_blocks_per_sm(plan.threads), k.num_registers(), k.dynamic_smem_bytes());
 }
 
 }  // namespace winnow::ops

@@ -27,6 +27,8 @@ struct BlockModule {
   // Compiles or takes the cubin from the cache; true when there is a context to load into.
   bool build(rt::CubinCache& cache, const backend::Backend& be);
   std::shared_ptr<const rt::LoadedKernel> load(const char* entry, int dynamic_smem_bytes) const;
+  // "name: N CTAs/SM, R registers, S bytes of shared memory" of a loaded kernel.
+  std::string describe(const char* name, const rt::LoadedKernel& k) const;
 };
 
 }  // namespace winnow::ops

@@ -55,6 +55,11 @@ const BlockProblem& BlockSelectOp::problem() const { return impl_->m.problem; }
 const std::string& BlockSelectOp::source() const { return impl_->m.generated.source; }
 std::string BlockSelectOp::plan_text() const { return impl_->m.program; }
 const std::string& BlockSelectOp::content_key() const { return impl_->m.module.key; }
+std::string BlockSelectOp::launch_info() const {
+  const Impl& i = *impl_;
+  if (!i.select) return "not loaded";
+  return i.m.describe("score", *i.select);
+}
 bool BlockSelectOp::built() const { return !impl_->m.module.cubin.empty(); }
 const std::vector<char>& BlockSelectOp::cubin() const { return impl_->m.module.cubin; }
 backend::CompileRequest BlockSelectOp::compile_request() const {

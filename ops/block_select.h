@@ -32,6 +32,8 @@ class BlockSelectOp {
   const std::string& content_key() const;
   void build(rt::CubinCache& cache, const backend::Backend& be);
   bool built() const;
+  // Occupancy, registers and shared memory of the main kernel (after build on a device).
+  std::string launch_info() const;
   const std::vector<char>& cubin() const;
 
   // Device workspace of one call of seq_len tokens: pooled keys, staged rows, counts.

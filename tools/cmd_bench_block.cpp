@@ -205,8 +205,10 @@ int bench_block_main(int argc, char** argv) {
   select->build(cache, *be);
   auto attention = ops::BlockAttentionOp::create(p, &ctx);
   attention->build(cache, *be);
-  fmt::print(stderr, "block-select on {} ({}): heads {}/{} d 128, kernels built in {:.1f} s\n",
-             meta.gpu, p.arch.str(), p.heads, p.kv_heads, seconds_since(t0));
+  fmt::print(stderr, "block-select on {} ({}): heads {}/{} d 128, kernels built in {:.1f} s\n"
+                     "  {}\n  {}\n",
+             meta.gpu, p.arch.str(), p.heads, p.kv_heads, seconds_since(t0),
+             select->launch_info(), attention->launch_info());
 
   std::vector<Row> table;
   bool all_exact = true;
