@@ -210,10 +210,14 @@ __device__ void block_score(const BlockSelectParams& p, unsigned char* smem) {
       if (!second) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
+          // The running sum is rescaled only when the max grows (rarely, after the first
+          // tiles): about one exp2 per score instead of one and a half.
           const float mx = fmaxf(m[r], fmaxf(x[2 * r], x[2 * r + 1]));
-          l[r] = __fadd_rn(__fmul_rn(l[r], rescale(m[r], mx)),
-                           __fadd_rn(exp2_below(x[2 * r], mx), exp2_below(x[2 * r + 1], mx)));
-          m[r] = mx;
+          if (mx > m[r]) {
+            l[r] = __fmul_rn(l[r], rescale(m[r], mx));
+            m[r] = mx;
+          }
+          l[r] = __fadd_rn(l[r], __fadd_rn(exp2_below(x[2 * r], mx), exp2_below(x[2 * r + 1], mx)));
         }
       } else {
         // p = exp2(x - m) / Z; an invalid block has x = -inf, so p = 0.
