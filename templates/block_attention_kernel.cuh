@@ -85,9 +85,12 @@ __device__ void block_attention(const BlockAttentionParams& p, unsigned char* sm
       m[r] = mn;
       l[r] = __fmul_rn(l[r], corr[r]);
     }
+    // Most tiles leave both row maxima where they were: then nothing to rescale.
+    if (corr[0] != 1.0f || corr[1] != 1.0f) {
 #pragma unroll
-    for (int dt = 0; dt < DT; ++dt) {
-      o[dt][0] *= corr[0], o[dt][1] *= corr[0], o[dt][2] *= corr[1], o[dt][3] *= corr[1];
+      for (int dt = 0; dt < DT; ++dt) {
+        o[dt][0] *= corr[0], o[dt][1] *= corr[0], o[dt][2] *= corr[1], o[dt][3] *= corr[1];
+      }
     }
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
