@@ -8,28 +8,19 @@
 #include <vector>
 
 #include "compiler/backend/backend.h"
+#include "ops/block_module.h"
 #include "ops/block_problem.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/kernel_cache.h"
 
 namespace winnow::ops {
 
-class BlockAttentionOp {
+class BlockAttentionOp final : public BlockOp {
  public:
+  // Validates the problem and generates the kernel's source. ctx may be null (compile only).
   static std::unique_ptr<BlockAttentionOp> create(const BlockProblem& p, const rt::Context* ctx);
-  ~BlockAttentionOp();
 
-  const BlockProblem& problem() const;
-  const std::string& source() const;
-  std::string plan_text() const;  // the kernels' spec and plan
-  backend::CompileRequest compile_request() const;
-  const std::string& content_key() const;
-  void build(rt::CubinCache& cache, const backend::Backend& be);
-  bool built() const;
-  // Occupancy, registers and shared memory of the main kernel (after build on a device).
-  std::string launch_info() const;
-  const std::vector<char>& cubin() const;
-
+  std::string launch_info() const override;
   // out [L, heads, d] bf16 = attention of q over the keys of the listed blocks (causal on
   // the diagonal block). Every row's list must hold its diagonal block last (block-select's
   // index always does). One launch on `stream`; no workspace.
@@ -38,9 +29,9 @@ class BlockAttentionOp {
                CUstream stream) const;
 
  private:
-  struct Impl;
-  explicit BlockAttentionOp(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  BlockAttentionOp(const BlockProblem& p, const rt::Context* ctx);
+  void load() override;
+  std::shared_ptr<const rt::LoadedKernel> kernel_;
 };
 
 }  // namespace winnow::ops

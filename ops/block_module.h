@@ -31,4 +31,33 @@ struct BlockModule {
   std::string describe(const char* name, const rt::LoadedKernel& k) const;
 };
 
+// What every block op offers over its module: the problem, the generated source and plan,
+// the compile request, the compiled cubin and its key, and build().
+class BlockOp {
+ public:
+  virtual ~BlockOp() = default;
+  BlockOp(const BlockOp&) = delete;
+  BlockOp& operator=(const BlockOp&) = delete;
+
+  const BlockProblem& problem() const { return m_.problem; }
+  const std::string& source() const { return m_.generated.source; }
+  std::string plan_text() const { return m_.program; }  // the spec and plan (and program)
+  backend::CompileRequest compile_request() const { return m_.compile_request(); }
+  const std::string& content_key() const { return m_.module.key; }
+  bool built() const { return !m_.module.cubin.empty(); }
+  const std::vector<char>& cubin() const { return m_.module.cubin; }
+  // Compiles (or takes from the cache) and, when there is a context, loads the kernels.
+  void build(rt::CubinCache& cache, const backend::Backend& be) {
+    if (m_.build(cache, be)) load();
+  }
+  // Occupancy, registers and shared memory of the main kernel (after build on a device).
+  virtual std::string launch_info() const = 0;
+
+ protected:
+  BlockOp(const BlockProblem& p, const rt::Context* ctx, std::string stem)
+      : m_(p, ctx, std::move(stem)) {}
+  virtual void load() = 0;
+  BlockModule m_;
+};
+
 }  // namespace winnow::ops

@@ -6,7 +6,6 @@
 
 #include "compiler/codegen/emit_block.h"
 #include "compiler/lower/lower.h"
-#include "ops/block_module.h"
 #include "ops/tensor_rules.h"
 
 namespace winnow::ops {
@@ -31,61 +30,39 @@ ir::Expr block_score_program(int head_dim) {
       ir::binary(ir::BinaryOp::Mul, ir::dot(0), ir::constant(1.0f / std::sqrt(float(head_dim)))));
 }
 
-struct BlockSelectOp::Impl {
-  BlockModule m;
-  ir::Expr score;
-  std::shared_ptr<const rt::LoadedKernel> pool, select, offsets, compact;
-  Impl(const BlockProblem& p, const rt::Context* ctx) : m(p, ctx, "winnow_block_select") {}
-};
-
-BlockSelectOp::BlockSelectOp(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-BlockSelectOp::~BlockSelectOp() = default;
+BlockSelectOp::BlockSelectOp(const BlockProblem& p, const rt::Context* ctx)
+    : BlockOp(p, ctx, "winnow_block_select") {
+  score_ = lower::lower_score(block_score_program(p.head_dim), 1, nullptr);
+  m_.program = ir::print(score_) + "\n" + m_.program;
+  m_.generated = codegen::emit_block_select(score_, m_.spec, m_.plan);
+}
 
 std::unique_ptr<BlockSelectOp> BlockSelectOp::create(const BlockProblem& p,
                                                      const rt::Context* ctx) {
-  auto impl = std::make_unique<Impl>(p, ctx);
-  BlockModule& m = impl->m;
-  impl->score = lower::lower_score(block_score_program(p.head_dim), 1, nullptr);
-  m.program = ir::print(impl->score) + "\n" + m.program;
-  m.generated = codegen::emit_block_select(impl->score, m.spec, m.plan);
-  return std::unique_ptr<BlockSelectOp>(new BlockSelectOp(std::move(impl)));
+  return std::unique_ptr<BlockSelectOp>(new BlockSelectOp(p, ctx));
 }
 
-const BlockProblem& BlockSelectOp::problem() const { return impl_->m.problem; }
-const std::string& BlockSelectOp::source() const { return impl_->m.generated.source; }
-std::string BlockSelectOp::plan_text() const { return impl_->m.program; }
-const std::string& BlockSelectOp::content_key() const { return impl_->m.module.key; }
+void BlockSelectOp::load() {
+  pool_ = m_.load(codegen::kBlockPoolEntry, 0);
+  select_ = m_.load(codegen::kBlockScoreEntry, int(m_.plan.score_smem));
+  offsets_ = m_.load(codegen::kBlockOffsetsEntry, 0);
+  compact_ = m_.load(codegen::kBlockCompactEntry, 0);
+}
+
 std::string BlockSelectOp::launch_info() const {
-  const Impl& i = *impl_;
-  if (!i.select) return "not loaded";
-  return i.m.describe("score", *i.select);
-}
-bool BlockSelectOp::built() const { return !impl_->m.module.cubin.empty(); }
-const std::vector<char>& BlockSelectOp::cubin() const { return impl_->m.module.cubin; }
-backend::CompileRequest BlockSelectOp::compile_request() const {
-  return impl_->m.compile_request();
-}
-
-void BlockSelectOp::build(rt::CubinCache& cache, const backend::Backend& be) {
-  Impl& i = *impl_;
-  if (!i.m.build(cache, be)) return;
-  i.pool = i.m.load(codegen::kBlockPoolEntry, 0);
-  i.select = i.m.load(codegen::kBlockScoreEntry, int(i.m.plan.score_smem));
-  i.offsets = i.m.load(codegen::kBlockOffsetsEntry, 0);
-  i.compact = i.m.load(codegen::kBlockCompactEntry, 0);
+  return select_ ? m_.describe("score", *select_) : "not loaded";
 }
 
 size_t BlockSelectOp::workspace_bytes(int64_t seq_len) const {
-  return SelectWorkspace(impl_->m.problem, seq_len).total;
+  return SelectWorkspace(m_.problem, seq_len).total;
 }
 
 void BlockSelectOp::execute(const TensorView& q, const TensorView& k, const BlockSelectRule& rule,
                             const TensorView& out_offsets, const TensorView& out_indices,
                             const TensorView* out_scores, void* workspace,
                             size_t workspace_bytes, CUstream stream) const {
-  const Impl& m = *impl_;
-  const BlockProblem& p = m.m.problem;
-  const int device = m.m.ctx ? m.m.ctx->info().ordinal : 0;
+  const BlockProblem& p = m_.problem;
+  const int device = m_.ctx ? m_.ctx->info().ordinal : 0;
   validate_block_rule(rule);
   const int64_t L = validate_block_inputs(p, device, q, k, nullptr);
   validate_block_index(p, device, L, out_offsets, out_indices);
@@ -99,8 +76,8 @@ void BlockSelectOp::execute(const TensorView& q, const TensorView& k, const Bloc
   if (workspace_bytes < ws.total)
     throw WorkspaceTooSmall(fmt::format("workspace: {} bytes given, {} needed for L = {}",
                                         workspace_bytes, ws.total, L));
-  if (!m.pool) throw_not_built(built());
-  m.m.ctx->bind();
+  if (!pool_) throw_not_built(built());
+  m_.ctx->bind();
   auto* base = static_cast<unsigned char*>(workspace);
   BlockSelectParams a{};
   a.q = static_cast<const unsigned short*>(q.data);
@@ -116,10 +93,10 @@ void BlockSelectOp::execute(const TensorView& q, const TensorView& k, const Bloc
   a.rule = {rule.alpha, rule.sink_blocks, rule.local_blocks, rule.last_blocks, rule.min_blocks, 0};
   void* args[] = {&a};
   const unsigned rows = unsigned(p.heads * nb);
-  m.pool->launch(unsigned(nb), unsigned(p.kv_heads), unsigned(p.head_dim), stream, args);
-  m.select->launch(rows, 1, unsigned(m.m.plan.threads), stream, args);
-  m.offsets->launch(1, 1, unsigned(m.m.plan.scan_threads), stream, args);
-  m.compact->launch(rows, 1, 128, stream, args);
+  pool_->launch(unsigned(nb), unsigned(p.kv_heads), unsigned(p.head_dim), stream, args);
+  select_->launch(rows, 1, unsigned(m_.plan.threads), stream, args);
+  offsets_->launch(1, 1, unsigned(m_.plan.scan_threads), stream, args);
+  compact_->launch(rows, 1, 128, stream, args);
 }
 
 }  // namespace winnow::ops

@@ -10,6 +10,7 @@
 
 #include "compiler/backend/backend.h"
 #include "compiler/ir/ir.h"
+#include "ops/block_module.h"
 #include "ops/block_problem.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/kernel_cache.h"
@@ -19,23 +20,12 @@ namespace winnow::ops {
 // The block score program: dot(0) * (1 / sqrt(head_dim)), canonical.
 ir::Expr block_score_program(int head_dim);
 
-class BlockSelectOp {
+class BlockSelectOp final : public BlockOp {
  public:
   // Validates the problem and generates the kernels' source. ctx may be null (compile only).
   static std::unique_ptr<BlockSelectOp> create(const BlockProblem& p, const rt::Context* ctx);
-  ~BlockSelectOp();
 
-  const BlockProblem& problem() const;
-  const std::string& source() const;
-  std::string plan_text() const;
-  backend::CompileRequest compile_request() const;
-  const std::string& content_key() const;
-  void build(rt::CubinCache& cache, const backend::Backend& be);
-  bool built() const;
-  // Occupancy, registers and shared memory of the main kernel (after build on a device).
-  std::string launch_info() const;
-  const std::vector<char>& cubin() const;
-
+  std::string launch_info() const override;
   // Device workspace of one call of seq_len tokens: pooled keys, staged rows, counts.
   size_t workspace_bytes(int64_t seq_len) const;
   // Pools the keys, scores and selects, and writes the CSR index (and, when out_scores is
@@ -47,9 +37,10 @@ class BlockSelectOp {
                CUstream stream) const;
 
  private:
-  struct Impl;
-  explicit BlockSelectOp(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  BlockSelectOp(const BlockProblem& p, const rt::Context* ctx);
+  void load() override;
+  ir::Expr score_;
+  std::shared_ptr<const rt::LoadedKernel> pool_, select_, offsets_, compact_;
 };
 
 }  // namespace winnow::ops

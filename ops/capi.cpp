@@ -65,6 +65,23 @@ void require_non_null(const T* p, const char* name) {
   if (p == nullptr) invalid(fmt::format("{} is null", name));
 }
 
+// The start of a plan-creating entry point: the out-pointer cleared, every pointer given.
+template <class Desc, class Plan>
+void begin_plan_create(winnowContext_t ctx, const Desc* desc, Plan** plan) {
+  require_non_null(plan, "plan");
+  *plan = nullptr;
+  require_non_null(ctx, "ctx");
+  require_non_null(desc, "desc");
+}
+
+// The start of a per-length query on a block plan: both pointers given, seq_len >= 0.
+template <class Plan, class Out>
+void begin_length_query(const Plan* plan, const Out* out, const char* out_name, int64_t seq_len) {
+  require_non_null(plan, "plan");
+  require_non_null(out, out_name);
+  if (seq_len < 0) invalid(fmt::format("seq_len = {} must be >= 0", seq_len));
+}
+
 std::string user_error_text(const ir::UserError& e) {
   if (e.position() < 0) return e.what();
   return fmt::format("{} (at position {})", e.what(), e.position());
@@ -330,10 +347,7 @@ winnowStatus_t winnowDestroy(winnowContext_t ctx) {
 winnowStatus_t winnowPlanCreate(winnowContext_t ctx, const winnowProblemDesc_t* desc,
                                 winnowPlan_t* plan) {
   return guarded([&] {
-    require_non_null(plan, "plan");
-    *plan = nullptr;
-    require_non_null(ctx, "ctx");
-    require_non_null(desc, "desc");
+    begin_plan_create(ctx, desc, plan);
     const ops::TopkProblem problem = to_problem(*ctx, *desc);
     auto made = std::make_unique<winnowPlan>();
     made->ctx = ctx;
@@ -425,10 +439,7 @@ void winnowBlockRuleInit(winnowBlockRule_t* r) {
 winnowStatus_t winnowBlockPlanCreate(winnowContext_t ctx, const winnowBlockDesc_t* desc,
                                      winnowBlockPlan_t* plan) {
   return guarded([&] {
-    require_non_null(plan, "plan");
-    *plan = nullptr;
-    require_non_null(ctx, "ctx");
-    require_non_null(desc, "desc");
+    begin_plan_create(ctx, desc, plan);
     check_version(desc->struct_size, sizeof(winnowBlockDesc_t), desc->version,
                   WINNOW_BLOCK_DESC_VERSION, "winnowBlockDescInit");
     ops::BlockProblem p;
@@ -456,9 +467,7 @@ winnowStatus_t winnowBlockPlanBuild(winnowBlockPlan_t plan) {
 winnowStatus_t winnowBlockPlanGetWorkspaceSize(winnowBlockPlan_t plan, int64_t seq_len,
                                                size_t* bytes) {
   return guarded([&] {
-    require_non_null(plan, "plan");
-    require_non_null(bytes, "bytes");
-    if (seq_len < 0) invalid(fmt::format("seq_len = {} must be >= 0", seq_len));
+    begin_length_query(plan, bytes, "bytes", seq_len);
     *bytes = plan->select->workspace_bytes(seq_len);
   });
 }
@@ -466,9 +475,7 @@ winnowStatus_t winnowBlockPlanGetWorkspaceSize(winnowBlockPlan_t plan, int64_t s
 winnowStatus_t winnowBlockIndexCapacity(winnowBlockPlan_t plan, int64_t seq_len,
                                         int64_t* entries) {
   return guarded([&] {
-    require_non_null(plan, "plan");
-    require_non_null(entries, "entries");
-    if (seq_len < 0) invalid(fmt::format("seq_len = {} must be >= 0", seq_len));
+    begin_length_query(plan, entries, "entries", seq_len);
     *entries = ops::index_capacity(plan->select->problem(), seq_len);
   });
 }
