@@ -65,7 +65,7 @@ __device__ void block_attention(const BlockAttentionParams& p, unsigned char* sm
     float mx[2] = {minus_infinity(), minus_infinity()};
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
-      dot_16x8<D>(a, keys + nt * 8 * RB, RB, g, t4, s[nt]);
+      dot_16x8<D>(a, keys + nt * 8 * RB, RB, lane, s[nt]);
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const long long kpos = key0 + nt * 8 + 2 * t4 + (i & 1);

@@ -51,17 +51,21 @@ __device__ __forceinline__ void load_q_fragments(const unsigned short* q, long l
 }
 
 // 16 rows x 8 keys of q . k: the keys' rows (bf16, d contiguous) start at `keys`,
-// `row_bytes` apart; c0 c1: row g, keys 2 t4, 2 t4 + 1; c2 c3: row g + 8.
+// `row_bytes` apart; c0 c1: row g, keys 2 t4, 2 t4 + 1; c2 c3: row g + 8. The B fragments
+// of two k-steps come from one ldmatrix.x4 (lanes 0-7: the 8 key rows at d = 16 ks,
+// 8-15 at 16 ks + 8, 16-31 the same for ks + 1).
 template <int D>
 __device__ __forceinline__ void dot_16x8(const u32 (&a)[D / 16][4], const char* keys,
-                                         int row_bytes, int g, int t4, float (&c)[4]) {
-  const char* kb = keys + g * row_bytes;
+                                         int row_bytes, int lane, float (&c)[4]) {
+  static_assert(D % 32 == 0, "k-steps go in pairs");
+  const char* row = keys + (lane & 7) * row_bytes + (lane >> 3) * 16;
   c[0] = c[1] = c[2] = c[3] = 0.0f;
 #pragma unroll
-  for (int ks = 0; ks < D / 16; ++ks) {
-    const u32 b0 = *reinterpret_cast<const u32*>(kb + (ks * 16 + 2 * t4) * 2);
-    const u32 b1 = *reinterpret_cast<const u32*>(kb + (ks * 16 + 2 * t4 + 8) * 2);
+  for (int ks = 0; ks < D / 16; ks += 2) {
+    u32 b0, b1, b2, b3;
+    ldmatrix_x4(row + ks * 32, b0, b1, b2, b3);
     mma_bf16_16816(a[ks], b0, b1, c[0], c[1], c[2], c[3]);
+    mma_bf16_16816(a[ks + 1], b2, b3, c[0], c[1], c[2], c[3]);
   }
 }
 
@@ -198,7 +202,7 @@ __device__ void block_score(const BlockSelectParams& p, unsigned char* smem) {
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       float c[4];
-      dot_16x8<D>(a, keys + nt * 8 * RB, RB, g, t4, c);
+      dot_16x8<D>(a, keys + nt * 8 * RB, RB, lane, c);
       const int J0 = tile * T + nt * 8 + 2 * t4;
       float x[4];
 #pragma unroll

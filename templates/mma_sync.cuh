@@ -28,6 +28,15 @@ __device__ __forceinline__ unsigned shared_address(const void* smem) {
   return unsigned(a);
 }
 
+// Four 8 x 8 b16 matrices: lanes 8i..8i+7 give the row addresses of matrix i; lane l
+// gets row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1 of each (an mma B fragment when the
+// rows are the B columns).
+__device__ __forceinline__ void ldmatrix_x4(const void* row, u32& r0, u32& r1, u32& r2, u32& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(shared_address(row)));
+}
+
 // Four transposed 8 x 8 b16 matrices: lanes 8i..8i+7 give the row addresses of matrix i.
 __device__ __forceinline__ void ldmatrix_x4_trans(const void* row, u32& r0, u32& r1, u32& r2,
                                                   u32& r3) {

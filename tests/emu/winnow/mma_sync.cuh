@@ -34,9 +34,10 @@ inline u32 pack_bf16x2(float lo, float hi) {
   return u32(encode_bf16(lo)) | (u32(encode_bf16(hi)) << 16);
 }
 
-// Matrix i's rows come from the addresses of lanes 8i .. 8i + 7; transposed, a lane gets
-// rows 2 (lane % 4) and 2 (lane % 4) + 1 of column lane / 4.
-inline void ldmatrix_x4_trans(const void* row, u32& r0, u32& r1, u32& r2, u32& r3) {
+// Matrix i's rows come from the addresses of lanes 8i .. 8i + 7. A lane gets row lane / 4,
+// columns 2 (lane % 4) and 2 (lane % 4) + 1; transposed, rows 2 (lane % 4) and
+// 2 (lane % 4) + 1 of column lane / 4.
+inline void emu_ldmatrix_x4(const void* row, bool trans, u32& r0, u32& r1, u32& r2, u32& r3) {
   winnow_emu::warp->addresses[winnow_emu::lane] = row;
   winnow_emu::warp->sync.arrive_and_wait();
   const int g = int(winnow_emu::lane) / 4, t4 = int(winnow_emu::lane) % 4;
@@ -45,9 +46,16 @@ inline void ldmatrix_x4_trans(const void* row, u32& r0, u32& r1, u32& r2, u32& r
     auto M = [&](int r, int c) {
       return static_cast<const unsigned short*>(winnow_emu::warp->addresses[8 * i + r])[c];
     };
-    *out[i] = u32(M(2 * t4, g)) | (u32(M(2 * t4 + 1, g)) << 16);
+    *out[i] = trans ? u32(M(2 * t4, g)) | (u32(M(2 * t4 + 1, g)) << 16)
+                    : u32(M(g, 2 * t4)) | (u32(M(g, 2 * t4 + 1)) << 16);
   }
   winnow_emu::warp->sync.arrive_and_wait();
+}
+inline void ldmatrix_x4(const void* row, u32& r0, u32& r1, u32& r2, u32& r3) {
+  emu_ldmatrix_x4(row, false, r0, r1, r2, r3);
+}
+inline void ldmatrix_x4_trans(const void* row, u32& r0, u32& r1, u32& r2, u32& r3) {
+  emu_ldmatrix_x4(row, true, r0, r1, r2, r3);
 }
 
 inline void copy_async_16(void* smem, const void* global, bool valid) {
