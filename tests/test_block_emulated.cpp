@@ -2,7 +2,8 @@
 // (tests/emu/cuda_emulation.h: a thread per CUDA thread, warp fragments exchanged by the
 // PTX layouts) against the CPU reference: their indexing, fragment bookkeeping, masks and
 // CSR output are checked here, before any GPU run. Tiny shapes: the emulation is slow
-// (the d = 128 case takes minutes on two cores: hidden, run it by name).
+// (the d = 128 case takes minutes on two cores: hidden, run it by name:
+// winnow_tests "*two score tiles*").
 #include <cmath>
 
 #include "block_check.h"
@@ -18,7 +19,7 @@ namespace {
 template <int D>
 struct EmuConfig {
   static constexpr int kHeads = 4, kKvHeads = 2, kDim = D;
-  static constexpr int kThreads = 256, kTile = 64, kMaxBlocks = 64;
+  static constexpr int kThreads = 256, kTile = 64, kMaxBlocks = 128;
 };
 
 // The block score program dot(0) * (1 / sqrt(d)), as the generated functor computes it.
@@ -33,6 +34,7 @@ void run_emulated(int64_t L, ops::BlockInput kind, const ops::BlockSelectRule& r
   ops::BlockProblem prob = test::small_block_problem(C::kHeads, C::kKvHeads, L);
   prob.head_dim = D;
   const int64_t nb = ops::block_count(L);
+  REQUIRE(nb <= C::kMaxBlocks);  // what the op's validation guarantees on the device
   const auto data = ops::make_block_data(prob, L, kind, test::test_seed() + uint64_t(L) + D);
   const ops::BlockHostInputs host = data.decoded();
   const size_t capacity = size_t(ops::index_capacity(prob, L));
