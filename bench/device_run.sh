@@ -21,11 +21,19 @@ if [ -n "${BENCH:-}" ]; then
     timeout ${TORCH_TIMEOUT:-240} python3 bench/torch_baselines.py "$OUT/baselines.json" \
       ${TORCH_TOPK:+--topk "$TORCH_TOPK"} ${TORCH_KNN:+--knn "$TORCH_KNN"} 2>&1 | tail -n 12
   fi
+  # block-select compares with dense torch SDPA: timed first, read back with --dense.
+  if [[ "$BENCH" == *block-select* ]]; then
+    timeout ${SDPA_TIMEOUT:-300} python3 bench/sdpa_dense.py "$OUT/sdpa.jsonl" \
+      ${SDPA_L:-4K 16K 64K 128K 256K} 2>&1 | tail -n 6
+  fi
   # BENCH: ';'-separated "workload args" runs, e.g. "dsa-prefill --T 64K,1M;dsa-glm --T 64K"
+  # or "block-select --L 4K,16K,64K;block-select --L 128K;block-select --L 256K --repeats 5"
   IFS=';' read -ra runs <<< "$BENCH"
   for r in "${runs[@]}"; do
-    timeout ${BENCH_TIMEOUT:-300} "$BIN/winnow" bench $r --ceilings "$OUT/ceilings.json" --baselines "$OUT/baselines.json" \
-      --out "$OUT/bench.jsonl" 2>>"$OUT/bench.txt" >/dev/null
+    extra=(--baselines "$OUT/baselines.json")
+    [[ "$r" == block-select* ]] && extra=(--dense "$OUT/sdpa.jsonl")
+    timeout ${BENCH_TIMEOUT:-300} "$BIN/winnow" bench $r --ceilings "$OUT/ceilings.json" \
+      "${extra[@]}" --out "$OUT/bench.jsonl" 2>>"$OUT/bench.txt" >/dev/null
     echo "bench $r: rc=$?"
   done
   tail -n 40 "$OUT/bench.txt"

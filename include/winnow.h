@@ -160,6 +160,57 @@ winnowStatus_t winnowExecute(winnowPlan_t plan, const winnowTensor_t* inputs, in
                              const winnowTensor_t* out_indices, const winnowTensor_t* out_scores,
                              void* workspace, size_t workspace_bytes, CUstream stream);
 
+/* ---- Block-sparse prefill (FlashPrefill-style block selection + attention) ----
+ * Semantics: ops/block_problem.h. q [L, heads, d], k and v [L, kv_heads, d], bf16,
+ * contiguous, L a multiple of 128. winnowBlockSelect writes a CSR index: offsets int32
+ * [heads * L/128 + 1] (row h * L/128 + I) and indices int32 (at least
+ * winnowBlockIndexCapacity entries), each row's kept key blocks ascending; the density is
+ * offsets[last] / capacity. winnowBlockAttention runs causal attention over those blocks
+ * only and writes out bf16 [L, heads, d]. Neither allocates, synchronises or compiles. */
+#define WINNOW_BLOCK_DESC_VERSION 1
+typedef struct winnowBlockDesc_t {
+  size_t struct_size; /* sizeof(winnowBlockDesc_t) */
+  uint32_t version;   /* WINNOW_BLOCK_DESC_VERSION */
+  int32_t heads;      /* query heads (32) */
+  int32_t kv_heads;   /* KV heads (8); heads % kv_heads == 0 */
+  int32_t head_dim;   /* 64 or 128 */
+  int64_t max_seq_len; /* the longest L the plan takes (262144) */
+  const char* arch;    /* NULL: the context's device */
+} winnowBlockDesc_t;
+
+/* The select rule of one call: keep key block J of query block I when its score is at
+ * least alpha * the row's best, or J < sink_blocks, or J > I - local_blocks, or I is one
+ * of the last last_blocks query blocks; then fill up to min_blocks best-first. */
+typedef struct winnowBlockRule_t {
+  float alpha;          /* [0, 1]; 0.1 */
+  int32_t sink_blocks;  /* 1 */
+  int32_t local_blocks; /* >= 1 (the diagonal); 2 */
+  int32_t last_blocks;  /* 0 */
+  int32_t min_blocks;   /* 4 */
+} winnowBlockRule_t;
+
+void winnowBlockDescInit(winnowBlockDesc_t* d);
+void winnowBlockRuleInit(winnowBlockRule_t* r);
+
+typedef struct winnowBlockPlan* winnowBlockPlan_t;
+winnowStatus_t winnowBlockPlanCreate(winnowContext_t ctx, const winnowBlockDesc_t* desc,
+                                     winnowBlockPlan_t* plan);
+winnowStatus_t winnowBlockPlanBuild(winnowBlockPlan_t plan);
+winnowStatus_t winnowBlockPlanGetWorkspaceSize(winnowBlockPlan_t plan, int64_t seq_len,
+                                               size_t* bytes);
+winnowStatus_t winnowBlockIndexCapacity(winnowBlockPlan_t plan, int64_t seq_len,
+                                        int64_t* entries);
+winnowStatus_t winnowBlockPlanDestroy(winnowBlockPlan_t plan);
+winnowStatus_t winnowBlockSelect(winnowBlockPlan_t plan, const winnowTensor_t* q,
+                                 const winnowTensor_t* k, const winnowBlockRule_t* rule,
+                                 const winnowTensor_t* out_offsets,
+                                 const winnowTensor_t* out_indices, void* workspace,
+                                 size_t workspace_bytes, CUstream stream);
+winnowStatus_t winnowBlockAttention(winnowBlockPlan_t plan, const winnowTensor_t* q,
+                                    const winnowTensor_t* k, const winnowTensor_t* v,
+                                    const winnowTensor_t* offsets, const winnowTensor_t* indices,
+                                    const winnowTensor_t* out, CUstream stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,6 +12,8 @@
 #include "compiler/backend/arch.h"
 #include "compiler/backend/backend.h"
 #include "compiler/ir/ir.h"
+#include "ops/block_attention.h"
+#include "ops/block_select.h"
 #include "ops/errors.h"
 #include "ops/tensor.h"
 #include "ops/topk.h"
@@ -38,6 +40,12 @@ struct winnowPlan {
   std::unique_ptr<ops::TopkOp> op;
 };
 
+struct winnowBlockPlan {
+  winnowContext* ctx = nullptr;  // borrowed, as for winnowPlan
+  std::unique_ptr<ops::BlockSelectOp> select;
+  std::unique_ptr<ops::BlockAttentionOp> attention;
+};
+
 namespace {
 
 thread_local std::string t_last_error;
@@ -55,6 +63,23 @@ struct StatusError {
 template <class T>
 void require_non_null(const T* p, const char* name) {
   if (p == nullptr) invalid(fmt::format("{} is null", name));
+}
+
+// The start of a plan-creating entry point: the out-pointer cleared, every pointer given.
+template <class Desc, class Plan>
+void begin_plan_create(winnowContext_t ctx, const Desc* desc, Plan** plan) {
+  require_non_null(plan, "plan");
+  *plan = nullptr;
+  require_non_null(ctx, "ctx");
+  require_non_null(desc, "desc");
+}
+
+// The start of a per-length query on a block plan: both pointers given, seq_len >= 0.
+template <class Plan, class Out>
+void begin_length_query(const Plan* plan, const Out* out, const char* out_name, int64_t seq_len) {
+  require_non_null(plan, "plan");
+  require_non_null(out, out_name);
+  if (seq_len < 0) invalid(fmt::format("seq_len = {} must be >= 0", seq_len));
 }
 
 std::string user_error_text(const ir::UserError& e) {
@@ -153,15 +178,39 @@ ir::Expr score_program(const winnowProblemDesc_t& d) {
   invalid(fmt::format("desc->score = {} is not a winnowScore_t", static_cast<int>(d.score)));
 }
 
+// The target: the caller's arch, else WINNOW_FORCE_ARCH, else the context's device.
+backend::Arch target_arch(const winnowContext& ctx, const char* arch) {
+  const std::optional<std::string> forced = rt::env_get("WINNOW_FORCE_ARCH");
+  if (arch != nullptr || (forced && !forced->empty())) {
+    const std::string text = arch != nullptr ? arch : *forced;
+    const char* source = arch != nullptr ? "desc->arch" : "WINNOW_FORCE_ARCH";
+    try {
+      return backend::parse_arch(text);
+    } catch (const std::invalid_argument& e) {
+      invalid(fmt::format("{} = \"{}\": {}", source, text, e.what()));
+    }
+  }
+  if (ctx.cuda) return ops::device_arch(*ctx.cuda);
+  throw StatusError{WINNOW_STATUS_NO_DEVICE,
+                    "no GPU: pass an explicit arch such as sm_90a to compile without one"};
+}
+
+// The struct_size and version of a versioned descriptor.
+void check_version(size_t struct_size, size_t needed, uint32_t version, uint32_t supported,
+                   const char* init) {
+  if (struct_size < needed)
+    invalid(fmt::format("desc->struct_size = {} is smaller than {}, the size of a version {} "
+                        "descriptor (call {} first)",
+                        struct_size, needed, supported, init));
+  if (version != supported)
+    invalid(fmt::format("desc->version = {} is not supported: this winnow reads version {}",
+                        version, supported));
+}
+
 ops::TopkProblem to_problem(const winnowContext& ctx, const winnowProblemDesc_t& d) {
   constexpr size_t kNeeded = offsetof(winnowProblemDesc_t, sample_size) + sizeof(d.sample_size);
-  if (d.struct_size < kNeeded)
-    invalid(fmt::format("desc->struct_size = {} is smaller than {}, the size of a version {} "
-                        "descriptor (call winnowProblemDescInit first)",
-                        d.struct_size, kNeeded, WINNOW_PROBLEM_DESC_VERSION));
-  if (d.version != WINNOW_PROBLEM_DESC_VERSION)
-    invalid(fmt::format("desc->version = {} is not supported: this winnow reads version {}",
-                        d.version, WINNOW_PROBLEM_DESC_VERSION));
+  check_version(d.struct_size, kNeeded, d.version, WINNOW_PROBLEM_DESC_VERSION,
+                "winnowProblemDescInit");
 
   ops::TopkProblem p;
   p.score = score_program(d);
@@ -190,22 +239,7 @@ ops::TopkProblem to_problem(const winnowContext& ctx, const winnowProblemDesc_t&
   }
   p.causal_ratio = d.causal_ratio;
   p.causal_offset = d.causal_offset;
-  // The target: the caller's arch, else WINNOW_FORCE_ARCH, else the context's device.
-  const std::optional<std::string> forced = rt::env_get("WINNOW_FORCE_ARCH");
-  if (d.arch != nullptr || (forced && !forced->empty())) {
-    const std::string text = d.arch != nullptr ? d.arch : *forced;
-    const char* source = d.arch != nullptr ? "desc->arch" : "WINNOW_FORCE_ARCH";
-    try {
-      p.arch = backend::parse_arch(text);
-    } catch (const std::invalid_argument& e) {
-      invalid(fmt::format("{} = \"{}\": {}", source, text, e.what()));
-    }
-  } else if (ctx.cuda) {
-    p.arch = ops::device_arch(*ctx.cuda);
-  } else {
-    throw StatusError{WINNOW_STATUS_NO_DEVICE,
-                      "no GPU: pass an explicit arch such as sm_90a to compile without one"};
-  }
+  p.arch = target_arch(ctx, d.arch);
   p.candidate_capacity = d.candidate_capacity;
   p.sample_size = d.sample_size;
   // A descriptor from before key_splits existed is shorter: it keeps the default.
@@ -314,10 +348,7 @@ winnowStatus_t winnowDestroy(winnowContext_t ctx) {
 winnowStatus_t winnowPlanCreate(winnowContext_t ctx, const winnowProblemDesc_t* desc,
                                 winnowPlan_t* plan) {
   return guarded([&] {
-    require_non_null(plan, "plan");
-    *plan = nullptr;
-    require_non_null(ctx, "ctx");
-    require_non_null(desc, "desc");
+    begin_plan_create(ctx, desc, plan);
     const ops::TopkProblem problem = to_problem(*ctx, *desc);
     auto made = std::make_unique<winnowPlan>();
     made->ctx = ctx;
@@ -384,6 +415,112 @@ winnowStatus_t winnowExecute(winnowPlan_t plan, const winnowTensor_t* inputs, in
     if (out_scores) scores = to_view(*out_scores, "out_scores");
     plan->op->execute(in, indices ? &*indices : nullptr, scores ? &*scores : nullptr, workspace,
                       workspace_bytes, stream);
+  });
+}
+
+void winnowBlockDescInit(winnowBlockDesc_t* d) {
+  if (d == nullptr) return;
+  const ops::BlockProblem defaults;
+  *d = winnowBlockDesc_t{};
+  d->struct_size = sizeof(winnowBlockDesc_t);
+  d->version = WINNOW_BLOCK_DESC_VERSION;
+  d->heads = defaults.heads;
+  d->kv_heads = defaults.kv_heads;
+  d->head_dim = defaults.head_dim;
+  d->max_seq_len = defaults.max_seq_len;
+  d->arch = nullptr;
+}
+
+void winnowBlockRuleInit(winnowBlockRule_t* r) {
+  if (r == nullptr) return;
+  const ops::BlockSelectRule defaults;
+  *r = winnowBlockRule_t{defaults.alpha, defaults.sink_blocks, defaults.local_blocks,
+                         defaults.last_blocks, defaults.min_blocks};
+}
+
+winnowStatus_t winnowBlockPlanCreate(winnowContext_t ctx, const winnowBlockDesc_t* desc,
+                                     winnowBlockPlan_t* plan) {
+  return guarded([&] {
+    begin_plan_create(ctx, desc, plan);
+    check_version(desc->struct_size, sizeof(winnowBlockDesc_t), desc->version,
+                  WINNOW_BLOCK_DESC_VERSION, "winnowBlockDescInit");
+    ops::BlockProblem p;
+    p.heads = desc->heads;
+    p.kv_heads = desc->kv_heads;
+    p.head_dim = desc->head_dim;
+    p.max_seq_len = desc->max_seq_len;
+    p.arch = target_arch(*ctx, desc->arch);
+    auto made = std::make_unique<winnowBlockPlan>();
+    made->ctx = ctx;
+    made->select = ops::BlockSelectOp::create(p, ctx->cuda.get());
+    made->attention = ops::BlockAttentionOp::create(p, ctx->cuda.get());
+    *plan = made.release();
+  });
+}
+
+winnowStatus_t winnowBlockPlanBuild(winnowBlockPlan_t plan) {
+  return guarded([&] {
+    require_non_null(plan, "plan");
+    plan->select->build(plan->ctx->cache, *plan->ctx->compiler);
+    plan->attention->build(plan->ctx->cache, *plan->ctx->compiler);
+  });
+}
+
+winnowStatus_t winnowBlockPlanGetWorkspaceSize(winnowBlockPlan_t plan, int64_t seq_len,
+                                               size_t* bytes) {
+  return guarded([&] {
+    begin_length_query(plan, bytes, "bytes", seq_len);
+    *bytes = plan->select->workspace_bytes(seq_len);
+  });
+}
+
+winnowStatus_t winnowBlockIndexCapacity(winnowBlockPlan_t plan, int64_t seq_len,
+                                        int64_t* entries) {
+  return guarded([&] {
+    begin_length_query(plan, entries, "entries", seq_len);
+    *entries = ops::index_capacity(plan->select->problem(), seq_len);
+  });
+}
+
+winnowStatus_t winnowBlockPlanDestroy(winnowBlockPlan_t plan) {
+  return guarded([&] {
+    require_non_null(plan, "plan");
+    delete plan;
+  });
+}
+
+winnowStatus_t winnowBlockSelect(winnowBlockPlan_t plan, const winnowTensor_t* q,
+                                 const winnowTensor_t* k, const winnowBlockRule_t* rule,
+                                 const winnowTensor_t* out_offsets,
+                                 const winnowTensor_t* out_indices, void* workspace,
+                                 size_t workspace_bytes, CUstream stream) {
+  return guarded([&] {
+    require_non_null(plan, "plan");
+    for (auto [t, name] : {std::pair{q, "q"}, {k, "k"}, {out_offsets, "out_offsets"},
+                           {out_indices, "out_indices"}})
+      require_non_null(t, name);
+    require_non_null(rule, "rule");
+    const ops::BlockSelectRule r{rule->alpha, rule->sink_blocks, rule->local_blocks,
+                                 rule->last_blocks, rule->min_blocks};
+    plan->select->execute(to_view(*q, "q"), to_view(*k, "k"), r,
+                          to_view(*out_offsets, "out_offsets"),
+                          to_view(*out_indices, "out_indices"), nullptr, workspace,
+                          workspace_bytes, stream);
+  });
+}
+
+winnowStatus_t winnowBlockAttention(winnowBlockPlan_t plan, const winnowTensor_t* q,
+                                    const winnowTensor_t* k, const winnowTensor_t* v,
+                                    const winnowTensor_t* offsets, const winnowTensor_t* indices,
+                                    const winnowTensor_t* out, CUstream stream) {
+  return guarded([&] {
+    require_non_null(plan, "plan");
+    for (auto [t, name] : {std::pair{q, "q"}, {k, "k"}, {v, "v"}, {offsets, "offsets"},
+                           {indices, "indices"}, {out, "out"}})
+      require_non_null(t, name);
+    plan->attention->execute(to_view(*q, "q"), to_view(*k, "k"), to_view(*v, "v"),
+                             to_view(*offsets, "offsets"), to_view(*indices, "indices"),
+                             to_view(*out, "out"), stream);
   });
 }
 

@@ -9,13 +9,7 @@
 
 namespace winnow::ops {
 
-uint16_t encode_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if (std::isnan(f)) return 0x7FC0;
-  u += 0x7FFFu + ((u >> 16) & 1u);  // round to nearest even
-  return uint16_t(u >> 16);
-}
+uint16_t encode_bf16(float f) { return winnow::encode_bf16(f); }
 
 namespace {
 

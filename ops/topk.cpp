@@ -3,24 +3,17 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <sstream>
 
-#include "compiler/build_id.h"
-#include "compiler/codegen/embedded_templates.h"
 #include "compiler/codegen/emit_cuda.h"
 #include "compiler/lower/lower.h"
 #include "compiler/plan/kernel_plan.h"
-#include "ops/loaded_kernels.h"
+#include "ops/jit_module.h"
 #include "ops/validate.h"
-#include "runtime/env.h"
-#include "runtime/sha256.h"
 #include "winnow/topk_params.cuh"
 
 namespace winnow::ops {
 namespace {
 
-// Shared memory a block may use when there is no device to ask (sm_90 and sm_100).
-constexpr long kDefaultSmemLimit = 227 * 1024;
 // The two uint32 counters sit at the start of the workspace; buffers start here.
 constexpr size_t kBuffersOffset = 256;
 
@@ -68,27 +61,6 @@ size_t next_pow2(size_t n) {
   return p;
 }
 
-std::string template_hashes() {
-  static const std::string text = [] {
-    std::string t;
-    for (const auto& e : codegen::embedded_templates()) {
-      t += fmt::format("{}={}\n", e.name, rt::sha256_hex(std::string_view(e.text, e.size)));
-    }
-    return t;
-  }();
-  return text;
-}
-
-std::vector<std::string> extra_compiler_options() {
-  std::vector<std::string> opts;
-  if (auto v = rt::env_get("WINNOW_NVRTC_OPTIONS")) {
-    std::istringstream in(*v);
-    for (std::string o; in >> o;) opts.push_back(o);
-  }
-  std::sort(opts.begin(), opts.end());
-  return opts;
-}
-
 }  // namespace
 
 struct TopkOp::Impl {
@@ -133,41 +105,21 @@ bool TopkOp::built() const { return !impl_->cubin.empty(); }
 const std::vector<char>& TopkOp::cubin() const { return impl_->cubin; }
 
 backend::CompileRequest TopkOp::compile_request() const {
-  backend::CompileRequest req;
-  req.source = impl_->generated.source;
-  req.source_name = "winnow_topk.cu";
-  req.headers = impl_->generated.headers;
-  req.arch = impl_->problem.arch;
-  req.options = extra_compiler_options();
-  if (auto d = rt::env_get("WINNOW_DUMP_DIR")) req.dump_dir = *d;
-  return req;
+  return make_compile_request(impl_->generated, impl_->problem.arch, "winnow_topk");
 }
 
 void TopkOp::build(rt::CubinCache& cache, const backend::Backend& be) {
   Impl& m = *impl_;
-  backend::CompileRequest req = compile_request();
-  rt::ContentKeyInputs in;
-  in.build_id = build_id();
-  in.template_hashes = template_hashes();
-  in.backend = be.name() + " " + be.version();
-  in.arch = req.arch.str();
-  for (const auto& o : req.options) in.options += o + "\n";
-  // The generated stub itself, so a change to the emitter changes the key even when the
-  // build id (the commit, read at configure time) is stale.
-  in.program = ir::print(m.problem.score) + "\n" + plan::describe(m.spec, m.plan) +
-               m.generated.source;
-  m.key = rt::content_key(in);
-  req.source_name = fmt::format("winnow_topk_{}.cu", m.key.substr(0, 16));
-  auto got = cache.get(in.arch, m.key, ir::print(m.problem.score),
-                       [&] { return be.compile(req).cubin; });
-  m.cubin = std::move(got.cubin);
+  CompiledModule module =
+      compile_cached(cache, be, compile_request(), "winnow_topk",
+                     ir::print(m.problem.score) + "\n" + plan::describe(m.spec, m.plan),
+                     ir::print(m.problem.score));
+  m.key = module.key;
+  m.cubin = module.cubin;
   m.kernel.reset();
   m.workspace = 0;
   if (!m.ctx) return;
-  m.kernel = loaded_kernel(*m.ctx, m.key, [&] {
-    return std::make_shared<const rt::LoadedKernel>(*m.ctx, m.cubin, m.generated.entry.c_str(),
-                                                    int(m.plan.smem_bytes()));
-  });
+  m.kernel = load_entry(*m.ctx, module, m.generated.entry.c_str(), int(m.plan.smem_bytes()));
   const int per_sm = m.kernel->max_blocks_per_sm(m.plan.threads);
   if (per_sm < 1) {
     throw NotSupported(fmt::format("the kernel cannot run on this device ({} bytes of shared "
@@ -257,10 +209,7 @@ void TopkOp::execute(const TopkInputs& in, const TensorView* out_indices,
   const CallShape shape =
       validate_call(m.problem, device, in, out_indices, out_scores, workspace, workspace_bytes,
                     m.workspace, causal_offset, m.spec.materialize ? 0 : m.plan.capacity);
-  if (!m.kernel) {
-    throw NotBuilt(m.cubin.empty() ? "the plan is not built: call winnowPlanBuild first"
-                                   : "the plan was compiled without a device and cannot run");
-  }
+  if (!m.kernel) throw_not_built(!m.cubin.empty());
   m.ctx->bind();
   const rt::DriverApi& cu = rt::driver();
   TopkParams p{};

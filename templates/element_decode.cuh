@@ -36,6 +36,15 @@ WINNOW_HD float decode_e4m3(unsigned char b) {
   return bits_float(sign | ((exp + 120u) << 23) | (man << 20));
 }
 
+// fp32 -> bf16, round to nearest even (NaN stays a quiet NaN): the pooled keys of
+// block-select are rounded by this on the device and by the host reference alike.
+WINNOW_HD unsigned short encode_bf16(float f) {
+  u32 u = float_bits(f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FC0;
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return (unsigned short)(u >> 16);
+}
+
 template <int kElem>
 WINNOW_HD float decode_element(const void* base, long long i) {
   if (kElem == kElemF32) return static_cast<const float*>(base)[i];

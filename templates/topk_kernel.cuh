@@ -15,6 +15,7 @@
 // functor S, and instantiates topk_kernel<C, S> in one extern "C" entry point.
 #pragma once
 #include "winnow/element_decode.cuh"
+#include "winnow/mma_sync.cuh"
 #include "winnow/rank_order.cuh"
 #include "winnow/sample_keys.cuh"
 #include "winnow/score_ops.cuh"
@@ -198,11 +199,7 @@ __device__ __forceinline__ void mma_step(const u32 (&a)[4], u32 b0, u32 b1, floa
         : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   } else if (C::kMma == kElemBF16) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    mma_bf16_16816(a, b0, b1, c0, c1, c2, c3);
   } else {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
@@ -398,22 +395,6 @@ __device__ __forceinline__ float score_of(const TopkSmem<C>& s, const ScoreArgs&
   } else {
     return S::eval(a);
   }
-}
-
-// Asynchronous 16-byte global -> shared copies (cp.async, sm_80+): the next key tile
-// loads while the current one is scored. src_bytes 0 fills the slot with zeros.
-__device__ __forceinline__ void copy_async_16(void* smem, const void* global, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(smem)),
-               "l"(global), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void copy_async_4(void* smem, const void* global, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_address(smem)),
-               "l"(global), "r"(valid ? 4 : 0));
-}
-__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n"); }
-template <int Pending>
-__device__ __forceinline__ void copy_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
 }
 
 // The shared memory of key-tile stage `stage` (two stages on the tensor-core path).

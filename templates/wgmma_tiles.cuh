@@ -7,6 +7,7 @@
 // (the 8-row swizzle period), which the descriptors' zero base offset assumes.
 #pragma once
 #include "winnow/element_decode.cuh"
+#include "winnow/mma_sync.cuh"
 #include "winnow/portable.cuh"
 
 namespace winnow {
@@ -26,17 +27,11 @@ WINNOW_HD constexpr int swizzled_at(int row0, int k0) {
 }
 
 #if defined(__CUDA_ARCH__)
-__device__ __forceinline__ unsigned smem_address(const void* p) {
-  unsigned long long a;
-  asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
-  return unsigned(a);
-}
-
 // Shared-memory matrix descriptor (PTX ISA, wgmma "Matrix Descriptor"): start address
 // >> 4, leading byte offset 1 (unused by K-major swizzled tiles), stride byte offset
 // 1024 >> 4 (from one 8-row group to the next), base offset 0, 128-byte swizzle.
 __device__ __forceinline__ unsigned long long wgmma_desc(const void* p) {
-  return (unsigned long long)((smem_address(p) & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) |
+  return (unsigned long long)((shared_address(p) & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) |
          (1ull << 62);
 }
 

@@ -19,51 +19,15 @@
 #include "compiler/ir/ir.h"
 #include "ops/validate.h"
 #include "capi_tensor.h"
+#include "capi_support.h"
 #include "support.h"
 #include "winnow.h"
 
 using Catch::Matchers::Contains;
+using winnow::test::Context;
+using winnow::test::ScopedEnv;
 
 namespace {
-
-// Checks the status and a substring of the thread's last error.
-#define REQUIRE_STATUS(call, status, text)                                  \
-  do {                                                                      \
-    const winnowStatus_t got_ = (call);                                     \
-    INFO("last error: " << winnowGetLastError());                           \
-    REQUIRE(winnowGetStatusString(got_) == winnowGetStatusString(status));  \
-    REQUIRE_THAT(std::string(winnowGetLastError()), Contains(text));        \
-  } while (0)
-
-// Sets an environment variable for one scope (tests run one case per process under ctest,
-// but restore it anyway for a plain run of the test binary).
-struct ScopedEnv {
-  std::string name;
-  std::string old;
-  bool had;
-  ScopedEnv(const char* n, const std::string& value) : name(n) {
-    const char* o = std::getenv(n);
-    had = o != nullptr;
-    if (had) old = o;
-    setenv(n, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (had)
-      setenv(name.c_str(), old.c_str(), 1);
-    else
-      unsetenv(name.c_str());
-  }
-};
-
-struct Context {
-  ScopedEnv no_disk{"WINNOW_DISABLE_DISK_CACHE", "1"};
-  winnowContext_t h = nullptr;
-  Context() {
-    INFO("last error: " << winnowGetLastError());
-    REQUIRE(winnowCreate(&h, 0) == WINNOW_STATUS_SUCCESS);
-  }
-  ~Context() { winnowDestroy(h); }
-};
 
 struct Plan {
   winnowPlan_t h = nullptr;

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "compiler/backend/backend.h"
+#include "ops/fast_fill.h"
 #include "ops/host_data.h"
 #include "ops/reference.h"
 #include "ops/stream_topk.h"
@@ -41,10 +42,15 @@
 #include "ops/topk.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/kernel_cache.h"
+#include "tools/bench_common.h"
 #include "tools/commands.h"
 
 namespace winnow::tools {
 namespace {
+
+using ops::fill_chunk;
+using ops::parallel_for;
+using ops::splitmix64;
 
 // ---------------------------------------------------------------------------------------
 // Workloads and arguments
@@ -147,6 +153,8 @@ Workloads:
                        chunk's sample hint the previous chunk's last selection)
   knn-ip               inner product, d=768, fp16 corpus of N vectors, a batch of queries
   knn-l2               as knn-ip with the negated squared L2 distance
+  block-select         FlashPrefill block selection + block-sparse attention (its own
+                       options: winnow bench block-select --help)
 
 Options:
   --T LIST            sizes, comma-separated (K and M suffixes: 64K = 65536): the keys T
@@ -174,28 +182,6 @@ Options:
                       + topk) records and the winnow record's ratio to them
   --out FILE          append the JSON records to FILE too
 )";
-
-// "65536", "64K", "1M" (binary multiples).
-int64_t parse_size(const std::string& flag, const std::string& s) {
-  int64_t v = 0;
-  const char* end = s.data() + s.size();
-  auto [p, ec] = std::from_chars(s.data(), end, v);
-  if (ec == std::errc{} && p != end && p + 1 == end) {
-    if (*p == 'K' || *p == 'k') v <<= 10, p = end;
-    else if (*p == 'M' || *p == 'm') v <<= 20, p = end;
-  }
-  if (ec != std::errc{} || p != end || v <= 0)
-    throw UsageError(flag + " expects positive integers separated by commas, got '" + s + "'");
-  return v;
-}
-
-std::vector<int64_t> parse_sizes(const std::string& flag, const std::string& list) {
-  std::vector<int64_t> out;
-  std::stringstream in(list);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(parse_size(flag, item));
-  if (out.empty()) throw UsageError(flag + " needs at least one value");
-  return out;
-}
 
 const Workload& find_workload(const std::string& name) {
   for (const Workload& w : kWorkloads)
@@ -282,33 +268,6 @@ struct Ceilings {
   }
 };
 
-// The number after "key": in a flat JSON object; nullopt when missing or null. A scan,
-// not a parser: the file is the one bench/ceilings.py writes.
-std::optional<double> json_number(const std::string& text, const std::string& key) {
-  const std::string quoted = "\"" + key + "\"";
-  size_t at = text.find(quoted);
-  if (at == std::string::npos) return std::nullopt;
-  at = text.find(':', at + quoted.size());  // keys may hold ':' themselves
-  if (at == std::string::npos) return std::nullopt;
-  const char* p = text.c_str() + at + 1;
-  char* end = nullptr;
-  const double v = std::strtod(p, &end);  // skips spaces; "null" parses as nothing
-  if (end == p || !(v > 0)) return std::nullopt;
-  return v;
-}
-
-// The whole of a small text file; nullopt (with a line on stderr saying `fallback`) when it
-// cannot be read.
-std::optional<std::string> read_text(const std::string& path, const char* what,
-                                     const char* fallback) {
-  std::ifstream in(path);
-  if (!in) {
-    fmt::print(stderr, "{}: cannot read {}: {}\n", what, path, fallback);
-    return std::nullopt;
-  }
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 Ceilings read_ceilings(const std::string& path) {
   Ceilings c;
   if (path.empty()) return c;
@@ -355,40 +314,6 @@ struct Shape {
 
 // ---------------------------------------------------------------------------------------
 // Random inputs
-
-// Runs f(0) .. f(n - 1) on every core (but `spare` of them).
-template <class F>
-void parallel_for(size_t n, const F& f, unsigned spare = 0) {
-  const unsigned cores = std::thread::hardware_concurrency();
-  const size_t threads = std::min<size_t>(n, std::max(1u, cores > spare ? cores - spare : 1u));
-  std::atomic<size_t> next{0};
-  std::vector<std::thread> pool;
-  for (size_t t = 0; t < threads; ++t)
-    pool.emplace_back([&] {
-      for (size_t i; (i = next++) < n;) f(i);
-    });
-  for (std::thread& t : pool) t.join();
-}
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-// Codes drawn from a table of 65536 encoded samples of the distribution, by a xorshift64*
-// stream per chunk: values distributed as the samples are (N(0,1) to the table's
-// resolution, every code of fp8), at memory speed instead of the encoder's (5M x 768
-// values are 3.9 billion).
-template <class Code>
-void fill_chunk(Code* dst, size_t n, const Code* table, uint64_t state) {
-  state |= 1;
-  for (size_t i = 0; i < n; ++i) {
-    state ^= state >> 12, state ^= state << 25, state ^= state >> 27;
-    dst[i] = table[(state * 0x2545F4914F6CDD1Dull) >> 48];
-  }
-}
 
 // `count` values of `dist` in `dtype`, generated in slices on every core and uploaded.
 template <class Dist>
@@ -446,45 +371,6 @@ struct DeviceInputs {
     return in;
   }
 };
-
-struct Timing {
-  float median = 0, min = 0, max = 0;
-};
-
-class Event {
- public:
-  Event() { rt::check(rt::driver().cuEventCreate(&e_, 0), "cuEventCreate"); }
-  ~Event() { rt::driver().cuEventDestroy(e_); }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  CUevent get() const { return e_; }
- private:
-  CUevent e_ = nullptr;
-};
-
-// `warmup` untimed launches, then `repeats` launches each between two CUDA events. Runs
-// longer than a second are reported on stderr as they end, prefixed by `label`.
-template <class Launch>
-Timing time_launches(const Launch& launch, int warmup, int repeats, const std::string& label) {
-  const rt::DriverApi& cu = rt::driver();
-  CUstream stream = nullptr;
-  Event a, b;
-  std::vector<float> times;
-  for (int i = 0; i < warmup + repeats; ++i) {
-    rt::check(cu.cuEventRecord(a.get(), stream), "cuEventRecord");
-    launch(stream);
-    rt::check(cu.cuEventRecord(b.get(), stream), "cuEventRecord");
-    rt::check(cu.cuEventSynchronize(b.get()), "cuEventSynchronize");
-    float ms = 0;
-    rt::check(cu.cuEventElapsedTime(&ms, a.get(), b.get()), "cuEventElapsedTime");
-    if (ms > 1000)
-      fmt::print(stderr, "{}: {} {}/{}: {:.2f} s\n", label, i < warmup ? "warm-up" : "run",
-                 i < warmup ? i + 1 : i - warmup + 1, i < warmup ? warmup : repeats, ms / 1e3);
-    if (i >= warmup) times.push_back(ms);
-  }
-  std::sort(times.begin(), times.end());
-  return {times[times.size() / 2], times.front(), times.back()};
-}
 
 // The rows the check downloads: n rows evenly spread over [0, Q), first and last included.
 std::vector<int64_t> rows_to_check(int64_t Q, int64_t n) {
@@ -764,24 +650,6 @@ struct Baseline {
 };
 
 
-std::string utc_date() {
-  char date[16];
-  std::time_t now = std::time(nullptr);
-  std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
-  return date;
-}
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    if (static_cast<unsigned char>(ch) >= 0x20) out += ch;
-  }
-  return out + "\"";
-}
-
-std::string json_bool(std::optional<bool> b) { return !b ? "null" : *b ? "true" : "false"; }
-
 // One (size, k)'s results, for the records and the table.
 struct SizeResult {
   Shape shape;
@@ -902,18 +770,6 @@ std::vector<std::string> size_records(const BenchArgs& a, const Meta& m, const S
   return out;
 }
 
-void emit(const std::string& out_path, const std::vector<std::string>& lines) {
-  for (const auto& l : lines) fmt::print("{}\n", l);
-  std::fflush(stdout);
-  if (out_path.empty()) return;
-  if (FILE* f = std::fopen(out_path.c_str(), "a")) {
-    for (const auto& l : lines) std::fputs((l + "\n").c_str(), f);
-    std::fclose(f);
-  } else {
-    fmt::print(stderr, "cannot append to {}\n", out_path);
-  }
-}
-
 void print_table(const BenchArgs& a, const Meta& meta, const std::vector<SizeResult>& results) {
   fmt::print(stderr, "\n{:<19} {:>18} {:<22} {:>10} {:>9} {:>9} {:>9} {:>9} {:>11} {:>6}\n",
              "workload", "size", "impl", "ms", "TFLOP/s", "GB/s", "/floor", "/mat", "extra MB",
@@ -944,10 +800,6 @@ void print_table(const BenchArgs& a, const Meta& meta, const std::vector<SizeRes
 
 // ---------------------------------------------------------------------------------------
 // The run
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 ops::TopkProblem make_problem(const BenchArgs& a, const rt::Context& ctx) {
   ops::TopkProblem p;
@@ -1142,16 +994,13 @@ std::vector<SizeResult> run_size(const BenchArgs& a, const ops::TopkProblem& bas
 }  // namespace
 
 int bench_main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "block-select") return run_bench_block(argc, argv);
   BenchArgs a;
   if (!parse_args(argc, argv, a)) {
     fmt::print("{}", kHelp);
     return 0;
   }
-  std::string why;
-  if (!rt::gpu_available(&why)) {
-    fmt::print(stderr, "winnow bench needs a GPU ({})\n", why);
-    return 1;
-  }
+  if (!bench_gpu_present()) return 1;
   rt::Context ctx(0);
   Meta meta{ctx.info().name, winnow::build_id(), utc_date(), read_ceilings(a.ceilings_path), ""};
   if (!a.baselines_path.empty())

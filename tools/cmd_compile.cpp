@@ -12,6 +12,8 @@
 #include "compiler/backend/arch.h"
 #include "compiler/backend/backend.h"
 #include "compiler/ir/ir.h"
+#include "ops/block_attention.h"
+#include "ops/block_select.h"
 #include "ops/topk.h"
 #include "tools/commands.h"
 
@@ -24,8 +26,10 @@ using winnow::tools::UsageError;
 namespace {
 
 constexpr const char* kHelp = R"(Usage: winnow compile (--expr TEXT | --score NAME) --arch ARCH --emit WHAT [options]
+       winnow compile --op block-select|block-attention --arch ARCH --emit WHAT [options]
 
-Builds one fused score + top-k kernel and prints one stage of it. Needs no GPU.
+Builds one fused score + top-k kernel (or a block-sparse prefill module) and prints one
+stage of it. Needs no GPU.
 
 Required:
   --expr TEXT        a score expression, e.g. 'sum_h(w[h] * relu(dot(h))) * kscale'
@@ -37,6 +41,9 @@ Required:
                      cubin  the cubin (needs -o)
 
 Options:
+  --op OP            topk (default), block-select (pooling, block scores + threshold,
+                     CSR) or block-attention (block-sparse attention); the block ops
+                     take --heads (32), --kv-heads (8), --dim (128) and --max-seq-len
   --heads H          query heads per row (default 64 for relu_mh and --expr, else 1)
   --dim D            head dimension, a multiple of 16 (default 128)
   --q-dtype T        fp8, bf16, fp16 or fp32 (default fp8 for relu_mh and --expr, else bf16)
@@ -111,11 +118,58 @@ void emit_text(const std::optional<std::string>& out, const std::string& text) {
     fmt::print("{}", text);
 }
 
+// The PTX or the cubin of a compile request, with the compile time on standard error.
+int compile_and_emit(const backend::CompileRequest& req, Emit emit,
+                     const std::optional<std::string>& out, double generate_ms) {
+  const auto be = backend::make_nvrtc_backend();
+  const auto t1 = std::chrono::steady_clock::now();
+  const backend::CompileResult r = be->compile(req, emit == Emit::Ptx);
+  const double compile_ms = ms_since(t1);
+  if (!r.log.empty()) fmt::print(stderr, "{}\n", r.log);
+  if (emit == Emit::Ptx)
+    emit_text(out, r.ptx);
+  else
+    write_file(*out, r.cubin.data(), r.cubin.size());
+  fmt::print(stderr, "compiled for {} with {} {} in {:.0f} ms (generated in {:.1f} ms){}\n",
+             req.arch.str(), be->name(), be->version(), compile_ms, generate_ms,
+             emit == Emit::Cubin ? fmt::format(", {} bytes to {}", r.cubin.size(), *out) : "");
+  return 0;
+}
+
+// `--op block-select` / `--op block-attention`: the block-sparse prefill modules.
+int emit_block_op(const std::string& name, const ops::BlockProblem& p, Emit emit,
+                  const std::optional<std::string>& out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string ir_text, source;
+  backend::CompileRequest req;
+  auto take = [&](const auto& op) {
+    ir_text = op->plan_text();
+    source = op->source();
+    req = op->compile_request();
+  };
+  if (name == "block-select") take(ops::BlockSelectOp::create(p, nullptr));
+  else if (name == "block-attention") take(ops::BlockAttentionOp::create(p, nullptr));
+  else throw UsageError("--op must be topk, block-select or block-attention, not '" + name + "'");
+  const double generate_ms = ms_since(t0);
+  if (emit == Emit::Ir) {
+    emit_text(out, ir_text);
+    return 0;
+  }
+  if (emit == Emit::Cu) {
+    emit_text(out, source);
+    fmt::print(stderr, "generated in {:.1f} ms\n", generate_ms);
+    return 0;
+  }
+  return compile_and_emit(req, emit, out, generate_ms);
+}
+
 }  // namespace
 
 int run_compile(int argc, char** argv) {
   std::optional<std::string> expr, score, arch, emit_text_arg, out, q_dtype, k_dtype;
   std::optional<int> heads;
+  std::string op_name = "topk";
+  ops::BlockProblem block;
   bool key_scale = true;
   ops::TopkProblem p;
   Args args(argc, argv);
@@ -136,6 +190,12 @@ int run_compile(int argc, char** argv) {
       out = args.value();
     } else if (flag == "--heads") {
       heads = args.int_value();
+    } else if (flag == "--op") {
+      op_name = args.value();
+    } else if (flag == "--kv-heads") {
+      block.kv_heads = args.int_value();
+    } else if (flag == "--max-seq-len") {
+      block.max_seq_len = args.int_value();
     } else if (flag == "--dim") {
       p.head_dim = args.int_value();
     } else if (flag == "--q-dtype") {
@@ -163,12 +223,26 @@ int run_compile(int argc, char** argv) {
       winnow::tools::unknown_argument(flag);
     }
   }
-  if (expr.has_value() == score.has_value())
-    throw UsageError("give exactly one of --expr TEXT and --score NAME");
   if (!arch) throw UsageError("--arch is required (sm_90a or sm_100a)");
   if (!emit_text_arg) throw UsageError("--emit is required (ir, cu, ptx or cubin)");
   const Emit emit = parse_emit(*emit_text_arg);
   if (emit == Emit::Cubin && !out) throw UsageError("--emit cubin needs -o FILE");
+  const auto target = [&] {
+    try {
+      return backend::parse_arch(*arch);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(fmt::format("--arch {}: {}", *arch, e.what()));
+    }
+  };
+  if (op_name != "topk") {
+    if (expr || score) throw UsageError("--expr and --score are for --op topk");
+    block.heads = heads.value_or(block.heads);
+    block.head_dim = p.head_dim;
+    block.arch = target();
+    return emit_block_op(op_name, block, emit, out);
+  }
+  if (expr.has_value() == score.has_value())
+    throw UsageError("give exactly one of --expr TEXT and --score NAME");
   if (!key_scale && score != "relu_mh") throw UsageError("--no-key-scale is for --score relu_mh");
 
   // Multi-head scores default to the DSA indexer's shape, the others to one head in bf16.
@@ -188,11 +262,7 @@ int run_compile(int argc, char** argv) {
   p.q_dtype = q_dtype ? parse_dtype("--q-dtype", *q_dtype)
                       : (multi_head ? ops::DType::E4M3 : ops::DType::BF16);
   p.k_dtype = k_dtype ? parse_dtype("--k-dtype", *k_dtype) : p.q_dtype;
-  try {
-    p.arch = backend::parse_arch(*arch);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(fmt::format("--arch {}: {}", *arch, e.what()));
-  }
+  p.arch = target();
 
   const auto t0 = std::chrono::steady_clock::now();
   const auto op = ops::TopkOp::create(p, nullptr);
@@ -209,17 +279,5 @@ int run_compile(int argc, char** argv) {
     case Emit::Ptx:
     case Emit::Cubin: break;
   }
-  const auto be = backend::make_nvrtc_backend();
-  const auto t1 = std::chrono::steady_clock::now();
-  const backend::CompileResult r = be->compile(op->compile_request(), emit == Emit::Ptx);
-  const double compile_ms = ms_since(t1);
-  if (!r.log.empty()) fmt::print(stderr, "{}\n", r.log);
-  if (emit == Emit::Ptx)
-    emit_text(out, r.ptx);
-  else
-    write_file(*out, r.cubin.data(), r.cubin.size());
-  fmt::print(stderr, "compiled for {} with {} {} in {:.0f} ms (generated in {:.1f} ms){}\n",
-             p.arch.str(), be->name(), be->version(), compile_ms, generate_ms,
-             emit == Emit::Cubin ? fmt::format(", {} bytes to {}", r.cubin.size(), *out) : "");
-  return 0;
+  return compile_and_emit(op->compile_request(), emit, out, generate_ms);
 }

@@ -14,6 +14,7 @@ int run_compile(int argc, char** argv);
 int run_cache(int argc, char** argv);
 int run_demo(int argc, char** argv);
 int run_bench(int argc, char** argv);
+int run_bench_block(int argc, char** argv);  // `winnow bench block-select`
 
 namespace winnow::tools {
 

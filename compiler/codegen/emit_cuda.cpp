@@ -176,10 +176,14 @@ GeneratedKernel emit_topk(const ir::Expr& score, const plan::KernelSpec& spec,
       plan.rows_per_cta, plan.key_tile, plan.threads, plan.bins, plan.capacity, plan.sample,
       plan.mma, plan.head_sums, plan.wgmma,
       emit_score_functor(score, spec.heads), plan.threads, g.entry);
-  for (const EmbeddedTemplate& t : embedded_templates()) {
-    g.headers.emplace_back(t.name, std::string(t.text, t.size));
-  }
+  g.headers = template_headers();
   return g;
+}
+
+std::vector<std::pair<std::string, std::string>> template_headers() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const EmbeddedTemplate& t : embedded_templates()) out.emplace_back(t.name, std::string(t.text, t.size));
+  return out;
 }
 
 }  // namespace winnow::codegen

@@ -26,6 +26,9 @@ const ir::Node* head_sum_node(const ir::Expr& score);
 // The score functor alone: `struct WinnowScore { static float eval(const ScoreArgs&) }`.
 std::string emit_score_functor(const ir::Expr& score, int heads);
 
+// Every embedded template as (include name, text), for CompileRequest::headers.
+std::vector<std::pair<std::string, std::string>> template_headers();
+
 GeneratedKernel emit_topk(const ir::Expr& score, const plan::KernelSpec& spec,
                           const plan::KernelPlan& plan);
 

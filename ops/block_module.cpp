@@ -1,0 +1,34 @@
+#include "ops/block_module.h"
+
+#include <fmt/format.h>
+
+namespace winnow::ops {
+
+BlockModule::BlockModule(const BlockProblem& p, const rt::Context* context, std::string name)
+    : problem(p), ctx(context), stem(std::move(name)) {
+  validate_block_problem(p);
+  spec = block_spec(p);
+  plan = block_plan(spec, ctx ? ctx->info().max_smem_optin : kDefaultSmemLimit);
+  program = plan::describe(spec, plan);
+}
+
+backend::CompileRequest BlockModule::compile_request() const {
+  return make_compile_request(generated, problem.arch, stem);
+}
+
+bool BlockModule::build(rt::CubinCache& cache, const backend::Backend& be) {
+  module = compile_cached(cache, be, compile_request(), stem, program, stem);
+  return ctx != nullptr;
+}
+
+std::shared_ptr<const rt::LoadedKernel> BlockModule::load(const char* entry,
+                                                          int dynamic_smem_bytes) const {
+  return load_entry(*ctx, module, entry, dynamic_smem_bytes);
+}
+
+std::string BlockModule::describe(const char* name, const rt::LoadedKernel& k) const {
+  return fmt::format("{}: {} CTAs/SM, {} registers, {} bytes of shared memory", name,
+                     k.max_blocks_per_sm(plan.threads), k.num_registers(), k.dynamic_smem_bytes());
+}
+
+}  // namespace winnow::ops

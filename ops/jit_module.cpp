@@ -1,0 +1,83 @@
+#include "ops/jit_module.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "compiler/build_id.h"
+#include "compiler/codegen/embedded_templates.h"
+#include "ops/errors.h"
+#include "ops/loaded_kernels.h"
+#include "runtime/env.h"
+#include "runtime/sha256.h"
+
+namespace winnow::ops {
+
+const std::string& template_hashes() {
+  static const std::string text = [] {
+    std::string t;
+    for (const auto& e : codegen::embedded_templates()) {
+      t += fmt::format("{}={}\n", e.name, rt::sha256_hex(std::string_view(e.text, e.size)));
+    }
+    return t;
+  }();
+  return text;
+}
+
+std::vector<std::string> extra_compiler_options() {
+  std::vector<std::string> opts;
+  if (auto v = rt::env_get("WINNOW_NVRTC_OPTIONS")) {
+    std::istringstream in(*v);
+    for (std::string o; in >> o;) opts.push_back(o);
+  }
+  std::sort(opts.begin(), opts.end());
+  return opts;
+}
+
+backend::CompileRequest make_compile_request(const codegen::GeneratedKernel& g,
+                                             const backend::Arch& arch, const std::string& stem) {
+  backend::CompileRequest req;
+  req.source = g.source;
+  req.source_name = stem + ".cu";
+  req.headers = g.headers;
+  req.arch = arch;
+  req.options = extra_compiler_options();
+  if (auto d = rt::env_get("WINNOW_DUMP_DIR")) req.dump_dir = *d;
+  return req;
+}
+
+CompiledModule compile_cached(rt::CubinCache& cache, const backend::Backend& be,
+                              backend::CompileRequest req, const std::string& stem,
+                              const std::string& program, const std::string& description) {
+  rt::ContentKeyInputs in;
+  in.build_id = build_id();
+  in.template_hashes = template_hashes();
+  in.backend = be.name() + " " + be.version();
+  in.arch = req.arch.str();
+  for (const auto& o : req.options) in.options += o + "\n";
+  // The generated stub itself, so a change to the emitter changes the key even when the
+  // build id (the commit, read at configure time) is stale.
+  in.program = program + req.source;
+  CompiledModule m;
+  m.key = rt::content_key(in);
+  req.source_name = fmt::format("{}_{}.cu", stem, m.key.substr(0, 16));
+  auto got = cache.get(in.arch, m.key, description, [&] { return be.compile(req).cubin; });
+  m.cubin = std::move(got.cubin);
+  return m;
+}
+
+std::shared_ptr<const rt::LoadedKernel> load_entry(const rt::Context& ctx,
+                                                   const CompiledModule& module, const char* entry,
+                                                   int dynamic_smem_bytes) {
+  return loaded_kernel(ctx, module.key + "/" + entry, [&] {
+    return std::make_shared<const rt::LoadedKernel>(ctx, module.cubin, entry, dynamic_smem_bytes);
+  });
+}
+
+void throw_not_built(bool compiled) {
+  throw NotBuilt(compiled ? "the plan was compiled without a device and cannot run"
+                          : "the plan is not built: call winnowPlanBuild first");
+}
+
+}  // namespace winnow::ops

@@ -1,0 +1,75 @@
+// Run-time arguments and shared-memory sizes of the block-select and block-sparse
+// attention kernels. Included by the host (ops/block_*.cpp) and by NVRTC, so the
+// layout is one definition; only plain types.
+#pragma once
+#include "winnow/portable.cuh"
+
+namespace winnow {
+
+// Tokens per block, for pooling, selection and attention (FlashPrefill's block).
+enum : int { kBlockTokens = 128 };
+
+// Visible (causal) blocks of query blocks [0, i): i (i + 1) / 2. Row i of a head's
+// staged index list starts here.
+WINNOW_HD long long triangle(long long i) { return i * (i + 1) / 2; }
+
+// The threshold rule of one call (ops/block_select.h defines the meaning).
+struct BlockRule {
+  float alpha;
+  int sink_blocks;
+  int local_blocks;
+  int last_blocks;
+  int min_blocks;
+  int pad0;
+};
+
+struct BlockSelectParams {
+  const unsigned short* q;   // [L][heads][d] bf16
+  const unsigned short* k;   // [L][kv_heads][d] bf16
+  unsigned short* pooled;    // workspace: [kv_heads][blocks][d] bf16 mean keys
+  int* staged;               // workspace: per head, row I at triangle(I): kept blocks
+  int* counts;               // workspace: [heads * blocks] kept per (head, query block)
+  int* offsets;              // out: [heads * blocks + 1] CSR offsets
+  int* indices;              // out: [offsets[last]] CSR key-block indices, ascending
+  float* scores;             // out, optional: per head triangle(blocks) block scores
+  int seq_len;
+  int blocks;                // seq_len / 128
+  BlockRule rule;
+};
+
+struct BlockAttentionParams {
+  const unsigned short* q;   // [L][heads][d] bf16
+  const unsigned short* k;   // [L][kv_heads][d]
+  const unsigned short* v;   // [L][kv_heads][d]
+  const int* offsets;        // [heads * blocks + 1]
+  const int* indices;        // key blocks per (head, query block), ascending
+  unsigned short* out;       // [L][heads][d] bf16
+  int seq_len;
+  int blocks;
+  float scale_log2;          // softmax scale times log2(e)
+  int pad0;
+};
+
+// Shared memory of the score pass: two stages of `tile` pooled keys (rows padded by
+// 16 bytes so the 8 rows of an mma fragment fall on different banks), the block scores
+// of one query block, the warps' partial column sums, and the kept flags.
+struct BlockScoreSmem {
+  int dim, tile, max_blocks, warps;
+  WINNOW_HD constexpr int row_bytes() const { return dim * 2 + 16; }
+  WINNOW_HD constexpr long stage_bytes() const { return long(tile) * row_bytes(); }
+  WINNOW_HD constexpr long scores_off() const { return 2 * stage_bytes(); }
+  WINNOW_HD constexpr long partial_off() const { return scores_off() + 4L * max_blocks; }
+  WINNOW_HD constexpr long keep_off() const { return partial_off() + 4L * warps * tile; }
+  WINNOW_HD constexpr long reduce_off() const { return keep_off() + max_blocks; }
+  WINNOW_HD constexpr long bytes() const { return reduce_off() + 16L * 32; }
+};
+
+// Shared memory of the attention kernel: two stages of (K tile, V tile), padded rows.
+struct AttentionSmem {
+  int dim, tile;
+  WINNOW_HD constexpr int row_bytes() const { return dim * 2 + 16; }
+  WINNOW_HD constexpr long stage_bytes() const { return 2L * tile * row_bytes(); }
+  WINNOW_HD constexpr long bytes() const { return 2 * stage_bytes(); }
+};
+
+}  // namespace winnow

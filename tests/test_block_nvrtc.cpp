@@ -1,0 +1,62 @@
+// The block-select and block-sparse attention kernels through NVRTC for sm_90a, with no GPU.
+#include "compiler/backend/backend.h"
+#include "ops/block_attention.h"
+#include "ops/block_select.h"
+#include "support.h"
+
+using namespace winnow;
+
+namespace {
+
+ops::BlockProblem problem(int head_dim) {
+  ops::BlockProblem p;
+  p.head_dim = head_dim;
+  p.arch = backend::parse_arch("sm_90a");
+  return p;
+}
+
+}  // namespace
+
+// A compiled cubin: an ELF with SASS.
+template <class Op>
+void check_builds(Op& op) {
+  rt::CubinCache cache(std::nullopt);
+  auto be = backend::make_nvrtc_backend();
+  op.build(cache, *be);
+  REQUIRE(op.cubin().size() > 1000);
+  CHECK(std::string(op.cubin().data() + 1, 3) == "ELF");
+  CHECK(op.content_key().size() == 64);
+  CHECK(static_cast<unsigned char>(op.cubin()[18]) == 190);  // EM_CUDA
+}
+
+TEST_CASE("block-select and block-sparse attention compile for sm_90a without a GPU", "[nvrtc]") {
+  const int d = GENERATE(64, 128);
+  INFO("head_dim " << d);
+  auto select = ops::BlockSelectOp::create(problem(d), nullptr);
+  CHECK_THAT(select->source(), Catch::Contains("winnow_block_score"));
+  CHECK_THAT(select->source(), Catch::Contains("struct WinnowScore"));
+  check_builds(*select);
+  CHECK_THROWS_AS(select->execute({}, {}, {}, {}, {}, nullptr, nullptr, 0, nullptr),
+                  ops::InvalidArgument);  // q is null: refused before anything runs
+  auto attention = ops::BlockAttentionOp::create(problem(d), nullptr);
+  CHECK_THAT(attention->source(), Catch::Contains("winnow_block_attention"));
+  check_builds(*attention);
+}
+
+TEST_CASE("block problems are checked with messages", "[nvrtc]") {
+  auto p = problem(128);
+  p.kv_heads = 5;
+  CHECK_THROWS_WITH(ops::BlockSelectOp::create(p, nullptr),
+                    Catch::Contains("multiple of kv_heads"));
+  p = problem(96);
+  CHECK_THROWS_AS(ops::BlockAttentionOp::create(p, nullptr), ops::NotSupported);
+  p = problem(128);
+  p.arch = backend::parse_arch("sm_80");
+  CHECK_THROWS_AS(ops::BlockSelectOp::create(p, nullptr), ops::NotSupported);
+  ops::BlockSelectRule r;
+  r.alpha = 1.5f;
+  CHECK_THROWS_WITH(ops::validate_block_rule(r), Catch::Contains("alpha"));
+  r = {};
+  r.local_blocks = 0;
+  CHECK_THROWS_WITH(ops::validate_block_rule(r), Catch::Contains("diagonal"));
+}

@@ -1,0 +1,104 @@
+#include "tools/bench_common.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+
+#include "tools/commands.h"
+
+namespace winnow::tools {
+
+// "65536", "64K", "1M" (binary multiples).
+int64_t parse_size(const std::string& flag, const std::string& s) {
+  int64_t v = 0;
+  const char* end = s.data() + s.size();
+  auto [p, ec] = std::from_chars(s.data(), end, v);
+  if (ec == std::errc{} && p != end && p + 1 == end) {
+    if (*p == 'K' || *p == 'k') v <<= 10, p = end;
+    else if (*p == 'M' || *p == 'm') v <<= 20, p = end;
+  }
+  if (ec != std::errc{} || p != end || v <= 0)
+    throw UsageError(flag + " expects positive integers separated by commas, got '" + s + "'");
+  return v;
+}
+
+std::vector<int64_t> parse_sizes(const std::string& flag, const std::string& list) {
+  std::vector<int64_t> out;
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(parse_size(flag, item));
+  if (out.empty()) throw UsageError(flag + " needs at least one value");
+  return out;
+}
+
+// The number after "key": in a flat JSON object; nullopt when missing or null. A scan,
+// not a parser: the file is the one bench/ceilings.py writes.
+std::optional<double> json_number(const std::string& text, const std::string& key) {
+  const std::string quoted = "\"" + key + "\"";
+  size_t at = text.find(quoted);
+  if (at == std::string::npos) return std::nullopt;
+  at = text.find(':', at + quoted.size());  // keys may hold ':' themselves
+  if (at == std::string::npos) return std::nullopt;
+  const char* p = text.c_str() + at + 1;
+  char* end = nullptr;
+  const double v = std::strtod(p, &end);  // skips spaces; "null" parses as nothing
+  if (end == p || !(v > 0)) return std::nullopt;
+  return v;
+}
+
+std::optional<std::string> read_text(const std::string& path, const char* what,
+                                     const char* fallback) {
+  std::ifstream in(path);
+  if (!in) {
+    fmt::print(stderr, "{}: cannot read {}: {}\n", what, path, fallback);
+    return std::nullopt;
+  }
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::string utc_date() {
+  char date[16];
+  std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
+  return date;
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    if (static_cast<unsigned char>(ch) >= 0x20) out += ch;
+  }
+  return out + "\"";
+}
+
+std::string json_bool(std::optional<bool> b) { return !b ? "null" : *b ? "true" : "false"; }
+
+void emit(const std::string& out_path, const std::vector<std::string>& lines) {
+  for (const auto& l : lines) fmt::print("{}\n", l);
+  std::fflush(stdout);
+  if (out_path.empty()) return;
+  if (FILE* f = std::fopen(out_path.c_str(), "a")) {
+    for (const auto& l : lines) std::fputs((l + "\n").c_str(), f);
+    std::fclose(f);
+  } else {
+    fmt::print(stderr, "cannot append to {}\n", out_path);
+  }
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+bool bench_gpu_present() {
+  std::string why;
+  if (rt::gpu_available(&why)) return true;
+  fmt::print(stderr, "winnow bench needs a GPU ({})\n", why);
+  return false;
+}
+
+}  // namespace winnow::tools

@@ -1,0 +1,76 @@
+// Pieces every `winnow bench` workload shares: size lists, CUDA-event timing, and the
+// JSON records of PERF.md (one object per line, on stdout and appended to --out).
+#pragma once
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "runtime/cuda_driver.h"
+
+namespace winnow::tools {
+
+// "65536", "64K", "1M" (binary multiples); a list separated by commas. UsageError otherwise.
+int64_t parse_size(const std::string& flag, const std::string& s);
+std::vector<int64_t> parse_sizes(const std::string& flag, const std::string& list);
+
+// The number after "key": in a flat JSON object; nullopt when missing, null or not > 0.
+std::optional<double> json_number(const std::string& text, const std::string& key);
+// The whole of a small text file; nullopt (with a line on stderr naming `what` and the
+// `fallback` taken) when it cannot be read.
+std::optional<std::string> read_text(const std::string& path, const char* what,
+                                     const char* fallback);
+std::string json_string(const std::string& s);
+std::string json_bool(std::optional<bool> b);
+std::string utc_date();  // "2026-12-01"
+// Prints the records on stdout and appends them to out_path (when not empty).
+void emit(const std::string& out_path, const std::vector<std::string>& lines);
+double seconds_since(std::chrono::steady_clock::time_point t0);
+// False, with the reason on stderr, when no GPU can run the benchmark.
+bool bench_gpu_present();
+
+struct Timing {
+  float median = 0, min = 0, max = 0;
+};
+
+class Event {
+ public:
+  Event() { rt::check(rt::driver().cuEventCreate(&e_, 0), "cuEventCreate"); }
+  ~Event() { rt::driver().cuEventDestroy(e_); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  CUevent get() const { return e_; }
+ private:
+  CUevent e_ = nullptr;
+};
+
+// `warmup` untimed launches, then `repeats` launches each between two CUDA events. Runs
+// longer than a second are reported on stderr as they end, prefixed by `label`.
+template <class Launch>
+Timing time_launches(const Launch& launch, int warmup, int repeats,
+                     const std::string& label = "winnow bench") {
+  const rt::DriverApi& cu = rt::driver();
+  CUstream stream = nullptr;
+  Event a, b;
+  std::vector<float> times;
+  for (int i = 0; i < warmup + repeats; ++i) {
+    rt::check(cu.cuEventRecord(a.get(), stream), "cuEventRecord");
+    launch(stream);
+    rt::check(cu.cuEventRecord(b.get(), stream), "cuEventRecord");
+    rt::check(cu.cuEventSynchronize(b.get()), "cuEventSynchronize");
+    float ms = 0;
+    rt::check(cu.cuEventElapsedTime(&ms, a.get(), b.get()), "cuEventElapsedTime");
+    if (ms > 1000)
+      fmt::print(stderr, "{}: {} {}/{}: {:.2f} s\n", label, i < warmup ? "warm-up" : "run",
+                 i < warmup ? i + 1 : i - warmup + 1, i < warmup ? warmup : repeats, ms / 1e3);
+    if (i >= warmup) times.push_back(ms);
+  }
+  std::sort(times.begin(), times.end());
+  return {times[times.size() / 2], times.front(), times.back()};
+}
+
+}  // namespace winnow::tools
