@@ -2,7 +2,7 @@
 # One visit to the lent GPU: the [gpu] tests, the demo, the ceilings (PyTorch) and the
 # benchmark, every output under $OUT. Binaries built on the CPU machine are carried in
 # .devbin/. Env: TESTS (Catch2 filter, "-" to skip), DEMO_ARGS ("-" to skip), BENCH,
-# TORCH_TOPK, TORCH_KNN, NCU (a demo argument list to profile with ncu).
+# TORCH_TOPK, TORCH_KNN, BENCH_VARIANT, NCU (a demo argument list to profile with ncu).
 set -o pipefail
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export WINNOW_CACHE_DIR=/tmp/winnow-cache
@@ -35,6 +35,14 @@ if [ -n "${BENCH:-}" ]; then
     timeout ${BENCH_TIMEOUT:-300} "$BIN/winnow" bench $r --ceilings "$OUT/ceilings.json" \
       "${extra[@]}" --out "$OUT/bench.jsonl" 2>>"$OUT/bench.txt" >/dev/null
     echo "bench $r: rc=$?"
+    # BENCH_VARIANT="-DNAME=1 ...": the same run again with these NVRTC options (a kernel
+    # variant, compiled under its own cache key), records in bench_variant.jsonl.
+    if [ -n "${BENCH_VARIANT:-}" ] && [[ "$r" != block-select* ]]; then
+      WINNOW_NVRTC_OPTIONS="$BENCH_VARIANT" timeout ${BENCH_TIMEOUT:-300} "$BIN/winnow" bench $r \
+        --ceilings "$OUT/ceilings.json" "${extra[@]}" --out "$OUT/bench_variant.jsonl" \
+        2>>"$OUT/bench.txt" >/dev/null
+      echo "bench $r with $BENCH_VARIANT: rc=$?"
+    fi
   done
   tail -n 40 "$OUT/bench.txt"
 fi

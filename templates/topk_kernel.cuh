@@ -23,6 +23,13 @@
 #include "winnow/topk_params.cuh"
 #include "winnow/wgmma_tiles.cuh"
 
+// Experiment switch (-DWINNOW_WGMMA_SPLIT=1 through WINNOW_NVRTC_OPTIONS, part of the cache
+// key): the wgmma head sums as one group per row, so a row's epilogue overlaps the next
+// row's MMAs. Off by default until timed on the GPU.
+#ifndef WINNOW_WGMMA_SPLIT
+#define WINNOW_WGMMA_SPLIT 0
+#endif
+
 namespace winnow {
 
 // Per-row state in shared memory (16 words, see SmemLayout::rows_off).
@@ -325,36 +332,65 @@ __device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit)
   const int g = lane >> 2, t4 = lane & 3;
   const char* kraw = reinterpret_cast<const char*>(s.k);
   const char* qraw = reinterpret_cast<const char*>(s.q);
-  float d[64];
-  wgmma_fence();
-#pragma unroll
-  for (int k0 = 0; k0 < RB; k0 += 32) {
-    wgmma_m64n128<C::kMma>(d, wgmma_desc(kraw + swizzled_at<KT>(wg * 64, k0)),
-                           wgmma_desc(qraw + swizzled_at<R * H>(0, k0)), k0 > 0);
-  }
-  wgmma_commit();
-  wgmma_wait_all();
-  wgmma_pin(d);
   const int key0 = wg * 64 + warp * 16 + g;
+  // Row r's sum over its heads for keys key0 and key0 + 8, from its accumulators dr
+  // (columns h = 8 jj + 2 t4, + 1 of the row's H): term(dot, w) in a fixed order, then two
+  // shuffles across the quad.
   float sums[R][2];
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    float p0 = 0.0f, p1 = 0.0f;  // keys key0 and key0 + 8
+  auto row_sums = [&](int r, const float* dr) {
+    float p0 = 0.0f, p1 = 0.0f;
 #pragma unroll
     for (int jj = 0; jj < H / 8; ++jj) {
-      const int j = r * (H / 8) + jj;
       const float2 w = *reinterpret_cast<const float2*>(s.w + r * H + jj * 8 + 2 * t4);
-      const float a0 = op_add(S::term(d[4 * j], w.x), S::term(d[4 * j + 1], w.y));
-      const float a1 = op_add(S::term(d[4 * j + 2], w.x), S::term(d[4 * j + 3], w.y));
+      const float a0 = op_add(S::term(dr[4 * jj], w.x), S::term(dr[4 * jj + 1], w.y));
+      const float a1 = op_add(S::term(dr[4 * jj + 2], w.x), S::term(dr[4 * jj + 3], w.y));
       p0 = jj == 0 ? a0 : op_add(p0, a0);
       p1 = jj == 0 ? a1 : op_add(p1, a1);
     }
     p0 = op_add(p0, __shfl_xor_sync(0xFFFFFFFFu, p0, 1));
     p1 = op_add(p1, __shfl_xor_sync(0xFFFFFFFFu, p1, 1));
-    p0 = op_add(p0, __shfl_xor_sync(0xFFFFFFFFu, p0, 2));
-    p1 = op_add(p1, __shfl_xor_sync(0xFFFFFFFFu, p1, 2));
-    sums[r][0] = p0;
-    sums[r][1] = p1;
+    sums[r][0] = op_add(p0, __shfl_xor_sync(0xFFFFFFFFu, p0, 2));
+    sums[r][1] = op_add(p1, __shfl_xor_sync(0xFFFFFFFFu, p1, 2));
+  };
+  if constexpr (WINNOW_WGMMA_SPLIT) {
+    // One wgmma group per row (64 x H each), committed in turn: row r's sums are taken
+    // while the rows after it are still on the tensor cores. Same products and the same
+    // sums as the single group (each accumulator is one (key, row, head) dot).
+    float d[R][H / 2];
+    wgmma_fence();
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int k0 = 0; k0 < RB; k0 += 32) {
+        wgmma_m64n<H, C::kMma>(d[r], wgmma_desc(kraw + swizzled_at<KT>(wg * 64, k0)),
+                               wgmma_desc(qraw + swizzled_at<R * H>(r * H, k0)), k0 > 0);
+      }
+      wgmma_commit();
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      switch (R - 1 - r) {  // groups still allowed in flight: those of the later rows
+        case 0: wgmma_wait<0>(); break;
+        case 1: wgmma_wait<1>(); break;
+        case 2: wgmma_wait<2>(); break;
+        default: wgmma_wait<3>(); break;
+      }
+      wgmma_pin(d[r]);
+      row_sums(r, d[r]);
+    }
+  } else {
+    float d[64];
+    wgmma_fence();
+#pragma unroll
+    for (int k0 = 0; k0 < RB; k0 += 32) {
+      wgmma_m64n<128, C::kMma>(d, wgmma_desc(kraw + swizzled_at<KT>(wg * 64, k0)),
+                               wgmma_desc(qraw + swizzled_at<R * H>(0, k0)), k0 > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_pin(d);
+#pragma unroll
+    for (int r = 0; r < R; ++r) row_sums(r, d + r * (H / 2));
   }
 #pragma unroll
   for (int c = 0; c < 2 * R; c += 4) {

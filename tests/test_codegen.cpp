@@ -1,5 +1,7 @@
 // The generated stub and the real topk kernel through NVRTC, for sm_90a and sm_100a,
 // with no GPU.
+#include <fmt/format.h>
+
 #include <chrono>
 
 #include "compiler/backend/backend.h"
@@ -147,4 +149,27 @@ TEST_CASE("a workspace bound keeps fewer CTAs resident", "[codegen]") {
   CHECK(ops::ctas_within_workspace(256 + 999, 264, 1000, 256) == 0);      // not one CTA
   CHECK(ops::ctas_within_workspace(100, 264, 0, 256) == 0);               // not the counters
   CHECK(ops::ctas_within_workspace(300, 264, 0, 256) == 264);             // materialize
+}
+
+TEST_CASE("the wgmma split experiment (one group per row) compiles for sm_90a", "[nvrtc]") {
+  // -DWINNOW_WGMMA_SPLIT=1 is what WINNOW_NVRTC_OPTIONS passes when the variant is timed.
+  const int heads = GENERATE(64, 32);
+  const bool fp8 = GENERATE(true, false);
+  ops::TopkProblem p;
+  p.score = ir::relu_mh(fp8);
+  p.heads = heads;
+  p.head_dim = 128;
+  p.q_dtype = p.k_dtype = fp8 ? ops::DType::E4M3 : ops::DType::BF16;
+  p.arch = backend::parse_arch("sm_90a");
+  auto op = ops::TopkOp::create(p, nullptr);
+  REQUIRE_THAT(op->plan_text(), Catch::Contains("wgmma=true"));
+  backend::CompileRequest req = op->compile_request();
+  req.options.push_back("-DWINNOW_WGMMA_SPLIT=1");
+  auto be = backend::make_nvrtc_backend();
+  const backend::CompileResult r = be->compile(req, /*emit_ptx=*/true);
+  INFO("heads " << heads << (fp8 ? " fp8" : " bf16"));
+  CHECK(r.ptx.find(fmt::format("wgmma.mma_async.sync.aligned.m64n{}k{}", heads,
+                               fp8 ? 32 : 16)) != std::string::npos);
+  CHECK(r.ptx.find("wgmma.wait_group.sync.aligned 1") != std::string::npos);
+  CHECK(r.cubin.size() > 1000);
 }
