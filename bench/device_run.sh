@@ -14,6 +14,13 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | t
   | tee "$OUT/gpu_tests.txt" | tail -n 8
 [ "${DEMO_ARGS:-}" != "-" ] && timeout ${DEMO_TIMEOUT:-200} "$BIN/winnow" demo ${DEMO_ARGS:---rows 2048 --keys 65536} \
   --json "$OUT/demo.jsonl" 2>&1 | tee "$OUT/demo.txt" | tail -n 9
+# Resource usage and instruction mix of the kernels compiled so far (cache cubins).
+for f in $(find "$WINNOW_CACHE_DIR" -name '*.cubin' 2>/dev/null | head -n 8); do
+  echo "== $f"
+  cuobjdump --dump-resource-usage "$f" 2>&1 | grep -E "Function|REG|STACK" | head -n 4
+  cuobjdump --dump-sass "$f" 2>/dev/null | grep -oE "(HGMMA|QGMMA|HMMA|LDL|STL|BAR\.SYNC|SHFL)[A-Z0-9.]*" \
+    | sort | uniq -c | sort -rn | head -n 12
+done >> "$OUT/demo.txt" 2>&1
 if [ -n "${BENCH:-}" ]; then
   timeout 120 python3 bench/ceilings.py "$OUT/ceilings.json" 2>&1 | tail -n 3
   # TORCH_TOPK="RxTxK,..." / TORCH_KNN="BxNxDxK,...": the PyTorch baselines, same visit.
