@@ -86,14 +86,25 @@ struct TopkSmem {
   }
 };
 
+// threadIdx.x, hidden from the optimizer where it is read: offsets derived from it are
+// computed there, not hoisted to the kernel's start and kept in registers across every
+// loop of the persistent grid (the filter's wgmma accumulators leave too few registers
+// for that, and they spill). The empty asm changes nothing: the value is threadIdx.x.
+__device__ __forceinline__ unsigned unhoisted_thread_index() {
+  unsigned t = threadIdx.x;
+  asm volatile("" : "+r"(t));
+  return t;
+}
+
 // Loads the block's query rows (dequantised), weights and |q[h]|^2, and each row's window.
 template <class C>
 __device__ void load_rows(const TopkParams& p, const TopkSmem<C>& s, int row0, int split) {
   constexpr int R = C::kRows, H = C::kHeads, D = C::kDim;
+  const unsigned tid = unhoisted_thread_index();  // once per work item
   if (C::kMma) {
     // Stored form, 16 bytes at a time, rows padded (see SmemLayout::raw_row_bytes).
     constexpr int EB = MmaBytes<C>::value, VPR = D * EB / 16, RB = D * EB + 16;
-    for (int e = threadIdx.x; e < R * H * VPR; e += C::kThreads) {
+    for (int e = tid; e < R * H * VPR; e += C::kThreads) {
       int rh = e / VPR, v = e % VPR, r = rh / H, h = rh % H, row = row0 + r;
       uint4 x = make_uint4(0u, 0u, 0u, 0u);
       if (row < p.rows) {
@@ -105,18 +116,18 @@ __device__ void load_rows(const TopkParams& p, const TopkSmem<C>& s, int row0, i
     }
     if (C::kWgmma) fence_async_smem();  // published to wgmma by the barrier below
   } else {
-    for (int e = threadIdx.x; e < R * H * D; e += C::kThreads) {
+    for (int e = tid; e < R * H * D; e += C::kThreads) {
       int r = e / (H * D), hd = e % (H * D);
       int row = row0 + r;
       s.q[e] = row < p.rows ? decode_element<C::kQElem>(p.q, row * p.q_row_stride + hd) : 0.0f;
     }
   }
-  for (int e = threadIdx.x; e < R * H; e += C::kThreads) {
+  for (int e = tid; e < R * H; e += C::kThreads) {
     int r = e / H, h = e % H, row = row0 + r;
     s.w[e] = (C::kUsesW && row < p.rows) ? p.w[row * p.w_row_stride + h] : 0.0f;
   }
-  if (threadIdx.x < R) {
-    int r = threadIdx.x, row = row0 + r;
+  if (tid < R) {
+    int r = tid, row = row0 + r;
     RowState& st = s.rows[r];
     st.start = 0;
     st.end = 0;
@@ -150,7 +161,7 @@ __device__ void load_rows(const TopkParams& p, const TopkSmem<C>& s, int row0, i
   }
   __syncthreads();
   if (C::kUsesQSq) {
-    for (int e = threadIdx.x; e < R * H; e += C::kThreads) {
+    for (int e = tid; e < R * H; e += C::kThreads) {
       const float* v = s.q + e * D;
       float acc = 0.0f;
       for (int i = 0; i < D; ++i) acc = fmaf(v[i], v[i], acc);
@@ -452,13 +463,26 @@ __device__ void load_key_tile(const TopkParams& p, const TopkSmem<C>& s, int sta
   if (C::kMma) {
     constexpr int EB = MmaBytes<C>::value, VPR = D * EB / 16, RB = D * EB + 16;
     char* dst = reinterpret_cast<char*>(with_stage<C>(s, stage).k);
-    for (int e = threadIdx.x; e < KT * VPR; e += C::kThreads) {
-      int j = e / VPR, v = e % VPR;
+    auto copy_chunk = [&](int j, int v) {  // chunk v of key slot j
       int key = key_of(j);
       const char* src = static_cast<const char*>(p.k) +
                         (key >= 0 ? key * p.k_row_stride * EB + v * 16 : 0);
       copy_async_16(dst + (C::kWgmma ? swizzled_chunk<KT>(j, v) : j * RB + v * 16), src,
                     key >= 0);
+    };
+    constexpr int STEP = VPR > 0 ? C::kThreads / VPR : 1;  // key slots per pass of the CTA
+    if constexpr (VPR > 0 && C::kThreads % VPR == 0 && KT % STEP == 0) {
+      // Thread t copies chunks e = t, t + kThreads, ... (slot e / VPR, chunk e % VPR): with
+      // kThreads a multiple of VPR and the tile whole passes, chunk t % VPR of slots
+      // t / VPR + i STEP, i < KT / STEP. The same copies in the same order, counted so
+      // that each pass's offsets are a constant step from the first's, computed here per
+      // tile rather than hoisted as registers per pass held across every tile loop.
+      const unsigned t = unhoisted_thread_index();
+      const int v = t % VPR, j0 = t / VPR;
+#pragma unroll
+      for (int i = 0; i < KT / STEP; ++i) copy_chunk(j0 + i * STEP, v);
+    } else {
+      for (int e = threadIdx.x; e < KT * VPR; e += C::kThreads) copy_chunk(e / VPR, e % VPR);
     }
     if (C::kUsesKScale) {  // in the same group as the keys
       float* scale = with_stage<C>(s, stage).kscale;
