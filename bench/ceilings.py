@@ -16,25 +16,15 @@ import traceback
 
 import torch
 
+from cuda_timing import times_ms
+
 WARMUP = 3
 REPEATS = 10
 
 
 def median_ms(fn):
-    """Median time of fn() in ms, each run between two CUDA events."""
-    for _ in range(WARMUP):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(REPEATS):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
+    """Median time of fn() in ms."""
+    return statistics.median(times_ms(fn, WARMUP, REPEATS))
 
 
 def copy_tbps():

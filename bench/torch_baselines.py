@@ -25,24 +25,14 @@ import time
 
 import torch
 
+from cuda_timing import times_ms
+
 WARMUP = 2
 REPEATS = 5
 
 
 def median_ms(fn):
-    for _ in range(WARMUP):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(REPEATS):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
+    return statistics.median(times_ms(fn, WARMUP, REPEATS))
 
 
 def sizes(arg, n):
