@@ -414,7 +414,7 @@ __device__ __forceinline__ void copy_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
 }
 
-// The shared memory of key-tile stage `stage` (two stages on the tensor-core path).
+// The shared memory of key-tile stage `stage` (SmemLayout::k_stages() of them).
 template <class C>
 __device__ __forceinline__ TopkSmem<C> with_stage(const TopkSmem<C>& s, int stage) {
   constexpr SmemLayout L = layout_of<C>();
