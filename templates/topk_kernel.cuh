@@ -444,7 +444,7 @@ __device__ __forceinline__ float score_of(const TopkSmem<C>& s, const ScoreArgs&
   }
 }
 
-// The shared memory of key-tile stage `stage` (two stages on the tensor-core path).
+// The shared memory of key-tile stage `stage` (SmemLayout::k_stages() of them).
 template <class C>
 __device__ __forceinline__ TopkSmem<C> with_stage(const TopkSmem<C>& s, int stage) {
   constexpr SmemLayout L = layout_of<C>();
