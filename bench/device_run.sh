@@ -2,7 +2,8 @@
 # One visit to the lent GPU: the [gpu] tests, the demo, the ceilings (PyTorch) and the
 # benchmark, every output under $OUT. Binaries built on the CPU machine are carried in
 # .devbin/. Env: TESTS (Catch2 filter, "-" to skip), DEMO_ARGS ("-" to skip), BENCH,
-# TORCH_TOPK, TORCH_KNN, BENCH_VARIANT, NCU (a demo argument list to profile with ncu).
+# TORCH_TOPK, TORCH_KNN, BENCH_VARIANT, NCU (a demo argument list to profile with ncu),
+# TEST_EACH, CASE_TIMEOUT.
 set -o pipefail
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export WINNOW_CACHE_DIR=/tmp/winnow-cache
@@ -10,8 +11,22 @@ BIN=${BIN:-.devbin}
 OUT=${OUT:-out}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
-[ "${TESTS:-}" != "-" ] && timeout ${TEST_TIMEOUT:-300} "$BIN/winnow_tests" "${TESTS:-[gpu]}" -r console --durations yes 2>&1 \
-  | tee "$OUT/gpu_tests.txt" | tail -n 8
+# TEST_EACH=1: every matching case in its own process under CASE_TIMEOUT seconds, so a hang
+# costs one case; no new case starts after TEST_TIMEOUT seconds in all.
+if [ "${TESTS:-}" != "-" ] && [ -n "${TEST_EACH:-}" ]; then
+  start=$SECONDS
+  "$BIN/winnow_tests" --list-test-names-only "${TESTS:-[gpu]}" | grep . | while IFS= read -r name; do
+    if (( SECONDS - start > ${TEST_TIMEOUT:-300} )); then echo "NOT RUN (time): $name"; continue; fi
+    spec="${name%%,*}"; [ "$spec" != "$name" ] && spec="$spec*"
+    timeout ${CASE_TIMEOUT:-90} "$BIN/winnow_tests" "$spec" -r console --durations yes > "$OUT/case.txt" 2>&1
+    rc=$?; cat "$OUT/case.txt" >> "$OUT/gpu_tests.txt"
+    echo "rc=$rc $(grep -E "All tests passed|test cases:|No test cases" "$OUT/case.txt" | tail -n 1) :: $name"
+  done | tee "$OUT/gpu_tests_summary.txt"
+  rm -f "$OUT/case.txt"
+elif [ "${TESTS:-}" != "-" ]; then
+  timeout ${TEST_TIMEOUT:-300} "$BIN/winnow_tests" "${TESTS:-[gpu]}" -r console --durations yes 2>&1 \
+    | tee "$OUT/gpu_tests.txt" | tail -n 8
+fi
 [ "${DEMO_ARGS:-}" != "-" ] && timeout ${DEMO_TIMEOUT:-200} "$BIN/winnow" demo ${DEMO_ARGS:---rows 2048 --keys 65536} \
   --json "$OUT/demo.jsonl" 2>&1 | tee "$OUT/demo.txt" | tail -n 9
 # Resource usage and instruction mix of the kernels compiled so far (cache cubins).
