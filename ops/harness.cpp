@@ -113,7 +113,9 @@ RunResult run_op(const Op& op, const TopkProblem& p, const rt::Context& ctx,
     in.window_start = contiguous_view(wst.data(), DType::I32, {d.rows});
     in.window_end = contiguous_view(wen.data(), DType::I32, {d.rows});
   }
-  if (!d.sample_hint.empty()) {
+  // The hint seeds the top-k mode's sample; materialize takes none, so one ProblemData
+  // serves both modes.
+  if (!materialize && !d.sample_hint.empty()) {
     in.sample_hint = contiguous_view(hint.data(), DType::I32, {int64_t(d.sample_hint.size())});
   }
   TensorView out_idx = contiguous_view(idx.data(), DType::I32, {d.rows, p.k});

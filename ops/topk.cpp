@@ -208,7 +208,7 @@ void TopkOp::execute(const TopkInputs& in, const TensorView* out_indices,
       options.causal_offset >= 0 ? options.causal_offset : m.problem.causal_offset;
   const CallShape shape =
       validate_call(m.problem, device, in, out_indices, out_scores, workspace, workspace_bytes,
-                    m.workspace, causal_offset, m.spec.materialize ? 0 : m.plan.capacity);
+                    m.workspace, causal_offset, m.spec.materialize ? 0 : max_sample_hint());
   if (!m.kernel) throw_not_built(!m.cubin.empty());
   m.ctx->bind();
   const rt::DriverApi& cu = rt::driver();

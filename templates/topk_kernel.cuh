@@ -23,11 +23,12 @@
 #include "winnow/topk_params.cuh"
 #include "winnow/wgmma_tiles.cuh"
 
-// Experiment switch (-DWINNOW_WGMMA_SPLIT=1 through WINNOW_NVRTC_OPTIONS, part of the cache
-// key): the wgmma head sums as one group per row, so a row's epilogue overlaps the next
-// row's MMAs. Off by default until timed on the GPU.
+// The wgmma head sums as one group per row, so a row's epilogue overlaps the next row's
+// MMAs: 3.7 % faster than one group for all rows at dsa-prefill 64K and 1M (bench/NOTES.md,
+// v14). -DWINNOW_WGMMA_SPLIT=0 through WINNOW_NVRTC_OPTIONS (part of the cache key) builds
+// the single group, for comparison.
 #ifndef WINNOW_WGMMA_SPLIT
-#define WINNOW_WGMMA_SPLIT 0
+#define WINNOW_WGMMA_SPLIT 1
 #endif
 
 namespace winnow {

@@ -458,6 +458,13 @@ TEST_CASE("execute: the sample hint slot", "[capi]") {
   REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "sample_hint: ndim is 2");
   c.sample_hint() = tensor(0, WINNOW_DTYPE_INT32, {512});
   REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "sample_hint: data is null");
+  // k = 2048: the kernel keeps at most 2 next_pow2(k) hint keys per row, fewer than the
+  // candidate capacity; one more is refused, not written past the row's list.
+  c.sample_hint() = tensor(0x9000000, WINNOW_DTYPE_INT32, {4096});
+  REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_NOT_BUILT, "not built");
+  c.sample_hint() = tensor(0x9000000, WINNOW_DTYPE_INT32, {4097});
+  REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT,
+                 "sample_hint: shape[0] is 4097, the maximum is 4096");
 }
 
 TEST_CASE("execute: q", "[capi]") {

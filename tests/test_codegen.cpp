@@ -151,10 +151,12 @@ TEST_CASE("a workspace bound keeps fewer CTAs resident", "[codegen]") {
   CHECK(ops::ctas_within_workspace(300, 264, 0, 256) == 264);             // materialize
 }
 
-TEST_CASE("the wgmma split experiment (one group per row) compiles for sm_90a", "[nvrtc]") {
-  // -DWINNOW_WGMMA_SPLIT=1 is what WINNOW_NVRTC_OPTIONS passes when the variant is timed.
+TEST_CASE("wgmma head sums: one group per row by default, one group for all with SPLIT=0",
+          "[nvrtc]") {
+  // -DWINNOW_WGMMA_SPLIT=0 is what WINNOW_NVRTC_OPTIONS passes when the old form is timed.
   const int heads = GENERATE(64, 32);
   const bool fp8 = GENERATE(true, false);
+  const bool split = GENERATE(true, false);
   ops::TopkProblem p;
   p.score = ir::relu_mh(fp8);
   p.heads = heads;
@@ -164,12 +166,13 @@ TEST_CASE("the wgmma split experiment (one group per row) compiles for sm_90a", 
   auto op = ops::TopkOp::create(p, nullptr);
   REQUIRE_THAT(op->plan_text(), Catch::Contains("wgmma=true"));
   backend::CompileRequest req = op->compile_request();
-  req.options.push_back("-DWINNOW_WGMMA_SPLIT=1");
+  if (!split) req.options.push_back("-DWINNOW_WGMMA_SPLIT=0");
   auto be = backend::make_nvrtc_backend();
   const backend::CompileResult r = be->compile(req, /*emit_ptx=*/true);
-  INFO("heads " << heads << (fp8 ? " fp8" : " bf16"));
-  CHECK(r.ptx.find(fmt::format("wgmma.mma_async.sync.aligned.m64n{}k{}", heads,
-                               fp8 ? 32 : 16)) != std::string::npos);
-  CHECK(r.ptx.find("wgmma.wait_group.sync.aligned 1") != std::string::npos);
+  INFO("heads " << heads << (fp8 ? " fp8" : " bf16") << (split ? " split" : " one group"));
+  // Split: one m64nH group per row, the first waited for with the second in flight.
+  CHECK((r.ptx.find(fmt::format("wgmma.mma_async.sync.aligned.m64n{}k{}", split ? heads : 128,
+                                fp8 ? 32 : 16)) != std::string::npos));
+  CHECK((r.ptx.find("wgmma.wait_group.sync.aligned 1") != std::string::npos) == split);
   CHECK(r.cubin.size() > 1000);
 }
