@@ -3,7 +3,7 @@
 # benchmark, every output under $OUT. Binaries built on the CPU machine are carried in
 # .devbin/. Env: TESTS (Catch2 filter, "-" to skip), DEMO_ARGS ("-" to skip), BENCH,
 # TORCH_TOPK, TORCH_KNN, BENCH_VARIANT, NCU (a demo argument list to profile with ncu),
-# TEST_EACH, CASE_TIMEOUT.
+# VARIANT_RUNS, TEST_EACH, CASE_TIMEOUT.
 set -o pipefail
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export WINNOW_CACHE_DIR=/tmp/winnow-cache
@@ -60,7 +60,8 @@ if [ -n "${BENCH:-}" ]; then
     echo "bench $r: rc=$?"
     # BENCH_VARIANT="-DNAME=1 ...": the same run again with these NVRTC options (a kernel
     # variant, compiled under its own cache key), records in bench_variant.jsonl.
-    if [ -n "${BENCH_VARIANT:-}" ] && [[ "$r" != block-select* ]]; then
+    # VARIANT_RUNS: a pattern of the runs that get the variant too (default: every one).
+    if [ -n "${BENCH_VARIANT:-}" ] && [[ "$r" != block-select* ]] && [[ "$r" == ${VARIANT_RUNS:-*} ]]; then
       WINNOW_NVRTC_OPTIONS="$BENCH_VARIANT" timeout ${BENCH_TIMEOUT:-300} "$BIN/winnow" bench $r \
         --ceilings "$OUT/ceilings.json" "${extra[@]}" --out "$OUT/bench_variant.jsonl" \
         2>>"$OUT/bench.txt" >/dev/null
