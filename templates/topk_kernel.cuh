@@ -24,9 +24,10 @@
 #include "winnow/wgmma_tiles.cuh"
 
 // The wgmma head sums as one group per row, so a row's epilogue overlaps the next row's
-// MMAs: 3.7 % faster than one group for all rows at dsa-prefill 64K and 1M (bench/NOTES.md,
-// v14). -DWINNOW_WGMMA_SPLIT=0 through WINNOW_NVRTC_OPTIONS (part of the cache key) builds
-// the single group, for comparison.
+// MMAs. Only for 2 rows of 64 heads: 3.7 % faster than one group at dsa-prefill 64K and 1M,
+// but 10-15 % slower for 4 rows of 32 heads (dsa-glm; bench/NOTES.md, v14), and 8 rows of
+// 16 would need m64n16. -DWINNOW_WGMMA_SPLIT=0 through WINNOW_NVRTC_OPTIONS (part of the
+// cache key) builds the single group for every shape, for comparison.
 #ifndef WINNOW_WGMMA_SPLIT
 #define WINNOW_WGMMA_SPLIT 1
 #endif
@@ -364,7 +365,7 @@ __device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit)
     sums[r][0] = op_add(p0, __shfl_xor_sync(0xFFFFFFFFu, p0, 2));
     sums[r][1] = op_add(p1, __shfl_xor_sync(0xFFFFFFFFu, p1, 2));
   };
-  if constexpr (WINNOW_WGMMA_SPLIT) {
+  if constexpr (WINNOW_WGMMA_SPLIT && R == 2) {  // 64 heads; 4 or 8 rows: one group (v14)
     // One wgmma group per row (64 x H each), committed in turn: row r's sums are taken
     // while the rows after it are still on the tensor cores. Same products and the same
     // sums as the single group (each accumulator is one (key, row, head) dot).

@@ -154,9 +154,10 @@ TEST_CASE("a workspace bound keeps fewer CTAs resident", "[codegen]") {
 TEST_CASE("wgmma head sums: one group per row by default, one group for all with SPLIT=0",
           "[nvrtc]") {
   // -DWINNOW_WGMMA_SPLIT=0 is what WINNOW_NVRTC_OPTIONS passes when the old form is timed.
-  const int heads = GENERATE(64, 32);
+  const int heads = GENERATE(64, 32, 16);  // 2, 4 and 8 rows of heads in one m64n128
   const bool fp8 = GENERATE(true, false);
-  const bool split = GENERATE(true, false);
+  const bool option = GENERATE(true, false);
+  const bool split = option && heads == 64;  // 4 rows of 32 or 8 of 16: one group
   ops::TopkProblem p;
   p.score = ir::relu_mh(fp8);
   p.heads = heads;
@@ -166,10 +167,10 @@ TEST_CASE("wgmma head sums: one group per row by default, one group for all with
   auto op = ops::TopkOp::create(p, nullptr);
   REQUIRE_THAT(op->plan_text(), Catch::Contains("wgmma=true"));
   backend::CompileRequest req = op->compile_request();
-  if (!split) req.options.push_back("-DWINNOW_WGMMA_SPLIT=0");
+  if (!option) req.options.push_back("-DWINNOW_WGMMA_SPLIT=0");
   auto be = backend::make_nvrtc_backend();
   const backend::CompileResult r = be->compile(req, /*emit_ptx=*/true);
-  INFO("heads " << heads << (fp8 ? " fp8" : " bf16") << (split ? " split" : " one group"));
+  INFO("heads " << heads << (fp8 ? " fp8" : " bf16") << (option ? "" : " SPLIT=0"));
   // Split: one m64nH group per row, the first waited for with the second in flight.
   CHECK((r.ptx.find(fmt::format("wgmma.mma_async.sync.aligned.m64n{}k{}", split ? heads : 128,
                                 fp8 ? 32 : 16)) != std::string::npos));
