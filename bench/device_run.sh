@@ -11,12 +11,13 @@ BIN=${BIN:-.devbin}
 OUT=${OUT:-out}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
-# TEST_EACH=1: every case matching TESTS (space-separated specs that must all match, e.g.
-# "[gpu] ~block*") in its own process under CASE_TIMEOUT seconds, so a hang costs one
+# TEST_EACH=1: every case matching TESTS (';'-separated Catch2 specs that must all match,
+# e.g. "[gpu];~block*"; a comma inside one is "or") in its own process under CASE_TIMEOUT seconds, so a hang costs one
 # case; no new case starts after TEST_TIMEOUT seconds in all.
 if [ "${TESTS:-}" != "-" ] && [ -n "${TEST_EACH:-}" ]; then
   start=$SECONDS
-  set -f; "$BIN/winnow_tests" --list-test-names-only ${TESTS:-[gpu]} | grep . | while IFS= read -r name; do
+  IFS=';' read -ra specs <<< "${TESTS:-[gpu]}"
+  "$BIN/winnow_tests" --list-test-names-only "${specs[@]}" | grep . | while IFS= read -r name; do
     if (( SECONDS - start > ${TEST_TIMEOUT:-300} )); then echo "NOT RUN (time): $name"; continue; fi
     spec="${name%%,*}"; [ "$spec" != "$name" ] && spec="$spec*"
     timeout ${CASE_TIMEOUT:-90} "$BIN/winnow_tests" "$spec" -r console --durations yes > "$OUT/case.txt" 2>&1

@@ -23,13 +23,13 @@
 #include "winnow/topk_params.cuh"
 #include "winnow/wgmma_tiles.cuh"
 
-// The wgmma head sums as one group per row, so a row's epilogue overlaps the next row's
-// MMAs. Only for 2 rows of 64 heads: 3.7 % faster than one group at dsa-prefill 64K and 1M,
-// but 10-15 % slower for 4 rows of 32 heads (dsa-glm; bench/NOTES.md, v14), and 8 rows of
-// 16 would need m64n16. -DWINNOW_WGMMA_SPLIT=0 through WINNOW_NVRTC_OPTIONS (part of the
-// cache key) builds the single group for every shape, for comparison.
+// Experiment switch (-DWINNOW_WGMMA_SPLIT=1 through WINNOW_NVRTC_OPTIONS, part of the cache
+// key): the wgmma head sums as one group per row, so a row's epilogue overlaps the next
+// row's MMAs (H >= 32; 16 heads would need m64n16). Off: measured slower on the H200,
+// 3.7 % at dsa-prefill (2 rows of 64 heads) and 10-15 % at dsa-glm (4 rows of 32 heads,
+// which also spills 8 bytes); bench/NOTES.md, v14.
 #ifndef WINNOW_WGMMA_SPLIT
-#define WINNOW_WGMMA_SPLIT 1
+#define WINNOW_WGMMA_SPLIT 0
 #endif
 
 namespace winnow {
@@ -365,7 +365,7 @@ __device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit)
     sums[r][0] = op_add(p0, __shfl_xor_sync(0xFFFFFFFFu, p0, 2));
     sums[r][1] = op_add(p1, __shfl_xor_sync(0xFFFFFFFFu, p1, 2));
   };
-  if constexpr (WINNOW_WGMMA_SPLIT && R == 2) {  // 64 heads; 4 or 8 rows: one group (v14)
+  if constexpr (WINNOW_WGMMA_SPLIT && H >= 32) {
     // One wgmma group per row (64 x H each), committed in turn: row r's sums are taken
     // while the rows after it are still on the tensor cores. Same products and the same
     // sums as the single group (each accumulator is one (key, row, head) dot).
