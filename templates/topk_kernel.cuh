@@ -31,6 +31,11 @@
 #ifndef WINNOW_WGMMA_SPLIT
 #define WINNOW_WGMMA_SPLIT 0
 #endif
+// Experiment switch: -DWINNOW_SAMPLE_FITTING=1 samples windows that fit the candidate
+// buffer too (as before the streaming driver), to time against skipping their sample.
+#ifndef WINNOW_SAMPLE_FITTING
+#define WINNOW_SAMPLE_FITTING 0
+#endif
 
 namespace winnow {
 
@@ -962,7 +967,7 @@ __device__ void sample_rows(const TopkParams& p, const TopkSmem<C>& s, int row0,
   constexpr int KP = NextPow2<C::kTopK>::value, ROW_WORDS = CAP + KP;
   auto needs_sample = [&](int r) {
     const int n = s.rows[r].end - s.rows[r].start;
-    return n > K && n > CAP;
+    return n > K && (WINNOW_SAMPLE_FITTING || n > CAP);
   };
   bool any_sample = false;
   for (int r = 0; r < R && row0 + r < p.rows; ++r) any_sample = any_sample || needs_sample(r);
