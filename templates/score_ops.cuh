@@ -3,6 +3,7 @@
 // materialize kernels give the same bits. relu and max propagate NaN, as torch does;
 // compiler/ir/eval.cpp mirrors these in double for the CPU reference.
 #pragma once
+#include "winnow/float_minmax.cuh"
 #include "winnow/portable.cuh"
 
 namespace winnow {
@@ -31,11 +32,7 @@ __device__ __forceinline__ float op_add(float a, float b) { return __fadd_rn(a, 
 __device__ __forceinline__ float op_sub(float a, float b) { return __fsub_rn(a, b); }
 __device__ __forceinline__ float op_mul(float a, float b) { return __fmul_rn(a, b); }
 __device__ __forceinline__ float op_div(float a, float b) { return __fdiv_rn(a, b); }
-__device__ __forceinline__ float op_max(float a, float b) {
-  return (a != a || b != b) ? __int_as_float(0x7FC00000) : (a > b ? a : b);
-}
-__device__ __forceinline__ float op_min(float a, float b) {
-  return (a != a || b != b) ? __int_as_float(0x7FC00000) : (a < b ? a : b);
-}
+__device__ __forceinline__ float op_max(float a, float b) { return ieee_maximum(a, b); }
+__device__ __forceinline__ float op_min(float a, float b) { return ieee_minimum(a, b); }
 
 }  // namespace winnow

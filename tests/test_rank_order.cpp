@@ -5,7 +5,9 @@
 
 #include "ops/host_data.h"
 #include "support.h"
+#include "compiler/ir/ir.h"
 #include "winnow/element_decode.cuh"
+#include "winnow/float_minmax.cuh"
 #include "winnow/rank_order.cuh"
 
 using namespace winnow;
@@ -82,5 +84,37 @@ TEST_CASE("fp8 e4m3, fp16 and bf16 decode exactly and encode to the nearest", "[
     REQUIRE(std::abs(e8 - x) <= std::abs(x) * 0.0625f + std::ldexp(1.0f, -10));
     REQUIRE(std::abs(h - x) <= std::abs(x) * std::ldexp(1.0f, -11) + std::ldexp(1.0f, -25));
     REQUIRE(std::abs(b - x) <= std::abs(x) * std::ldexp(1.0f, -8));
+  }
+}
+
+TEST_CASE("device max and min follow the IR's IEEE maximum/minimum, -0 < +0, to the bit",
+          "[ref]") {
+  using winnow::ir::EvalInputs;
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> v = {0.0f, -0.0f, 1.0f, -1.0f, inf, -inf, 1e-45f, -1e-45f,
+                          std::numeric_limits<float>::quiet_NaN(), 3.5f, -2.25f};
+  std::mt19937_64 rng(winnow::test::test_seed());
+  std::uniform_real_distribution<float> any(-10.0f, 10.0f);
+  for (int i = 0; i < 40; ++i) v.push_back(any(rng));
+  const winnow::ir::Expr mx = winnow::ir::parse("max(dot(0), dot(1))");
+  const winnow::ir::Expr mn = winnow::ir::parse("min(dot(0), dot(1))");
+  for (float a : v) {
+    for (float b : v) {
+      INFO(a << " " << b);
+      const double dots[] = {double(a), double(b)};
+      const EvalInputs in{dots, nullptr, 1.0, nullptr, 0.0, 2};
+      const float want_max = float(winnow::ir::eval(mx, in));
+      const float want_min = float(winnow::ir::eval(mn, in));
+      const float got_max = winnow::ieee_maximum(a, b), got_min = winnow::ieee_minimum(a, b);
+      if (want_max != want_max) {
+        CHECK(got_max != got_max);
+        CHECK(got_min != got_min);
+        continue;
+      }
+      CHECK(winnow::float_bits(got_max) == winnow::float_bits(want_max));
+      CHECK(winnow::float_bits(got_min) == winnow::float_bits(want_min));
+      CHECK(winnow::float_bits(got_max) == winnow::float_bits(winnow::ieee_maximum(b, a)));
+      CHECK(winnow::float_bits(got_min) == winnow::float_bits(winnow::ieee_minimum(b, a)));
+    }
   }
 }
