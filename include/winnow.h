@@ -160,6 +160,30 @@ winnowStatus_t winnowExecute(winnowPlan_t plan, const winnowTensor_t* inputs, in
                              const winnowTensor_t* out_indices, const winnowTensor_t* out_scores,
                              void* workspace, size_t workspace_bytes, CUstream stream);
 
+/* Per-call options of winnowExecuteEx, for one plan serving many calls, e.g. the chunks of
+ * a chunked prefill: each chunk's rows start at a different position of the sequence. */
+#define WINNOW_CALL_OPTIONS_VERSION 1
+typedef struct winnowCallOptions_t {
+  size_t struct_size; /* sizeof(winnowCallOptions_t) */
+  uint32_t version;   /* WINNOW_CALL_OPTIONS_VERSION */
+  /* Position of row 0 for this call (WINNOW_WINDOW_CAUSAL plans only); -1: the plan's
+   * desc.causal_offset. The same window rules apply: the last row's window must end at or
+   * before num_keys. */
+  int64_t causal_offset;
+  /* 1: add this call's fallback / bad-window counts to the counters in the workspace
+   * (the caller zeroed them before the first call); 0: the call resets them. */
+  int32_t accumulate_counters;
+} winnowCallOptions_t;
+
+/* Fills o with the defaults: causal_offset -1, accumulate_counters 0. */
+void winnowCallOptionsInit(winnowCallOptions_t* o);
+/* winnowExecute with per-call options (NULL: the defaults, the same as winnowExecute). */
+winnowStatus_t winnowExecuteEx(winnowPlan_t plan, const winnowTensor_t* inputs, int n_inputs,
+                               const winnowTensor_t* out_indices,
+                               const winnowTensor_t* out_scores, void* workspace,
+                               size_t workspace_bytes, CUstream stream,
+                               const winnowCallOptions_t* options);
+
 /* ---- Block-sparse prefill (FlashPrefill-style block selection + attention) ----
  * Semantics: ops/block_problem.h. q [L, heads, d], k and v [L, kv_heads, d], bf16,
  * contiguous, L a multiple of 128. winnowBlockSelect writes a CSR index: offsets int32

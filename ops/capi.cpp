@@ -196,15 +196,37 @@ backend::Arch target_arch(const winnowContext& ctx, const char* arch) {
 }
 
 // The struct_size and version of a versioned descriptor.
+// `what`: the parameter's name in messages ("desc", "options").
 void check_version(size_t struct_size, size_t needed, uint32_t version, uint32_t supported,
-                   const char* init) {
+                   const char* init, const char* what = "desc") {
   if (struct_size < needed)
-    invalid(fmt::format("desc->struct_size = {} is smaller than {}, the size of a version {} "
+    invalid(fmt::format("{}->struct_size = {} is smaller than {}, the size of a version {} "
                         "descriptor (call {} first)",
-                        struct_size, needed, supported, init));
+                        what, struct_size, needed, supported, init));
   if (version != supported)
-    invalid(fmt::format("desc->version = {} is not supported: this winnow reads version {}",
+    invalid(fmt::format("{}->version = {} is not supported: this winnow reads version {}", what,
                         version, supported));
+}
+
+// winnowCallOptions_t (NULL: the defaults) as the op's CallOptions, checked against the
+// plan's problem.
+ops::CallOptions to_call_options(const winnowCallOptions_t* o, const ops::TopkProblem& p) {
+  ops::CallOptions c;
+  if (o == nullptr) return c;
+  check_version(o->struct_size, sizeof(winnowCallOptions_t), o->version,
+                WINNOW_CALL_OPTIONS_VERSION, "winnowCallOptionsInit", "options");
+  if (o->causal_offset < -1)
+    invalid(fmt::format("options->causal_offset = {} must be >= 0, or -1 for the plan's",
+                        o->causal_offset));
+  if (o->causal_offset >= 0 && p.window != ops::WindowKind::Causal)
+    invalid(fmt::format("options->causal_offset = {} given, but the plan's window is not "
+                        "WINNOW_WINDOW_CAUSAL", o->causal_offset));
+  if (o->accumulate_counters != 0 && o->accumulate_counters != 1)
+    invalid(fmt::format("options->accumulate_counters = {} must be 0 or 1",
+                        o->accumulate_counters));
+  c.causal_offset = o->causal_offset;
+  c.accumulate_counters = o->accumulate_counters == 1;
+  return c;
 }
 
 ops::TopkProblem to_problem(const winnowContext& ctx, const winnowProblemDesc_t& d) {
@@ -395,11 +417,30 @@ winnowStatus_t winnowPlanDestroy(winnowPlan_t plan) {
   });
 }
 
+void winnowCallOptionsInit(winnowCallOptions_t* o) {
+  if (o == nullptr) return;
+  *o = winnowCallOptions_t{};
+  o->struct_size = sizeof(winnowCallOptions_t);
+  o->version = WINNOW_CALL_OPTIONS_VERSION;
+  o->causal_offset = -1;
+  o->accumulate_counters = 0;
+}
+
 winnowStatus_t winnowExecute(winnowPlan_t plan, const winnowTensor_t* inputs, int n_inputs,
                              const winnowTensor_t* out_indices, const winnowTensor_t* out_scores,
                              void* workspace, size_t workspace_bytes, CUstream stream) {
+  return winnowExecuteEx(plan, inputs, n_inputs, out_indices, out_scores, workspace,
+                         workspace_bytes, stream, nullptr);
+}
+
+winnowStatus_t winnowExecuteEx(winnowPlan_t plan, const winnowTensor_t* inputs, int n_inputs,
+                               const winnowTensor_t* out_indices,
+                               const winnowTensor_t* out_scores, void* workspace,
+                               size_t workspace_bytes, CUstream stream,
+                               const winnowCallOptions_t* options) {
   return guarded([&] {
     require_non_null(plan, "plan");
+    const ops::CallOptions call = to_call_options(options, plan->op->problem());
     require_non_null(inputs, "inputs");
     if (n_inputs < 1 || n_inputs > WINNOW_NUM_INPUTS)
       invalid(fmt::format("n_inputs = {} must be in 1..{} (WINNOW_NUM_INPUTS)", n_inputs,
@@ -414,7 +455,7 @@ winnowStatus_t winnowExecute(winnowPlan_t plan, const winnowTensor_t* inputs, in
     if (out_indices) indices = to_view(*out_indices, "out_indices");
     if (out_scores) scores = to_view(*out_scores, "out_scores");
     plan->op->execute(in, indices ? &*indices : nullptr, scores ? &*scores : nullptr, workspace,
-                      workspace_bytes, stream);
+                      workspace_bytes, stream, call);
   });
 }
 

@@ -76,7 +76,13 @@ struct Call {
   bool pass_indices = false, pass_scores = false;
   void* workspace = fake(0x7000000);
   size_t workspace_bytes = size_t{1} << 32;
+  const winnowCallOptions_t* options = nullptr;  // set: through winnowExecuteEx
   winnowStatus_t run(winnowPlan_t plan) const {
+    if (options) {
+      return winnowExecuteEx(plan, in, n_inputs, pass_indices ? &indices : nullptr,
+                             pass_scores ? &scores : nullptr, workspace, workspace_bytes,
+                             nullptr, options);
+    }
     return winnowExecute(plan, in, n_inputs, pass_indices ? &indices : nullptr,
                          pass_scores ? &scores : nullptr, workspace, workspace_bytes, nullptr);
   }
@@ -444,6 +450,55 @@ TEST_CASE("execute: n_inputs", "[capi]") {
   REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_NOT_BUILT, "not built");
   c.n_inputs = 2;  // weights and key_scale are then absent
   REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "weights missing");
+}
+
+TEST_CASE("execute with call options: per-call causal offset and counters", "[capi]") {
+  Context ctx;
+  winnowProblemDesc_t d = dsa_desc();
+  d.window = WINNOW_WINDOW_CAUSAL;
+  d.causal_ratio = 4;
+  d.causal_offset = 100;
+  Plan plan(ctx.h, d);
+  Call c = valid_call(d, kRows, 26);  // (100 + 4) / 4 = 26: the last window ends at num_keys
+  winnowCallOptions_t o;
+  winnowCallOptionsInit(&o);
+  CHECK(o.struct_size == sizeof o);
+  CHECK(o.version == WINNOW_CALL_OPTIONS_VERSION);
+  CHECK(o.causal_offset == -1);
+  CHECK(o.accumulate_counters == 0);
+  c.options = &o;
+  require_passes_validation(c, plan.h);  // the defaults: the plan's offset
+  o.causal_offset = 0;                   // an earlier chunk: shorter windows
+  o.accumulate_counters = 1;
+  require_passes_validation(c, plan.h);
+  o.causal_offset = 101;  // (101 + 4) / 4 = 26 still fits; 104 does not
+  require_passes_validation(c, plan.h);
+  o.causal_offset = 104;
+  REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "ends at 27, past num_keys 26");
+  o.causal_offset = -2;
+  REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT,
+                 "options->causal_offset = -2 must be >= 0, or -1 for the plan's");
+  o.causal_offset = -1;
+  o.accumulate_counters = 2;
+  REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT,
+                 "options->accumulate_counters = 2 must be 0 or 1");
+  o.accumulate_counters = 0;
+  o.version = 7;
+  REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "options->version = 7");
+  o.version = WINNOW_CALL_OPTIONS_VERSION;
+  o.struct_size = 8;
+  REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT,
+                 "options->struct_size = 8 is smaller than");
+
+  // A per-call offset needs a causal plan.
+  Plan dense(ctx.h, dsa_desc());
+  Call cd = valid_call(dsa_desc(), kRows, kKeys);
+  winnowCallOptionsInit(&o);
+  cd.options = &o;
+  require_passes_validation(cd, dense.h);
+  o.causal_offset = 0;
+  REQUIRE_STATUS(cd.run(dense.h), WINNOW_STATUS_INVALID_ARGUMENT,
+                 "the plan's window is not WINNOW_WINDOW_CAUSAL");
 }
 
 TEST_CASE("execute: the sample hint slot", "[capi]") {

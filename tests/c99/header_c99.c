@@ -7,11 +7,13 @@ static int use_every_type(void) {
   winnowStatus_t s = WINNOW_STATUS_SUCCESS;
   winnowContext_t ctx = 0;
   winnowPlan_t plan = 0;
+  winnowCallOptions_t o;
   d.struct_size = sizeof d;
+  o.struct_size = sizeof o;
   t.ndim = 0;
   (void)ctx;
   (void)plan;
-  return (int)s + (int)d.struct_size + t.ndim;
+  return (int)s + (int)d.struct_size + (int)o.struct_size + t.ndim;
 }
 
 int winnow_c99_check(void) { return use_every_type(); }
