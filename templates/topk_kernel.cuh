@@ -31,6 +31,13 @@
 #ifndef WINNOW_WGMMA_SPLIT
 #define WINNOW_WGMMA_SPLIT 0
 #endif
+// Experiment switch: -DWINNOW_RADIX_AGGREGATE=0 counts radix digits with one shared atomic
+// per key instead of one per group of equal digits in a warp (__match_any_sync, since
+// df0e6ea): a suspect of the knn slowdown at large k (bench/NOTES.md, session 3).
+#ifndef WINNOW_RADIX_AGGREGATE
+#define WINNOW_RADIX_AGGREGATE 1
+#endif
+
 // Experiment switch: -DWINNOW_SAMPLE_FITTING=1 samples windows that fit the candidate
 // buffer too (as before the streaming driver), to time against skipping their sample.
 #ifndef WINNOW_SAMPLE_FITTING
@@ -644,12 +651,17 @@ __device__ u64 radix_kth(const TopkSmem<C>& s, u32 k, ForEach for_each) {
     const u64 prefix = *prefix_slot;
     const u64 high = shift == 56 ? 0ull : (~0ull << (shift + 8));
     for_each([&](u64 v) {
-      // Warp-aggregated: keys near the k-th share their high digits, and 32 lanes adding
-      // to one counter would serialise.
       const bool in = (v & high) == prefix;
-      const u32 digit = in ? u32(v >> shift) & 255u : 256u;
-      const unsigned peers = __match_any_sync(__activemask(), digit);
-      if (in && __ffs(peers) - 1 == int(threadIdx.x & 31)) atomicAdd(&hist[digit], __popc(peers));
+      if constexpr (WINNOW_RADIX_AGGREGATE) {
+        // Warp-aggregated: keys near the k-th share their high digits, and 32 lanes adding
+        // to one counter would serialise.
+        const u32 digit = in ? u32(v >> shift) & 255u : 256u;
+        const unsigned peers = __match_any_sync(__activemask(), digit);
+        if (in && __ffs(peers) - 1 == int(threadIdx.x & 31))
+          atomicAdd(&hist[digit], __popc(peers));
+      } else {
+        if (in) atomicAdd(&hist[u32(v >> shift) & 255u], 1u);
+      }
     });
     __syncthreads();
     if (threadIdx.x < 32) {

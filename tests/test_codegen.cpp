@@ -177,3 +177,24 @@ TEST_CASE("wgmma head sums: one group for all rows, one per row with SPLIT=1 (H 
   CHECK((r.ptx.find("wgmma.wait_group.sync.aligned 1") != std::string::npos) == split);
   CHECK(r.cubin.size() > 1000);
 }
+
+TEST_CASE("experiment switches compile and change what they say", "[nvrtc]") {
+  // -DWINNOW_RADIX_AGGREGATE=0: no warp-aggregated digit counts; -DWINNOW_SAMPLE_FITTING=1
+  // builds (windows that fit the buffer are sampled too).
+  const bool aggregate = GENERATE(true, false);
+  ops::TopkProblem p;
+  p.score = ir::ip();
+  p.heads = 1;
+  p.head_dim = 768;
+  p.q_dtype = p.k_dtype = ops::DType::F16;
+  p.k = 8192;
+  p.arch = backend::parse_arch("sm_90a");
+  auto op = ops::TopkOp::create(p, nullptr);
+  backend::CompileRequest req = op->compile_request();
+  if (!aggregate) req.options.push_back("-DWINNOW_RADIX_AGGREGATE=0");
+  req.options.push_back("-DWINNOW_SAMPLE_FITTING=1");
+  const backend::CompileResult r = backend::make_nvrtc_backend()->compile(req, /*emit_ptx=*/true);
+  INFO((aggregate ? "aggregated" : "one atomic per key"));
+  CHECK((r.ptx.find("match.any.sync") != std::string::npos) == aggregate);
+  CHECK(r.cubin.size() > 1000);
+}
