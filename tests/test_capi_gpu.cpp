@@ -97,3 +97,81 @@ TEST_CASE("C API: execute, then the same call in a CUDA graph, equal the referen
   winnowPlanDestroy(plan);
   winnowDestroy(ctx);
 }
+
+TEST_CASE("C API: chunks with per-call causal offsets equal one call", "[gpu]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  winnowContext_t ctx;
+  REQUIRE_OK(winnowCreate(&ctx, 0));
+  winnowProblemDesc_t desc;
+  winnowProblemDescInit(&desc);  // relu_mh, 64 heads, d = 128, fp8 with key scale
+  desc.k = 256;
+  desc.window = WINNOW_WINDOW_CAUSAL;
+  desc.causal_ratio = 4;
+  desc.causal_offset = 0;
+  winnowPlan_t plan;
+  REQUIRE_OK(winnowPlanCreate(ctx, &desc, &plan));
+  REQUIRE_OK(winnowPlanBuild(plan));
+  size_t ws_bytes = 0, counters = 0;
+  REQUIRE_OK(winnowPlanGetWorkspaceSize(plan, &ws_bytes));
+  REQUIRE_OK(winnowPlanGetCounterOffset(plan, &counters));
+
+  ops::TopkProblem p;
+  p.score = ir::relu_mh(true);
+  p.k = desc.k;
+  p.window = ops::WindowKind::Causal;
+  p.causal_ratio = 4;
+  const int64_t rows = 4096, keys = 1024;  // position r sees keys t < (r + 1) / 4
+  std::mt19937_64 rng(test::test_seed() + 5);
+  ops::ProblemData d = ops::random_problem(p, rows, keys, rng);
+
+  const rt::DriverApi& cu = rt::driver();
+  rt::DeviceBuffer q(d.q.bytes.size()), k(d.k.bytes.size()), w(d.w.size() * 4),
+      ks(d.kscale.size() * 4), idx(rows * p.k * 4), ws(ws_bytes);
+  q.upload(d.q.bytes.data(), q.size());
+  k.upload(d.k.bytes.data(), k.size());
+  w.upload(d.w.data(), w.size());
+  ks.upload(d.kscale.data(), ks.size());
+  // Rows [r0, r1) of the sequence: q, weights and the output start at row r0.
+  auto run = [&](int64_t r0, int64_t r1, const winnowCallOptions_t* options) {
+    char* qb = static_cast<char*>(q.data()) + r0 * 64 * 128;  // fp8: one byte per element
+    float* wb = static_cast<float*>(w.data()) + r0 * 64;
+    int* ob = static_cast<int*>(idx.data()) + r0 * p.k;
+    winnowTensor_t in[WINNOW_NUM_INPUTS] = {};
+    in[WINNOW_INPUT_Q] = capi_tensor(qb, WINNOW_DTYPE_FP8_E4M3, {r1 - r0, 64, 128});
+    in[WINNOW_INPUT_K] = capi_tensor(k.data(), WINNOW_DTYPE_FP8_E4M3, {keys, 128});
+    in[WINNOW_INPUT_WEIGHTS] = capi_tensor(wb, WINNOW_DTYPE_FLOAT32, {r1 - r0, 64});
+    in[WINNOW_INPUT_KEY_SCALE] = capi_tensor(ks.data(), WINNOW_DTYPE_FLOAT32, {keys});
+    winnowTensor_t oi = capi_tensor(ob, WINNOW_DTYPE_INT32, {r1 - r0, p.k});
+    REQUIRE_OK(winnowExecuteEx(plan, in, WINNOW_NUM_INPUTS, &oi, nullptr, ws.data(), ws_bytes,
+                               nullptr, options));
+  };
+  auto download = [&] {
+    std::vector<int> v(rows * p.k);
+    rt::check(cu.cuCtxSynchronize(), "sync");
+    idx.download(v.data(), v.size() * 4);
+    return v;
+  };
+
+  run(0, rows, nullptr);  // one call over the whole sequence
+  ops::RunResult one;
+  one.indices = download();
+  test::check_against_reference(p, d, one, {0, 3, 1000, 2501, rows - 1}, false);
+
+  std::vector<int> poison(rows * p.k, 12345);
+  idx.upload(poison.data(), poison.size() * 4);
+  winnowCallOptions_t o;
+  winnowCallOptionsInit(&o);
+  const int64_t cuts[] = {0, 1000, 2501, rows};  // 2501: a chunk starting at an odd row
+  for (int c = 0; c < 3; ++c) {
+    o.causal_offset = cuts[c];
+    o.accumulate_counters = c > 0;  // the first call resets the counters
+    run(cuts[c], cuts[c + 1], &o);
+  }
+  CHECK(download() == one.indices);  // exact results do not depend on the chunking
+  uint32_t count[2];
+  rt::check(cu.cuMemcpyDtoH(count, ws.ptr() + counters, sizeof count), "counters");
+  CHECK(count[1] == 0);  // no window ran past num_keys in any chunk
+  winnowPlanDestroy(plan);
+  winnowDestroy(ctx);
+}
