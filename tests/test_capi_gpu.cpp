@@ -19,52 +19,90 @@ using test::capi_tensor;
     INFO(#call << ": " << winnowGetLastError());           \
     REQUIRE(s_ == WINNOW_STATUS_SUCCESS);                  \
   } while (0)
+
+// A relu_mh plan (64 heads, d = 128, fp8 with key scale) made and built through the C
+// API, with the same problem's random data on the device, for the C API [gpu] cases.
+struct CapiDsa {
+  winnowContext_t ctx = nullptr;
+  winnowPlan_t plan = nullptr;
+  size_t ws_bytes = 0, counters = 0;
+  ops::ProblemData d;
+  int64_t rows, keys;
+  rt::DeviceBuffer q, k, w, ks, ws;
+
+  CapiDsa(const winnowProblemDesc_t& desc, const ops::TopkProblem& p, int64_t rows_,
+          int64_t keys_, uint64_t seed)
+      : rows(rows_), keys(keys_) {
+    REQUIRE_OK(winnowCreate(&ctx, 0));
+    REQUIRE_OK(winnowPlanCreate(ctx, &desc, &plan));
+    REQUIRE_OK(winnowPlanBuild(plan));
+    REQUIRE_OK(winnowPlanGetWorkspaceSize(plan, &ws_bytes));
+    REQUIRE_OK(winnowPlanGetCounterOffset(plan, &counters));
+    std::mt19937_64 rng(seed);
+    d = ops::random_problem(p, rows, keys, rng);
+    q = rt::DeviceBuffer(d.q.bytes.size());
+    k = rt::DeviceBuffer(d.k.bytes.size());
+    w = rt::DeviceBuffer(d.w.size() * 4);
+    ks = rt::DeviceBuffer(d.kscale.size() * 4);
+    ws = rt::DeviceBuffer(ws_bytes);
+    q.upload(d.q.bytes.data(), q.size());
+    k.upload(d.k.bytes.data(), k.size());
+    w.upload(d.w.data(), w.size());
+    ks.upload(d.kscale.data(), ks.size());
+  }
+  ~CapiDsa() {
+    winnowPlanDestroy(plan);
+    winnowDestroy(ctx);
+  }
+
+  // Rows [r0, r1) of q and the weights, all keys, as execute's inputs.
+  void inputs(int64_t r0, int64_t r1, winnowTensor_t (&in)[WINNOW_NUM_INPUTS]) const {
+    char* qb = static_cast<char*>(q.data()) + r0 * 64 * 128;  // fp8: one byte per element
+    float* wb = static_cast<float*>(w.data()) + r0 * 64;
+    in[WINNOW_INPUT_Q] = capi_tensor(qb, WINNOW_DTYPE_FP8_E4M3, {r1 - r0, 64, 128});
+    in[WINNOW_INPUT_K] = capi_tensor(k.data(), WINNOW_DTYPE_FP8_E4M3, {keys, 128});
+    in[WINNOW_INPUT_WEIGHTS] = capi_tensor(wb, WINNOW_DTYPE_FLOAT32, {r1 - r0, 64});
+    in[WINNOW_INPUT_KEY_SCALE] = capi_tensor(ks.data(), WINNOW_DTYPE_FLOAT32, {keys});
+  }
+
+  // Rows whose window ran past num_keys, as the last call left the counter.
+  uint32_t bad_windows() const {
+    uint32_t count[2];
+    rt::check(rt::driver().cuMemcpyDtoH(count, ws.ptr() + counters, sizeof count), "counters");
+    return count[1];
+  }
+};
+
 }  // namespace
 
 TEST_CASE("C API: execute, then the same call in a CUDA graph, equal the reference", "[gpu]") {
   WINNOW_REQUIRE_GPU();
   INFO("seed " << test::test_seed());
-  winnowContext_t ctx;
-  REQUIRE_OK(winnowCreate(&ctx, 0));
   winnowProblemDesc_t desc;
   winnowProblemDescInit(&desc);
   desc.k = 256;
   desc.heads = 64;
   desc.output_flags = WINNOW_OUTPUT_SORTED;
-  winnowPlan_t plan;
-  REQUIRE_OK(winnowPlanCreate(ctx, &desc, &plan));
-  REQUIRE_OK(winnowPlanBuild(plan));
-  size_t ws_bytes = 0, counters = 0;
-  REQUIRE_OK(winnowPlanGetWorkspaceSize(plan, &ws_bytes));
-  REQUIRE_OK(winnowPlanGetCounterOffset(plan, &counters));
-
   // The same problem through the ops layer, for data and the reference.
   ops::TopkProblem p;
   p.score = ir::relu_mh(true);
   p.k = desc.k;
   p.sorted = true;
   const int64_t rows = 64, keys = 10000;
-  std::mt19937_64 rng(test::test_seed());
-  ops::ProblemData d = ops::random_problem(p, rows, keys, rng);
+  const CapiDsa c(desc, p, rows, keys, test::test_seed());
+  const ops::ProblemData& d = c.d;
 
   const rt::DriverApi& cu = rt::driver();
-  rt::DeviceBuffer q(d.q.bytes.size()), k(d.k.bytes.size()), w(d.w.size() * 4),
-      ks(d.kscale.size() * 4), idx(rows * p.k * 4), sc(rows * p.k * 4), ws(ws_bytes);
-  q.upload(d.q.bytes.data(), q.size());
-  k.upload(d.k.bytes.data(), k.size());
-  w.upload(d.w.data(), w.size());
-  ks.upload(d.kscale.data(), ks.size());
+  rt::DeviceBuffer idx(rows * p.k * 4), sc(rows * p.k * 4);
   winnowTensor_t in[WINNOW_NUM_INPUTS] = {};
-  in[WINNOW_INPUT_Q] = capi_tensor(q.data(), WINNOW_DTYPE_FP8_E4M3, {rows, 64, 128});
-  in[WINNOW_INPUT_K] = capi_tensor(k.data(), WINNOW_DTYPE_FP8_E4M3, {keys, 128});
-  in[WINNOW_INPUT_WEIGHTS] = capi_tensor(w.data(), WINNOW_DTYPE_FLOAT32, {rows, 64});
-  in[WINNOW_INPUT_KEY_SCALE] = capi_tensor(ks.data(), WINNOW_DTYPE_FLOAT32, {keys});
+  c.inputs(0, rows, in);
   winnowTensor_t oi = capi_tensor(idx.data(), WINNOW_DTYPE_INT32, {rows, p.k});
   winnowTensor_t os = capi_tensor(sc.data(), WINNOW_DTYPE_FLOAT32, {rows, p.k});
 
   CUstream stream;
   rt::check(cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-  REQUIRE_OK(winnowExecute(plan, in, WINNOW_NUM_INPUTS, &oi, &os, ws.data(), ws_bytes, stream));
+  REQUIRE_OK(winnowExecute(c.plan, in, WINNOW_NUM_INPUTS, &oi, &os, c.ws.data(), c.ws_bytes,
+                           stream));
   rt::check(cu.cuStreamSynchronize(stream), "sync");
   ops::RunResult direct;
   direct.indices.resize(rows * p.k);
@@ -79,7 +117,8 @@ TEST_CASE("C API: execute, then the same call in a CUDA graph, equal the referen
   CUgraph graph;
   CUgraphExec exec;
   rt::check(cu.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "capture");
-  REQUIRE_OK(winnowExecute(plan, in, WINNOW_NUM_INPUTS, &oi, &os, ws.data(), ws_bytes, stream));
+  REQUIRE_OK(winnowExecute(c.plan, in, WINNOW_NUM_INPUTS, &oi, &os, c.ws.data(), c.ws_bytes,
+                           stream));
   rt::check(cu.cuStreamEndCapture(stream, &graph), "end capture");
   rt::check(cu.cuGraphInstantiate(&exec, graph, 0), "instantiate");
   rt::check(cu.cuGraphLaunch(exec, stream), "graph launch");
@@ -88,67 +127,42 @@ TEST_CASE("C API: execute, then the same call in a CUDA graph, equal the referen
   std::vector<int> replay(rows * p.k);
   idx.download(replay.data(), replay.size() * 4);
   CHECK(replay == direct.indices);  // two runs (and graph replays) give the same bits
-  uint32_t count[2];
-  rt::check(cu.cuMemcpyDtoH(count, ws.ptr() + counters, sizeof count), "counters");
-  CHECK(count[1] == 0);
+  CHECK(c.bad_windows() == 0);
   cu.cuGraphExecDestroy(exec);
   cu.cuGraphDestroy(graph);
   cu.cuStreamDestroy(stream);
-  winnowPlanDestroy(plan);
-  winnowDestroy(ctx);
 }
 
 TEST_CASE("C API: chunks with per-call causal offsets equal one call", "[gpu]") {
   WINNOW_REQUIRE_GPU();
   INFO("seed " << test::test_seed());
-  winnowContext_t ctx;
-  REQUIRE_OK(winnowCreate(&ctx, 0));
   winnowProblemDesc_t desc;
   winnowProblemDescInit(&desc);  // relu_mh, 64 heads, d = 128, fp8 with key scale
   desc.k = 256;
   desc.window = WINNOW_WINDOW_CAUSAL;
   desc.causal_ratio = 4;
   desc.causal_offset = 0;
-  winnowPlan_t plan;
-  REQUIRE_OK(winnowPlanCreate(ctx, &desc, &plan));
-  REQUIRE_OK(winnowPlanBuild(plan));
-  size_t ws_bytes = 0, counters = 0;
-  REQUIRE_OK(winnowPlanGetWorkspaceSize(plan, &ws_bytes));
-  REQUIRE_OK(winnowPlanGetCounterOffset(plan, &counters));
-
   ops::TopkProblem p;
   p.score = ir::relu_mh(true);
   p.k = desc.k;
   p.window = ops::WindowKind::Causal;
   p.causal_ratio = 4;
   const int64_t rows = 4096, keys = 1024;  // position r sees keys t < (r + 1) / 4
-  std::mt19937_64 rng(test::test_seed() + 5);
-  ops::ProblemData d = ops::random_problem(p, rows, keys, rng);
+  const CapiDsa c(desc, p, rows, keys, test::test_seed() + 5);
 
-  const rt::DriverApi& cu = rt::driver();
-  rt::DeviceBuffer q(d.q.bytes.size()), k(d.k.bytes.size()), w(d.w.size() * 4),
-      ks(d.kscale.size() * 4), idx(rows * p.k * 4), ws(ws_bytes);
-  q.upload(d.q.bytes.data(), q.size());
-  k.upload(d.k.bytes.data(), k.size());
-  w.upload(d.w.data(), w.size());
-  ks.upload(d.kscale.data(), ks.size());
-  // Rows [r0, r1) of the sequence: q, weights and the output start at row r0.
+  rt::DeviceBuffer idx(rows * p.k * 4);
+  // Rows [r0, r1) of the sequence: the inputs and the output start at row r0.
   auto run = [&](int64_t r0, int64_t r1, const winnowCallOptions_t* options) {
-    char* qb = static_cast<char*>(q.data()) + r0 * 64 * 128;  // fp8: one byte per element
-    float* wb = static_cast<float*>(w.data()) + r0 * 64;
-    int* ob = static_cast<int*>(idx.data()) + r0 * p.k;
     winnowTensor_t in[WINNOW_NUM_INPUTS] = {};
-    in[WINNOW_INPUT_Q] = capi_tensor(qb, WINNOW_DTYPE_FP8_E4M3, {r1 - r0, 64, 128});
-    in[WINNOW_INPUT_K] = capi_tensor(k.data(), WINNOW_DTYPE_FP8_E4M3, {keys, 128});
-    in[WINNOW_INPUT_WEIGHTS] = capi_tensor(wb, WINNOW_DTYPE_FLOAT32, {r1 - r0, 64});
-    in[WINNOW_INPUT_KEY_SCALE] = capi_tensor(ks.data(), WINNOW_DTYPE_FLOAT32, {keys});
+    c.inputs(r0, r1, in);
+    int* ob = static_cast<int*>(idx.data()) + r0 * p.k;
     winnowTensor_t oi = capi_tensor(ob, WINNOW_DTYPE_INT32, {r1 - r0, p.k});
-    REQUIRE_OK(winnowExecuteEx(plan, in, WINNOW_NUM_INPUTS, &oi, nullptr, ws.data(), ws_bytes,
-                               nullptr, options));
+    REQUIRE_OK(winnowExecuteEx(c.plan, in, WINNOW_NUM_INPUTS, &oi, nullptr, c.ws.data(),
+                               c.ws_bytes, nullptr, options));
   };
   auto download = [&] {
     std::vector<int> v(rows * p.k);
-    rt::check(cu.cuCtxSynchronize(), "sync");
+    rt::check(rt::driver().cuCtxSynchronize(), "sync");
     idx.download(v.data(), v.size() * 4);
     return v;
   };
@@ -156,22 +170,18 @@ TEST_CASE("C API: chunks with per-call causal offsets equal one call", "[gpu]") 
   run(0, rows, nullptr);  // one call over the whole sequence
   ops::RunResult one;
   one.indices = download();
-  test::check_against_reference(p, d, one, {0, 3, 1000, 2501, rows - 1}, false);
+  test::check_against_reference(p, c.d, one, {0, 3, 1000, 2501, rows - 1}, false);
 
   std::vector<int> poison(rows * p.k, 12345);
   idx.upload(poison.data(), poison.size() * 4);
   winnowCallOptions_t o;
   winnowCallOptionsInit(&o);
   const int64_t cuts[] = {0, 1000, 2501, rows};  // 2501: a chunk starting at an odd row
-  for (int c = 0; c < 3; ++c) {
-    o.causal_offset = cuts[c];
-    o.accumulate_counters = c > 0;  // the first call resets the counters
-    run(cuts[c], cuts[c + 1], &o);
+  for (int i = 0; i < 3; ++i) {
+    o.causal_offset = cuts[i];
+    o.accumulate_counters = i > 0;  // the first call resets the counters
+    run(cuts[i], cuts[i + 1], &o);
   }
   CHECK(download() == one.indices);  // exact results do not depend on the chunking
-  uint32_t count[2];
-  rt::check(cu.cuMemcpyDtoH(count, ws.ptr() + counters, sizeof count), "counters");
-  CHECK(count[1] == 0);  // no window ran past num_keys in any chunk
-  winnowPlanDestroy(plan);
-  winnowDestroy(ctx);
+  CHECK(c.bad_windows() == 0);       // no window ran past num_keys in any chunk
 }
