@@ -61,6 +61,24 @@ size_t next_pow2(size_t n) {
   return p;
 }
 
+// The key tensor map of the wgmma path's TMA loads: k as bytes, [num_keys rows][d * EB],
+// boxes of 128 bytes x key_tile rows with the 128-byte swizzle (templates/wgmma_tiles.cuh's
+// layout), rows past the key count read as zeros. Encoded on the host from the caller's
+// pointer, per call: no allocation, no synchronisation (CUDA-graph safe).
+CUtensorMap key_tensor_map(const TensorView& k, int64_t num_keys, int row_bytes, int key_tile) {
+  CUtensorMap map{};
+  const cuuint64_t dims[2] = {cuuint64_t(row_bytes), cuuint64_t(std::max<int64_t>(num_keys, 1))};
+  const cuuint64_t strides[1] = {cuuint64_t(k.strides[0]) * cuuint64_t(dtype_bytes(k.dtype))};
+  const cuuint32_t box[2] = {128u, cuuint32_t(key_tile)};
+  const cuuint32_t element_strides[2] = {1u, 1u};
+  rt::check(rt::driver().cuTensorMapEncodeTiled(
+                &map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, k.data, dims, strides, box,
+                element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+            "cuTensorMapEncodeTiled (k)");
+  return map;
+}
+
 }  // namespace
 
 struct TopkOp::Impl {
@@ -260,7 +278,12 @@ void TopkOp::execute(const TopkInputs& in, const TensorView* out_indices,
               "cuMemsetD32Async (block counts)");
   }
   const unsigned grid = unsigned(std::min<long>(blocks * p.key_splits, m.max_ctas));
-  void* args[] = {&p};
+  CUtensorMap kmap{};
+  if (m.plan.wgmma) {
+    kmap = key_tensor_map(in.k, shape.num_keys, m.problem.head_dim * dtype_bytes(m.problem.k_dtype),
+                          m.plan.key_tile);
+  }
+  void* args[] = {&p, &kmap};
   m.kernel->launch(grid, 1, unsigned(m.plan.threads), stream, args);
 }
 

@@ -68,6 +68,7 @@ DriverState load_driver() {
   WINNOW_RESOLVE(cuFuncGetAttribute);
   WINNOW_RESOLVE(cuOccupancyMaxActiveBlocksPerMultiprocessor);
   WINNOW_RESOLVE(cuLaunchKernelEx);
+  WINNOW_RESOLVE(cuTensorMapEncodeTiled);
   WINNOW_RESOLVE(cuMemAlloc);
   WINNOW_RESOLVE(cuMemFree);
   WINNOW_RESOLVE(cuMemcpyHtoD);

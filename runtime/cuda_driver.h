@@ -70,6 +70,10 @@ struct DriverApi {
   CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
   CUresult (*cuGraphExecDestroy)(CUgraphExec);
   CUresult (*cuGraphDestroy)(CUgraph);
+  CUresult (*cuTensorMapEncodeTiled)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
+                                     const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                     const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                     CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 };
 // Throws NoDevice when the driver cannot be loaded or initialised.
 const DriverApi& driver();

@@ -49,7 +49,10 @@ struct SmemLayout {
   // merge of key parts, 263 the next work item).
   WINNOW_HD constexpr long rows_off() const { return radix_off() + 256 + 8; }
   // Per row: a RowState of 16 words.
-  WINNOW_HD constexpr long total_words() const { return rows_off() + long(rows) * 16; }
+  WINNOW_HD constexpr long barriers_off() const { return (rows_off() + long(rows) * 16 + 1) / 2 * 2; }
+  // The wgmma path's key-tile ring: a `full` and an `empty` mbarrier (8 bytes) per stage.
+  WINNOW_HD constexpr long barrier_words() const { return swizzled ? 4L * k_stages() : 0; }
+  WINNOW_HD constexpr long total_words() const { return barriers_off() + barrier_words(); }
   WINNOW_HD constexpr long bytes() const { return total_words() * 4; }
 };
 

@@ -15,11 +15,13 @@
 // functor S, and instantiates topk_kernel<C, S> in one extern "C" entry point.
 #pragma once
 #include "winnow/element_decode.cuh"
+#include "winnow/mbarrier.cuh"
 #include "winnow/mma_sync.cuh"
 #include "winnow/rank_order.cuh"
 #include "winnow/sample_keys.cuh"
 #include "winnow/score_ops.cuh"
 #include "winnow/smem_layout.cuh"
+#include "winnow/tma.cuh"
 #include "winnow/topk_params.cuh"
 #include "winnow/wgmma_tiles.cuh"
 
@@ -84,6 +86,13 @@ struct TopkSmem {
   u32* hist;      // [R][bins]
   u32* radix;     // [256] + scratch
   RowState* rows; // [R]
+  // The wgmma path's key-tile ring (SmemLayout::barriers_off): full[stage], empty[stage],
+  // the key tensor map, and the uses of the ring so far (the same count in every thread:
+  // producer and math warps walk the same tiles).
+  u64* ring_full;
+  u64* ring_empty;
+  const TmaMap* kmap = nullptr;
+  mutable unsigned ring_pos = 0;
   __device__ explicit TopkSmem(unsigned char* base) {
     constexpr SmemLayout L = layout_of<C>();
     float* f = reinterpret_cast<float*>(base);
@@ -97,6 +106,8 @@ struct TopkSmem {
     hist = reinterpret_cast<u32*>(f + L.hist_off());
     radix = reinterpret_cast<u32*>(f + L.radix_off());
     rows = reinterpret_cast<RowState*>(f + L.rows_off());
+    ring_full = reinterpret_cast<u64*>(f + L.barriers_off());
+    ring_empty = ring_full + L.k_stages();
   }
 };
 
@@ -351,7 +362,7 @@ template <class C, class S, class KeyOf, class Visit>
 __device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit) {
   constexpr int H = C::kHeads, R = C::kRows, KT = C::kKeyTile;
   constexpr int RB = C::kDim * MmaBytes<C>::value;
-  static_assert(R * H == 128 && KT == 128 && C::kThreads == 256 && RB % 128 == 0,
+  static_assert(R * H == 128 && KT == 128 && C::kMathThreads == 256 && RB % 128 == 0,
                 "wgmma head sums: 128 (row, head) pairs, 2 x 64 keys, whole swizzle rows");
   const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
   const int g = lane >> 2, t4 = lane & 3;
@@ -565,27 +576,103 @@ __device__ void score_loaded_tile(const TopkParams& p, const TopkSmem<C>& s0, in
   __syncthreads();
 }
 
+// The math threads (every thread but the wgmma path's producer warp) synchronise
+// among themselves: inside the tile loop the producer warp runs ahead of them.
+template <class C>
+__device__ __forceinline__ void math_sync() {
+  if constexpr (C::kWgmma) {
+    named_barrier_sync<1, C::kMathThreads>();
+  } else {
+    __syncthreads();
+  }
+}
+
+// The wgmma path's producer warp: the last warp of the CTA, after the math warpgroups.
+template <class C>
+__device__ __forceinline__ bool is_producer_warp() {
+  return C::kWgmma && int(threadIdx.x) >= C::kMathThreads;
+}
+
+// The producer warp fills ring stage `stage` with the keys key_of(0..KT-1) and signals
+// its `full` barrier (33 arrivals: one per lane, one more from lane 0).
+// base >= 0: the tile is the contiguous keys base.. (key_of(j) is base + j or -1 past the
+// window): one TMA box per 128-byte column of d, swizzled as wgmma reads it, rows past the
+// key count zero-filled; the key scales by cp.async (any alignment), each lane arriving
+// once its copies land. base < 0: a gathered tile (the sample): cp.async of every 16-byte
+// chunk into its swizzled place, then, since wgmma reads through the async proxy, each
+// lane waits for its copies and fences before it arrives.
+template <class C, class KeyOf>
+__device__ void produce_key_tile(const TopkParams& p, const TopkSmem<C>& s, int stage, int base,
+                                 KeyOf key_of) {
+  constexpr int D = C::kDim, KT = C::kKeyTile, RB = D * MmaBytes<C>::value, VPR = RB / 16;
+  const int lane = threadIdx.x & 31;
+  const TopkSmem<C> st = with_stage<C>(s, stage);
+  char* dst = reinterpret_cast<char*>(st.k);
+  u64* full = s.ring_full + stage;
+  if (C::kUsesKScale) {
+    for (int j = lane; j < KT; j += 32) {
+      const int key = key_of(j);
+      copy_async_4(st.kscale + j, p.kscale + (key >= 0 ? key : 0), key >= 0);
+    }
+  }
+  if (base >= 0) {
+    mbarrier_arrive_after_copies(full);
+    if (lane == 0) {
+      mbarrier_arrive_expect_tx(full, unsigned(KT * RB));
+#pragma unroll
+      for (int a = 0; a < RB / 128; ++a) {
+        tma_load_2d(dst + swizzled_at<KT>(0, a * 128), s.kmap, full, a * 128, base);
+      }
+    }
+  } else {
+    for (int e = lane; e < KT * VPR; e += 32) {
+      const int j = e / VPR, v = e % VPR, key = key_of(j);
+      const char* src = static_cast<const char*>(p.k) +
+                        (key >= 0 ? (long long)key * p.k_row_stride * MmaBytes<C>::value + v * 16 : 0);
+      copy_async_16(dst + swizzled_chunk<KT>(j, v), src, key >= 0);
+    }
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    fence_async_smem();
+    mbarrier_arrive(full);
+    if (lane == 0) mbarrier_arrive(full);
+  }
+}
+
 // Visits the keys of `tiles` tiles, tile t's slot j holding key tile_keys(t)(j) (negative:
-// an empty slot), calling after_tile() (by the whole CTA) after each. On the tensor-core
-// path the next tiles load while this one is scored.
-template <class C, class S, class TileKeys, class Visit, class AfterTile>
+// an empty slot), calling after_tile() (by the math threads) after each. tile_base(t) is
+// the first key of tile t when its keys are contiguous (key_of(j) = base + j inside the
+// window), else -1. On the tensor-core paths the next tiles load while this one is scored.
+// Called by the whole CTA; returns after a CTA barrier.
+template <class C, class S, class TileKeys, class TileBase, class Visit, class AfterTile>
 __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int tiles,
-                            TileKeys tile_keys, Visit visit, AfterTile after_tile) {
-  if (C::kWgmma) {
-    // Three stages, one barrier per tile: tile t + 2 loads into the stage tile t - 1 was
-    // scored from, after the barrier that every thread passes once done with tile t - 1.
-    if (tiles > 0) load_key_tile<C>(p, s, 0, tile_keys(0));
-    if (tiles > 1) load_key_tile<C>(p, s, 1, tile_keys(1));
-    else copy_async_commit();
-    int stage = 0;
-    for (int t = 0; t < tiles; ++t, stage = stage == 2 ? 0 : stage + 1) {
-      copy_async_wait<1>();  // all but the newest group: tile t has landed
+                                TileKeys tile_keys, TileBase tile_base, Visit visit,
+                                AfterTile after_tile) {
+  if constexpr (C::kWgmma) {
+    // Warp-specialised: the producer warp fills a ring of k_stages() stages (waiting for
+    // each stage's `empty` barrier), the two math warpgroups wait for `full`, score, and
+    // release the stage (one arrival per warp) before visiting the next. No CTA barrier
+    // per tile: each warpgroup runs as far ahead as the ring allows.
+    constexpr int STAGES = layout_of<C>().k_stages();
+    const unsigned pos0 = s.ring_pos;
+    s.ring_pos = pos0 + unsigned(tiles);
+    if (is_producer_warp<C>()) {
+      // Stores of the CTA-wide steps before (the sort, the gathers) reached this region
+      // through the generic proxy; the copy engine writes it next.
       fence_async_smem();
-      __syncthreads();
-      if (t + 2 < tiles) load_key_tile<C>(p, s, stage == 0 ? 2 : stage - 1, tile_keys(t + 2));
-      else copy_async_commit();  // an empty group keeps the count
-      score_loaded_tile<C, S>(p, s, stage, tile_keys(t), visit);
-      after_tile();
+      for (int t = 0; t < tiles; ++t) {
+        const RingSlot slot = ring_slot(pos0 + unsigned(t), STAGES);
+        mbarrier_wait(s.ring_empty + slot.stage, slot.parity ^ 1u);
+        produce_key_tile<C>(p, s, slot.stage, tile_base(t), tile_keys(t));
+      }
+    } else {
+      for (int t = 0; t < tiles; ++t) {
+        const RingSlot slot = ring_slot(pos0 + unsigned(t), STAGES);
+        mbarrier_wait(s.ring_full + slot.stage, slot.parity);
+        score_loaded_tile<C, S>(p, s, slot.stage, tile_keys(t), visit);
+        __syncwarp();  // the warp's reads of the stage are done
+        if ((threadIdx.x & 31) == 0) mbarrier_arrive(s.ring_empty + slot.stage);
+        after_tile();
+      }
     }
     __syncthreads();  // the stages and s.q are read before anyone rewrites them
   } else if (C::kMma) {
@@ -624,7 +711,7 @@ __device__ void score_tiles(const TopkParams& p, const TopkSmem<C>& s, int begin
         const int t0 = begin + t * KT;
         return [t0, end](int j) { return t0 + j < end ? t0 + j : -1; };
       },
-      visit, after_tile);
+      [begin](int t) { return begin + t * KT; }, visit, after_tile);
 }
 
 // Visits every key of [begin, end) in tiles.
@@ -649,6 +736,7 @@ __device__ u64 radix_kth(const TopkSmem<C>& s, u32 k, ForEach for_each) {
     for (int i = threadIdx.x; i < 256; i += C::kThreads) hist[i] = 0;
     __syncthreads();
     const u64 prefix = *prefix_slot;
+    const u32 need = *remaining_slot;  // read by every thread before warp 0 rewrites it
     const u64 high = shift == 56 ? 0ull : (~0ull << (shift + 8));
     for_each([&](u64 v) {
       const bool in = (v & high) == prefix;
@@ -677,7 +765,6 @@ __device__ u64 radix_kth(const TopkSmem<C>& s, u32 k, ForEach for_each) {
         u32 v = __shfl_up_sync(0xFFFFFFFFu, upto, o);
         if (lane >= o) upto += v;
       }
-      const u32 need = *remaining_slot;
       u32 above = upto - sum;
       if (above < need && need <= upto) {
 #pragma unroll
@@ -746,9 +833,11 @@ __device__ void refresh_gate(const TopkSmem<C>& s, int r, int lane) {
   }
 }
 
-// Keeps only the entries at or above the gate, in place. Called by the whole CTA.
+// Keeps only the entries at or above the gate, in place. Called by the math threads (from
+// inside the filter's tile loop).
 template <class C>
 __device__ void compact_candidates(const TopkSmem<C>& s, int r, u64* buf) {
+  constexpr int N = C::kMathThreads;
   RowState& st = s.rows[r];
   const u32 n = st.count;
   const ThresholdBins bins = st.bins;
@@ -756,26 +845,26 @@ __device__ void compact_candidates(const TopkSmem<C>& s, int r, u64* buf) {
   u32* warp_totals = s.radix;  // [32] scratch
   u32 out = 0;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  __syncthreads();
-  for (u32 base = 0; base < n; base += C::kThreads) {
+  math_sync<C>();
+  for (u32 base = 0; base < n; base += N) {
     u32 i = base + threadIdx.x;
     u64 v = i < n ? buf[i] : 0ull;
     bool keep = i < n && bins.bin(rank_key_order(v)) >= gate;
     unsigned ballot = __ballot_sync(0xFFFFFFFFu, keep);
     if (lane == 0) warp_totals[warp] = __popc(ballot);
-    __syncthreads();
+    math_sync<C>();
     u32 before = 0, total = 0;
-    for (int w2 = 0; w2 < C::kThreads / 32; ++w2) {
+    for (int w2 = 0; w2 < N / 32; ++w2) {
       if (w2 < warp) before += warp_totals[w2];
       total += warp_totals[w2];
     }
     before += __popc(ballot & ((1u << lane) - 1u));
     if (keep) buf[out + before] = v;
     out += total;
-    __syncthreads();
+    math_sync<C>();
   }
   if (threadIdx.x == 0) st.count = out;
-  __syncthreads();
+  math_sync<C>();
 }
 
 // Sorts n (a power of two) RankKeys descending by `order` (bitonic; in shared or global
@@ -860,6 +949,8 @@ __device__ void write_row(const TopkParams& p, const TopkSmem<C>& s, int r, int 
     sel = v;
   }
   sort_desc<C>(sel, KP, !C::kSorted);
+  // On the wgmma path the copy engine (async proxy) rewrites these stages next.
+  if constexpr (kInShared && C::kWgmma) fence_async_smem();
   const u32 chosen = s.rows[r].selected;
   const int base = C::kAbsolute ? 0 : s.rows[r].origin;
   for (int i = threadIdx.x; i < K; i += C::kThreads) {
@@ -1056,6 +1147,7 @@ __device__ void sample_rows(const TopkParams& p, const TopkSmem<C>& s, int row0,
             return i < ns ? strided_sample_key(i, start, n, ns) : -1;
           };
         },
+        [](int) { return -1; },  // gathered keys
         [&](int rr, int key, float sc) {
           if (row0 + rr >= p.rows) return;
           RowState& st = s.rows[rr];
@@ -1158,7 +1250,7 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
           for (int r = warp; r < R; r += C::kThreads / 32) refresh_gate<C>(s, r, lane);
         }
         if (tile % kCheckTiles != 0) return;
-        __syncthreads();
+        math_sync<C>();
         for (int r = 0; r < R; ++r) {
           RowState& st = s.rows[r];
           if (st.count > u32(CAP)) st.overflow = 1;  // every thread reads the same count
@@ -1166,7 +1258,7 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
             compact_candidates<C>(s, r, ws + r * ROW_WORDS);
           }
         }
-        __syncthreads();
+        math_sync<C>();
       });
   // A drop in the last tiles counts too, and so does a sample threshold that turned out
   // above the row's k-th (fewer than k keys kept; see the sample).
@@ -1212,8 +1304,21 @@ __device__ int next_work_item(const TopkParams& p, const TopkSmem<C>& s) {
 }
 
 template <class C, class S>
-__device__ void topk_kernel(const TopkParams& p, unsigned char* smem) {
+__device__ void topk_kernel(const TopkParams& p, const TmaMap* kmap, unsigned char* smem) {
   TopkSmem<C> s(smem);
+  if constexpr (C::kWgmma) {
+    s.kmap = kmap;
+    constexpr int STAGES = layout_of<C>().k_stages();
+    if (threadIdx.x == 0) {
+      for (int i = 0; i < STAGES; ++i) {
+        mbarrier_init(s.ring_full + i, 33);                   // 32 lanes + lane 0's bytes
+        mbarrier_init(s.ring_empty + i, C::kMathThreads / 32);  // one arrival per math warp
+      }
+      mbarrier_init_fence();
+    }
+    if (is_producer_warp<C>() && (threadIdx.x & 31) == 0) tma_prefetch(kmap);
+    // next_work_item's barrier publishes the initialised barriers.
+  }
   constexpr long long CTA_WORDS =
       (long long)C::kRows * (C::kCapacity + NextPow2<C::kTopK>::value);
   u64* ws = p.workspace + blockIdx.x * CTA_WORDS;

@@ -158,7 +158,7 @@ GeneratedKernel emit_topk(const ir::Expr& score, const plan::KernelSpec& spec,
       "  static constexpr int kWindow = {};  // 0 dense, 1 ranges, 2 causal\n"
       "  static constexpr bool kSorted = {}, kAbsolute = {};\n"
       "  static constexpr bool kUsesW = {}, kUsesKScale = {}, kUsesQSq = {}, kUsesKSq = {};\n"
-      "  static constexpr int kRows = {}, kKeyTile = {}, kThreads = {};\n"
+      "  static constexpr int kRows = {}, kKeyTile = {}, kThreads = {}, kMathThreads = {};\n"
       "  static constexpr int kBins = {}, kCapacity = {}, kSample = {};\n"
       "  static constexpr int kMma = {};  // element type of mma.sync dots, 0: CUDA cores\n"
       "  static constexpr bool kHeadSums = {};  // heads summed next to the accumulators\n"
@@ -166,14 +166,16 @@ GeneratedKernel emit_topk(const ir::Expr& score, const plan::KernelSpec& spec,
       "}};\n\n"
       "{}\n"
       "// Two CTAs per SM at least: one CTA's barriers leave the SM idle otherwise.\n"
-      "extern \"C\" __global__ void __launch_bounds__({}, 2) {}(const winnow::TopkParams p) {{\n"
+      "// kmap: the key tensor map of the wgmma path's TMA loads (unused on the other paths).\n"
+      "extern \"C\" __global__ void __launch_bounds__({}, 2)\n"
+      "{}(const winnow::TopkParams p, const __grid_constant__ winnow::TmaMap kmap) {{\n"
       "  extern __shared__ __align__(1024) unsigned char smem[];  // swizzled wgmma tiles\n"
-      "  winnow::topk_kernel<WinnowConfig, WinnowScore>(p, smem);\n"
+      "  winnow::topk_kernel<WinnowConfig, WinnowScore>(p, &kmap, smem);\n"
       "}}\n",
       spec.heads, spec.head_dim, int(spec.q_type), int(spec.k_type),
       plan::elem_name(spec.q_type), plan::elem_name(spec.k_type), spec.materialize, spec.k,
       int(spec.window), spec.sorted, spec.absolute, u.w, u.kscale, u.qsq, u.ksq,
-      plan.rows_per_cta, plan.key_tile, plan.threads, plan.bins, plan.capacity, plan.sample,
+      plan.rows_per_cta, plan.key_tile, plan.threads, plan.math_threads(), plan.bins, plan.capacity, plan.sample,
       plan.mma, plan.head_sums, plan.wgmma,
       emit_score_functor(score, spec.heads), plan.threads, g.entry);
   g.headers = template_headers();

@@ -66,11 +66,13 @@ bool choose_plan(const KernelSpec& spec, long smem_limit, int candidate_capacity
                   spec.head_dim * mma_bytes <= 256;
     // wgmma: two warpgroups of 64 keys each against one 128-column operand of (row, head)
     // pairs, whole 128-byte swizzle rows of d.
+    p.threads = 256;
     p.wgmma = p.head_sums && spec.wgmma_target && rows * spec.heads == 128 &&
-              (spec.head_dim * mma_bytes) % 128 == 0 && p.threads == 256;
+              (spec.head_dim * mma_bytes) % 128 == 0;
     for (int tile : {128, 64, 32, 16}) {
       if (tile == 128 && !p.mma) continue;  // larger tiles only pay off with cheap dots
       if (p.wgmma && tile != 128) p.wgmma = false;  // 2 x 64 keys per tile
+      p.threads = p.wgmma ? 256 + 32 : 256;            // + the producer warp
       winnow::SmemLayout L{rows, spec.heads, spec.head_dim, tile, p.bins,
                            mma_bytes, p.head_sums, p.wgmma};
       if (L.bytes() <= smem_limit) {

@@ -31,7 +31,10 @@ struct KernelSpec {
 struct KernelPlan {
   int rows_per_cta = 1;   // query rows sharing each key tile
   int key_tile = 64;      // keys scored per tile (a multiple of 4)
+  // Threads per CTA: 256 of math, plus on the wgmma path one producer warp (TMA loads
+  // into the key-tile ring, templates/topk_kernel.cuh).
   int threads = 256;
+  int math_threads() const { return wgmma ? threads - 32 : threads; }
   int bins = 2048;        // ThresholdBins per row (a multiple of 32; 512 above 8 rows)
   int capacity = 8192;    // CandidateBuffer entries per row
   int sample = 2048;      // keys scored first for the initial threshold (0: none)
