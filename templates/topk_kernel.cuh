@@ -33,6 +33,11 @@
 #ifndef WINNOW_WGMMA_SPLIT
 #define WINNOW_WGMMA_SPLIT 0
 #endif
+// Experiment switch: -DWINNOW_HEAD_SUM_FMA=0 sums w * g(dot) terms of the wgmma head sums
+// as a product and an add each (two roundings) instead of one fused multiply-add.
+#ifndef WINNOW_HEAD_SUM_FMA
+#define WINNOW_HEAD_SUM_FMA 1
+#endif
 // Experiment switch: -DWINNOW_RADIX_AGGREGATE=0 counts radix digits with one shared atomic
 // per key instead of one per group of equal digits in a warp (__match_any_sync, since
 // df0e6ea): a suspect of the knn slowdown at large k (bench/NOTES.md, session 3).
@@ -378,6 +383,15 @@ __device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit)
 #pragma unroll
     for (int jj = 0; jj < H / 8; ++jj) {
       const float2 w = *reinterpret_cast<const float2*>(s.w + r * H + jj * 8 + 2 * t4);
+      if constexpr (S::kWeightedTerm && WINNOW_HEAD_SUM_FMA) {
+        // term = w * g(dot): one fused multiply-add per head (one rounding), in the same
+        // fixed order in every mode.
+        p0 = __fmaf_rn(w.x, S::unweighted(dr[4 * jj]), p0);
+        p1 = __fmaf_rn(w.x, S::unweighted(dr[4 * jj + 2]), p1);
+        p0 = __fmaf_rn(w.y, S::unweighted(dr[4 * jj + 1]), p0);
+        p1 = __fmaf_rn(w.y, S::unweighted(dr[4 * jj + 3]), p1);
+        continue;
+      }
       const float a0 = op_add(S::term(dr[4 * jj], w.x), S::term(dr[4 * jj + 1], w.y));
       const float a1 = op_add(S::term(dr[4 * jj + 2], w.x), S::term(dr[4 * jj + 3], w.y));
       p0 = jj == 0 ? a0 : op_add(p0, a0);

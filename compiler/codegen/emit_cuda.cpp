@@ -99,6 +99,27 @@ void count_outside(const ir::Expr& e, int* reduces, int* per_head_outside) {
   for (const auto& a : e->args) count_outside(a, reduces, per_head_outside);
 }
 
+bool reads_w(const ir::Expr& e) {
+  if (e->kind == ir::NodeKind::Param && e->param == ir::ParamId::W) return true;
+  for (const auto& a : e->args) {
+    if (reads_w(a)) return true;
+  }
+  return false;
+}
+
+// The factor g of a term w[h] * g(dot(h)) (either operand order) that reads no w, or null.
+const ir::Expr* weighted_term_factor(const ir::Expr& term) {
+  if (term->kind != ir::NodeKind::Binary || term->binary != ir::BinaryOp::Mul) return nullptr;
+  for (int i = 0; i < 2; ++i) {
+    const ir::Expr& w = term->args[i];
+    const ir::Expr& g = term->args[1 - i];
+    if (w->kind == ir::NodeKind::Param && w->param == ir::ParamId::W &&
+        w->head == ir::kBoundHead && !reads_w(g))
+      return &term->args[1 - i];
+  }
+  return nullptr;
+}
+
 const ir::Node* find_reduce(const ir::Expr& e) {
   if (e->kind == ir::NodeKind::HeadReduce) return e.get();
   for (const auto& a : e->args) {
@@ -128,11 +149,16 @@ std::string emit_score_functor(const ir::Expr& score, int heads) {
     term_printer.set_term_scalars(true);
     FunctorPrinter post_printer(heads);
     post_printer.set_head_sum(sum);
+    // A term w[h] * g(dot(h)) is summed as fma(w, g(dot), sum): one rounding per head.
+    const ir::Expr* g = weighted_term_factor(sum->args[0]);
     head_sum = fmt::format(
         "  static constexpr bool kHeadSum = true;\n"
         "  __device__ static float term(float dot, float w) {{ return {}; }}\n"
+        "  static constexpr bool kWeightedTerm = {};  // term(dot, w) = w * unweighted(dot)\n"
+        "  __device__ static float unweighted(float dot) {{ return {}; }}\n"
         "  __device__ static float post(float hsum, const winnow::ScoreArgs& a) {{ return {}; }}\n",
-        term_printer.expr(sum->args[0]), post_printer.expr(score));
+        term_printer.expr(sum->args[0]), g != nullptr, g ? term_printer.expr(*g) : "dot",
+        post_printer.expr(score));
   }
   return fmt::format(
       "// score: {}\n"
