@@ -355,6 +355,21 @@ __device__ void mma_head_sums(const TopkSmem<C>& s) {
   }
 }
 
+// g(dot) of a weighted head-sum term w * g(dot). For g = relu, max.NaN(dot, +0): one
+// instruction where `dot < 0 ? 0 : dot` takes two; it differs only in relu(-0) = +0, and a
+// zero product never changes a sum that starts at +0 (fma(w, +-0, p) == p, p == +0 too), so
+// the head sums have the same bits either way.
+template <class S>
+__device__ __forceinline__ float weighted_factor(float dot) {
+  if constexpr (S::kReluOfDot) {
+    float r;
+    asm("max.NaN.f32 %0, %1, 0f00000000;\n" : "=f"(r) : "f"(dot));
+    return r;
+  } else {
+    return S::unweighted(dot);
+  }
+}
+
 // The head-sum form on warpgroup MMA (sm_90a): warpgroup g scores keys 64 g .. 64 g + 63
 // of the tile (A: the swizzled key tile) against all 128 (row, head) pairs of the block
 // (B: the swizzled q rows), d / k-step wgmma instructions into 64 fp32 accumulators per
@@ -386,10 +401,10 @@ __device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit)
       if constexpr (S::kWeightedTerm && WINNOW_HEAD_SUM_FMA) {
         // term = w * g(dot): one fused multiply-add per head (one rounding), in the same
         // fixed order in every mode.
-        p0 = __fmaf_rn(w.x, S::unweighted(dr[4 * jj]), p0);
-        p1 = __fmaf_rn(w.x, S::unweighted(dr[4 * jj + 2]), p1);
-        p0 = __fmaf_rn(w.y, S::unweighted(dr[4 * jj + 1]), p0);
-        p1 = __fmaf_rn(w.y, S::unweighted(dr[4 * jj + 3]), p1);
+        p0 = __fmaf_rn(w.x, weighted_factor<S>(dr[4 * jj]), p0);
+        p1 = __fmaf_rn(w.x, weighted_factor<S>(dr[4 * jj + 2]), p1);
+        p0 = __fmaf_rn(w.y, weighted_factor<S>(dr[4 * jj + 1]), p0);
+        p1 = __fmaf_rn(w.y, weighted_factor<S>(dr[4 * jj + 3]), p1);
         continue;
       }
       const float a0 = op_add(S::term(dr[4 * jj], w.x), S::term(dr[4 * jj + 1], w.y));
@@ -430,11 +445,15 @@ __device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit)
     }
   } else {
     float d[64];
+    // Descriptors: one base per operand, each k step a constant offset of its low word.
+    const u32 a_lo = wgmma_desc_lo(kraw + swizzled_at<KT>(wg * 64, 0));
+    const u32 b_lo = wgmma_desc_lo(qraw);
     wgmma_fence();
 #pragma unroll
     for (int k0 = 0; k0 < RB; k0 += 32) {
-      wgmma_m64n<128, C::kMma>(d, wgmma_desc(kraw + swizzled_at<KT>(wg * 64, k0)),
-                               wgmma_desc(qraw + swizzled_at<R * H>(0, k0)), k0 > 0);
+      wgmma_m64n<128, C::kMma>(
+          d, wgmma_desc_from_lo(a_lo, swizzled_at<KT>(wg * 64, k0) - swizzled_at<KT>(wg * 64, 0)),
+          wgmma_desc_from_lo(b_lo, swizzled_at<R * H>(0, k0)), k0 > 0);
     }
     wgmma_commit();
     wgmma_wait<0>();

@@ -35,6 +35,15 @@ __device__ __forceinline__ unsigned long long wgmma_desc(const void* p) {
          (1ull << 62);
 }
 
+// The same descriptor as a low word that a k step offsets (start address >> 4 in bits
+// 0-13: an offset inside shared memory never carries out of them) and the fixed high word.
+__device__ __forceinline__ u32 wgmma_desc_lo(const void* p) {
+  return ((shared_address(p) & 0x3FFFF) >> 4) | (1u << 16);
+}
+__device__ __forceinline__ unsigned long long wgmma_desc_from_lo(u32 lo, int byte_offset) {
+  return (0x40000040ull << 32) | (lo + u32(byte_offset >> 4));
+}
+
 // Makes this thread's ordinary shared-memory writes (stores, cp.async) visible to the
 // async proxy wgmma reads through; a barrier after it publishes them to the warpgroup.
 __device__ __forceinline__ void fence_async_smem() {

@@ -155,9 +155,13 @@ std::string emit_score_functor(const ir::Expr& score, int heads) {
         "  static constexpr bool kHeadSum = true;\n"
         "  __device__ static float term(float dot, float w) {{ return {}; }}\n"
         "  static constexpr bool kWeightedTerm = {};  // term(dot, w) = w * unweighted(dot)\n"
+        "  static constexpr bool kReluOfDot = {};  // unweighted(dot) = relu(dot)\n"
         "  __device__ static float unweighted(float dot) {{ return {}; }}\n"
         "  __device__ static float post(float hsum, const winnow::ScoreArgs& a) {{ return {}; }}\n",
-        term_printer.expr(sum->args[0]), g != nullptr, g ? term_printer.expr(*g) : "dot",
+        term_printer.expr(sum->args[0]), g != nullptr,
+        g && (*g)->kind == ir::NodeKind::Unary && (*g)->unary == ir::UnaryOp::Relu &&
+            (*g)->args[0]->kind == ir::NodeKind::Dot,
+        g ? term_printer.expr(*g) : "dot",
         post_printer.expr(score));
   }
   return fmt::format(
