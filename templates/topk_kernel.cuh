@@ -422,13 +422,17 @@ __device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit)
     // while the rows after it are still on the tensor cores. Same products and the same
     // sums as the single group (each accumulator is one (key, row, head) dot).
     float d[R][H / 2];
+    const u32 a_lo = wgmma_desc_lo(kraw + swizzled_at<KT>(wg * 64, 0));
+    const u32 b_lo = wgmma_desc_lo(qraw);
     wgmma_fence();
 #pragma unroll
     for (int r = 0; r < R; ++r) {
 #pragma unroll
       for (int k0 = 0; k0 < RB; k0 += 32) {
-        wgmma_m64n<H, C::kMma>(d[r], wgmma_desc(kraw + swizzled_at<KT>(wg * 64, k0)),
-                               wgmma_desc(qraw + swizzled_at<R * H>(r * H, k0)), k0 > 0);
+        wgmma_m64n<H, C::kMma>(
+            d[r],
+            wgmma_desc_from_lo(a_lo, swizzled_at<KT>(wg * 64, k0) - swizzled_at<KT>(wg * 64, 0)),
+            wgmma_desc_from_lo(b_lo, swizzled_at<R * H>(r * H, k0)), k0 > 0);
       }
       wgmma_commit();
     }
@@ -633,10 +637,26 @@ __device__ __forceinline__ bool is_producer_warp() {
 // key count zero-filled; the key scales by cp.async (any alignment), each lane arriving
 // once its copies land. base < 0: a gathered tile (the sample): cp.async of every 16-byte
 // chunk into its swizzled place, then, since wgmma reads through the async proxy, each
-// lane waits for its copies and fences before it arrives.
+// lane waits for its copies and fences before it arrives; it does so for a gathered tile
+// after issuing the next one's copies (`gathered`: the stage whose arrivals are still
+// owed, -1 none; publish_gathered settles the last).
+template <class C>
+__device__ __forceinline__ void publish_gathered(const TopkSmem<C>& s, int& gathered, int pending) {
+  if (gathered < 0) return;
+  if (pending == 0) {
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+  } else {
+    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+  }
+  fence_async_smem();
+  mbarrier_arrive(s.ring_full + gathered);
+  if ((threadIdx.x & 31) == 0) mbarrier_arrive(s.ring_full + gathered);
+  gathered = -1;
+}
+
 template <class C, class KeyOf>
 __device__ void produce_key_tile(const TopkParams& p, const TopkSmem<C>& s, int stage, int base,
-                                 KeyOf key_of) {
+                                 KeyOf key_of, int& gathered) {
   constexpr int D = C::kDim, KT = C::kKeyTile, RB = D * MmaBytes<C>::value, VPR = RB / 16;
   const int lane = threadIdx.x & 31;
   const TopkSmem<C> st = with_stage<C>(s, stage);
@@ -664,10 +684,9 @@ __device__ void produce_key_tile(const TopkParams& p, const TopkSmem<C>& s, int 
                         (key >= 0 ? (long long)key * p.k_row_stride * MmaBytes<C>::value + v * 16 : 0);
       copy_async_16(dst + swizzled_chunk<KT>(j, v), src, key >= 0);
     }
-    asm volatile("cp.async.wait_all;\n" ::: "memory");
-    fence_async_smem();
-    mbarrier_arrive(full);
-    if (lane == 0) mbarrier_arrive(full);
+    copy_async_commit();
+    publish_gathered<C>(s, gathered, 1);  // the previous gathered tile, if any
+    gathered = stage;
   }
 }
 
@@ -692,11 +711,13 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
       // Stores of the CTA-wide steps before (the sort, the gathers) reached this region
       // through the generic proxy; the copy engine writes it next.
       fence_async_smem();
+      int gathered = -1;
       for (int t = 0; t < tiles; ++t) {
         const RingSlot slot = ring_slot(pos0 + unsigned(t), STAGES);
         mbarrier_wait(s.ring_empty + slot.stage, slot.parity ^ 1u);
-        produce_key_tile<C>(p, s, slot.stage, tile_base(t), tile_keys(t));
+        produce_key_tile<C>(p, s, slot.stage, tile_base(t), tile_keys(t), gathered);
       }
+      publish_gathered<C>(s, gathered, 0);
     } else {
       for (int t = 0; t < tiles; ++t) {
         const RingSlot slot = ring_slot(pos0 + unsigned(t), STAGES);
@@ -754,16 +775,21 @@ __device__ void score_range(const TopkParams& p, const TopkSmem<C>& s, int begin
   score_tiles<C, S>(p, s, begin, end, visit, [] {});
 }
 
-// The k-th largest of the distinct RankKeys that for_each yields (k >= 1, and at least k
-// of them exist). Radix select, 8 bits a pass from the top; called by the whole CTA.
+// A threshold t with exactly k of the distinct RankKeys that for_each yields at or above
+// it (k >= 1, and at least k of them exist) and t's order key (high 32 bits) that of the
+// k-th largest: the k-th largest itself, or, when the digits found so far already admit
+// exactly k, their prefix with the lower index bits zero. Radix select, 8 bits a pass from
+// the top; called by the whole CTA.
 template <class C, class ForEach>
 __device__ u64 radix_kth(const TopkSmem<C>& s, u32 k, ForEach for_each) {
   u32* hist = s.radix;
   u64* prefix_slot = reinterpret_cast<u64*>(s.radix + 256);
   u32* remaining_slot = s.radix + 258;
+  u32* done_slot = s.radix + 259;
   if (threadIdx.x == 0) {
     *prefix_slot = 0;
     *remaining_slot = k;
+    *done_slot = 0;
   }
   for (int shift = 56; shift >= 0; shift -= 8) {
     for (int i = threadIdx.x; i < 256; i += C::kThreads) hist[i] = 0;
@@ -805,6 +831,9 @@ __device__ u64 radix_kth(const TopkSmem<C>& s, u32 k, ForEach for_each) {
           if (above + cnt[i] >= need) {
             *prefix_slot = prefix | (u64(255 - 8 * lane - i) << shift);
             *remaining_slot = need - above;
+            // Every entry of this digit is needed and the order key (the high 32 bits) is
+            // known: the prefix, lower bits zero, admits exactly the k largest (v >= it).
+            if (above + cnt[i] == need && shift <= 32) *done_slot = 1;
             break;
           }
           above += cnt[i];
@@ -812,6 +841,7 @@ __device__ u64 radix_kth(const TopkSmem<C>& s, u32 k, ForEach for_each) {
       }
     }
     __syncthreads();
+    if (*done_slot) break;
   }
   const u64 kth = *prefix_slot;
   __syncthreads();  // every thread has read it before a later call resets it
@@ -900,25 +930,69 @@ __device__ void compact_candidates(const TopkSmem<C>& s, int r, u64* buf) {
   math_sync<C>();
 }
 
-// Sorts n (a power of two) RankKeys descending by `order` (bitonic; in shared or global
-// memory).
+// Sorts n (a power of two) RankKeys descending by `order`, or by index when by_index
+// (bitonic; in shared or global memory). Called by the whole CTA. Steps whose pairs lie 64
+// or more apart go through memory, one barrier each; the others run in registers, each
+// warp holding 64 consecutive entries (lane l: entries l and l + 32), pairs exchanged by
+// shuffles: about a third of the barriers of an all-memory network.
 template <class C>
 __device__ void sort_desc(u64* v, int n, bool by_index) {
   auto key = [by_index](u64 x) { return by_index ? ((x << 32) | (x >> 32)) : x; };
-  for (int size = 2; size <= n; size <<= 1) {
-    for (int stride = size >> 1; stride > 0; stride >>= 1) {
-      for (int i = threadIdx.x; i < n / 2; i += C::kThreads) {
-        int lo = 2 * i - (i & (stride - 1));
-        int hi = lo + stride;
-        bool desc = (lo & size) == 0;
-        u64 a = v[lo], b = v[hi];
-        if ((key(a) < key(b)) == desc) {
-          v[lo] = b;
-          v[hi] = a;
+  auto memory_step = [&](int size, int stride) {
+    for (int i = threadIdx.x; i < n / 2; i += C::kThreads) {
+      int lo = 2 * i - (i & (stride - 1));
+      int hi = lo + stride;
+      bool desc = (lo & size) == 0;
+      u64 a = v[lo], b = v[hi];
+      if ((key(a) < key(b)) == desc) {
+        v[lo] = b;
+        v[hi] = a;
+      }
+    }
+    __syncthreads();
+  };
+  if (n < 64) {
+    for (int size = 2; size <= n; size <<= 1)
+      for (int stride = size >> 1; stride > 0; stride >>= 1) memory_step(size, stride);
+    return;
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  // Entry e (held in x) against its partner e ^ stride (stride <= 16, another lane): the
+  // lower of the pair keeps the larger key when the pair's block of `size` sorts down.
+  auto exchange = [&](u64& x, int e, int size, int stride) {
+    const u64 y = __shfl_xor_sync(0xFFFFFFFFu, x, stride);
+    const bool lower = (e & stride) == 0, desc = (e & size) == 0;
+    const bool x_larger = key(x) > key(y);
+    if (lower == desc ? !x_larger : x_larger) x = y;
+  };
+  // Sizes size_lo..size_hi, their steps of stride <= 32, in registers.
+  auto register_steps = [&](int size_lo, int size_hi) {
+    for (int b = warp * 64; b < n; b += (C::kThreads / 32) * 64) {
+      u64 x0 = v[b + lane], x1 = v[b + lane + 32];
+      for (int size = size_lo; size <= size_hi; size <<= 1) {
+        for (int stride = min(size >> 1, 32); stride > 0; stride >>= 1) {
+          if (stride == 32) {
+            const bool desc = ((b + lane) & size) == 0;
+            if ((key(x0) < key(x1)) == desc) {
+              const u64 t = x0;
+              x0 = x1;
+              x1 = t;
+            }
+          } else {
+            exchange(x0, b + lane, size, stride);
+            exchange(x1, b + lane + 32, size, stride);
+          }
         }
       }
-      __syncthreads();
+      v[b + lane] = x0;
+      v[b + lane + 32] = x1;
     }
+    __syncthreads();
+  };
+  register_steps(2, 64);
+  for (int size = 128; size <= n; size <<= 1) {
+    for (int stride = size >> 1; stride >= 64; stride >>= 1) memory_step(size, stride);
+    register_steps(size, size);
   }
 }
 
