@@ -38,6 +38,25 @@
 #ifndef WINNOW_HEAD_SUM_FMA
 #define WINNOW_HEAD_SUM_FMA 1
 #endif
+// Measurement switch: -DWINNOW_PHASE_CLOCKS=1 makes CTA 0 print the SM cycles its
+// thread 0 spent in each step of the top-k (rows, sample, filter, select, write) at exit.
+#ifndef WINNOW_PHASE_CLOCKS
+#define WINNOW_PHASE_CLOCKS 0
+#endif
+// The cycle counts of WINNOW_PHASE_CLOCKS: mark(i) adds the time since the last mark to
+// step i. Compiled away when off.
+struct PhaseClocks {
+  long long total[6] = {0, 0, 0, 0, 0, 0};
+  long long last = 0;
+  __device__ __forceinline__ void mark(int i) {
+    if constexpr (WINNOW_PHASE_CLOCKS) {
+      const long long now = clock64();
+      if (i >= 0) total[i] += now - last;
+      last = now;
+    }
+  }
+};
+
 // Experiment switch: -DWINNOW_RADIX_AGGREGATE=0 counts radix digits with one shared atomic
 // per key instead of one per group of equal digits in a warp (__match_any_sync, since
 // df0e6ea): a suspect of the knn slowdown at large k (bench/NOTES.md, session 3).
@@ -1312,13 +1331,14 @@ __device__ void sample_rows(const TopkParams& p, const TopkSmem<C>& s, int row0,
 // Sample, then filter, for every row of the block; then select each row.
 template <class C, class S>
 __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, int split,
-                           u64* ws) {
+                           u64* ws, PhaseClocks& clocks) {
   constexpr int R = C::kRows, K = C::kTopK, CAP = C::kCapacity;
   constexpr int ROW_WORDS = CAP + NextPow2<C::kTopK>::value;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 
   // 1. Sample: the hint keys and a strided subset of each row's window set its bins.
   sample_rows<C, S>(p, s, row0, ws);
+  clocks.mark(1);
   for (int i = threadIdx.x; i < R * C::kBins; i += C::kThreads) s.hist[i] = 0;
   __syncthreads();
 
@@ -1376,13 +1396,16 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
   }
   __syncthreads();
 
+  clocks.mark(2);
   // 3. Select: each row's top k of its part, then the outputs (or the merge of parts).
   for (int r = 0; r < R; ++r) {
     const int row = row0 + r;
     if (row >= p.rows) break;
     u64* sel = ws + r * ROW_WORDS + CAP;
     select_row<C, S>(p, s, r, ws + r * ROW_WORDS, sel);
+    clocks.mark(3);
     if (p.key_splits == 1) write_row<C>(p, s, r, row, sel);
+    clocks.mark(4);
   }
   if (p.key_splits > 1) store_or_merge_parts<C>(p, s, row0 / R, split, ws);
 }
@@ -1432,16 +1455,29 @@ __device__ void topk_kernel(const TopkParams& p, const TmaMap* kmap, unsigned ch
   const int blocks = (p.rows + C::kRows - 1) / C::kRows;
   const int splits = C::kMaterialize ? 1 : p.key_splits;
   const int items = blocks * splits;
+  PhaseClocks clocks;
+  int items_done = 0;
   for (int w = next_work_item<C>(p, s); w < items; w = next_work_item<C>(p, s)) {
     // Causal windows grow with the row: the heaviest row blocks go first, so the last
     // items handed out (while other CTAs run idle) are the lightest.
     const int item = C::kWindow == 2 ? items - 1 - w : w;
     const int b = item / splits, split = item % splits;
+    clocks.mark(-1);
     load_rows<C>(p, s, b * C::kRows, split);
+    clocks.mark(0);
+    ++items_done;
     if (C::kMaterialize) {
       materialize_block<C, S>(p, s, b * C::kRows);
     } else {
-      topk_block<C, S>(p, s, b * C::kRows, split, ws);
+      topk_block<C, S>(p, s, b * C::kRows, split, ws, clocks);
+    }
+  }
+  if constexpr (WINNOW_PHASE_CLOCKS) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+      printf("winnow phase clocks (CTA 0, %d items): rows %lld sample %lld filter %lld select %lld "
+             "write %lld\n",
+             items_done, clocks.total[0], clocks.total[1], clocks.total[2], clocks.total[3],
+             clocks.total[4]);
     }
   }
 }
