@@ -82,3 +82,25 @@ extern "C" __global__ void winnow_pattern(unsigned* out, unsigned n, unsigned sa
     REQUIRE(back[i] == (i * 2654435761u ^ salt));
   }
 }
+
+TEST_CASE("the last Context's destruction leaves no destroyed context current", "[gpu]") {
+  WINNOW_REQUIRE_GPU();
+  const DriverApi& d = driver();
+  { Context first(0); }
+  CUdevice dev = 0;
+  check(d.cuDeviceGet(&dev, 0), "cuDeviceGet");
+  unsigned flags = 0;
+  int active = 0;
+  check(d.cuDevicePrimaryCtxGetState(dev, &flags, &active), "cuDevicePrimaryCtxGetState");
+  CUcontext current = nullptr;
+  check(d.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+  // Another owner in this process (the [gpu] fixture) may keep the primary context alive;
+  // then it may stay current. Otherwise it is gone and nothing may be current.
+  if (!active) CHECK(current == nullptr);
+  // A second context works from scratch: allocate, launch nothing, synchronise.
+  Context second(0);
+  DeviceBuffer b(256);
+  check(d.cuCtxSynchronize(), "cuCtxSynchronize");
+  check(d.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+  CHECK(current == second.handle());
+}
