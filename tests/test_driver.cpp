@@ -104,3 +104,18 @@ TEST_CASE("the last Context's destruction leaves no destroyed context current", 
   check(d.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
   CHECK(current == second.handle());
 }
+
+TEST_CASE("cuCtxSynchronize is the void entry point, whatever the first argument register holds",
+          "[gpu]") {
+  WINNOW_REQUIRE_GPU();
+  Context ctx(0);
+  // CUDA 13's "cuCtxSynchronize" at version 13000 is cuCtxSynchronize_v2(CUcontext): asked
+  // for at the toolkit's version, a call without arguments synchronised whatever context
+  // the register held ("context is destroyed", code 709). Calling the entry point with a
+  // bogus context in that register (an extra argument, ignored by a void function in the
+  // x86-64 and AArch64 calling conventions) tells the two apart.
+  using WithContext = CUresult (*)(CUcontext);
+  const auto as_v2 = reinterpret_cast<WithContext>(reinterpret_cast<void*>(driver().cuCtxSynchronize));
+  CHECK(as_v2(reinterpret_cast<CUcontext>(uintptr_t(0x5a5a5a50))) == CUDA_SUCCESS);
+  CHECK(driver().cuCtxSynchronize() == CUDA_SUCCESS);
+}
