@@ -3,7 +3,20 @@
 # benchmark, every output under $OUT. Binaries built on the CPU machine are carried in
 # .devbin/. Env: TESTS (Catch2 filter, "-" to skip), DEMO_ARGS ("-" to skip), BENCH,
 # TORCH_TOPK, TORCH_KNN, BENCH_VARIANT, NCU (a demo argument list to profile with ncu),
-# VARIANT_RUNS, TEST_EACH, CASE_TIMEOUT.
+# VARIANT_RUNS, TEST_EACH, CASE_TIMEOUT, TEST_TIMEOUT, ORDER_SEED, C_TEST, SANITIZE.
+#
+# Tests (the pass criterion): the whole TESTS suite (default "[gpu]") in ONE process, in
+# the default order and then in a shuffled one (--order rand, the seed printed; ORDER_SEED
+# replays it), then the C program test (C_TEST=- skips it). Outputs: gpu_tests.txt,
+# gpu_tests_rand.txt, c_two_contexts.txt. TEST_EACH=1 instead runs one case per process
+# (a debugging aid only: a case that passes alone can fail beside the others).
+#
+# SANITIZE=memcheck: compute-sanitizer memcheck over the whole TESTS suite in one process
+# and over the C program, with WINNOW_TEST_SMALL=1 (the large cases shrink): memcheck.txt.
+# SANITIZE=race: racecheck, then synccheck, over the kernel cases (RACE_TESTS, default
+# every [gpu] case but the C API ones, which run the same kernels), WINNOW_TEST_SMALL=1:
+# racecheck.txt, synccheck.txt. Both skip the other steps unless asked for explicitly
+# (DEMO_ARGS, BENCH, NCU). Every step prints its duration ("time: ...").
 set -o pipefail
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export WINNOW_CACHE_DIR=/tmp/winnow-cache
@@ -11,10 +24,49 @@ BIN=${BIN:-.devbin}
 OUT=${OUT:-out}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
+visit_start=$SECONDS
+step_start=$SECONDS
+# Prints how long the step since the last call took, and the visit so far.
+timing() {
+  echo "time: $1 $((SECONDS - step_start)) s (visit $((SECONDS - visit_start)) s)"
+  step_start=$SECONDS
+}
+SANITIZER=${SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
+# One sanitizer tool over one Catch2 run: the report and the tests' output in $OUT/$1.txt.
+sanitize() {
+  local tool=$1 spec=$2 limit=$3
+  shift 3
+  WINNOW_TEST_SMALL=1 timeout "$limit" "$SANITIZER" --tool "$tool" --print-limit 200 "$@" \
+    "$BIN/winnow_tests" "$spec" -r console --durations yes > "$OUT/$tool.txt" 2>&1
+  echo "$tool rc=$? :: $spec"
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test cases:|All tests passed" "$OUT/$tool.txt" | tail -n 3
+  timing "$tool"
+}
+if [ "${SANITIZE:-}" = memcheck ]; then
+  sanitize memcheck "${TESTS:-[gpu]}" "${SANITIZE_TIMEOUT:-480}"
+  if [ "${C_TEST:-}" != "-" ]; then
+    echo "== C program under memcheck" >> "$OUT/memcheck.txt"
+    timeout 120 "$SANITIZER" --tool memcheck "$BIN/winnow_c_two_contexts" >> "$OUT/memcheck.txt" 2>&1
+    echo "memcheck C program rc=$?"; grep "ERROR SUMMARY" "$OUT/memcheck.txt" | tail -n 1
+    timing "memcheck C program"
+  fi
+elif [ "${SANITIZE:-}" = race ]; then
+  # racecheck: shared-memory hazards; synccheck: barriers under divergence.
+  sanitize racecheck "${RACE_TESTS:-[gpu]~C API*}" "${RACE_TIMEOUT:-300}" --racecheck-report hazard
+  sanitize synccheck "${RACE_TESTS:-[gpu]~C API*}" "${SYNC_TIMEOUT:-200}"
+elif [ -n "${SANITIZE:-}" ]; then
+  echo "SANITIZE=$SANITIZE: expected memcheck or race"
+fi
+if [ -n "${SANITIZE:-}" ]; then
+  : "${DEMO_ARGS:=-}"
+  run_tests=0  # TESTS was the sanitized suite
+else
+  run_tests=1
+fi
 # TEST_EACH=1: every case matching TESTS (';'-separated Catch2 specs that must all match,
 # e.g. "[gpu];~block*"; a comma inside one is "or") in its own process under CASE_TIMEOUT seconds, so a hang costs one
 # case; no new case starts after TEST_TIMEOUT seconds in all.
-if [ "${TESTS:-}" != "-" ] && [ -n "${TEST_EACH:-}" ]; then
+if [ $run_tests = 1 ] && [ "${TESTS:-}" != "-" ] && [ -n "${TEST_EACH:-}" ]; then
   start=$SECONDS
   IFS=';' read -ra specs <<< "${TESTS:-[gpu]}"
   "$BIN/winnow_tests" --list-test-names-only "${specs[@]}" | grep . | while IFS= read -r name; do
@@ -25,12 +77,27 @@ if [ "${TESTS:-}" != "-" ] && [ -n "${TEST_EACH:-}" ]; then
     echo "rc=$rc $(grep -E "All tests passed|test cases:|No test cases" "$OUT/case.txt" | tail -n 1) :: $name"
   done | tee "$OUT/gpu_tests_summary.txt"
   rm -f "$OUT/case.txt"
-elif [ "${TESTS:-}" != "-" ]; then
-  timeout ${TEST_TIMEOUT:-300} "$BIN/winnow_tests" "${TESTS:-[gpu]}" -r console --durations yes 2>&1 \
+  timing "tests, one case per process"
+elif [ $run_tests = 1 ] && [ "${TESTS:-}" != "-" ]; then
+  timeout ${TEST_TIMEOUT:-270} "$BIN/winnow_tests" "${TESTS:-[gpu]}" -r console --durations yes 2>&1 \
     | tee "$OUT/gpu_tests.txt" | tail -n 8
+  echo "one process, default order: rc=$?"
+  timing "tests, one process, default order"
+  seed=${ORDER_SEED:-$(( (RANDOM << 15 | RANDOM) + 1 ))}
+  echo "one process, --order rand --rng-seed $seed" | tee "$OUT/gpu_tests_rand.txt"
+  timeout ${TEST_TIMEOUT:-270} "$BIN/winnow_tests" "${TESTS:-[gpu]}" --order rand --rng-seed "$seed" \
+    -r console --durations yes 2>&1 | tee -a "$OUT/gpu_tests_rand.txt" | tail -n 8
+  echo "one process, --order rand --rng-seed $seed: rc=$?"
+  timing "tests, one process, random order"
+fi
+if [ $run_tests = 1 ] && [ "${C_TEST:-}" != "-" ]; then
+  # No PyTorch and no test framework in the process: nothing else retains the context.
+  timeout 180 "$BIN/winnow_c_two_contexts" > "$OUT/c_two_contexts.txt" 2>&1
+  echo "C program (two contexts): rc=$? (77: skipped)"; tail -n 5 "$OUT/c_two_contexts.txt"
+  timing "C program"
 fi
 [ "${DEMO_ARGS:-}" != "-" ] && timeout ${DEMO_TIMEOUT:-200} "$BIN/winnow" demo ${DEMO_ARGS:---rows 2048 --keys 65536} \
-  --json "$OUT/demo.jsonl" 2>&1 | tee "$OUT/demo.txt" | tail -n 9
+  --json "$OUT/demo.jsonl" 2>&1 | tee "$OUT/demo.txt" | tail -n 9 && timing demo
 # Resource usage and instruction mix of the kernels compiled so far (cache cubins).
 for f in $(find "$WINNOW_CACHE_DIR" -name '*.cubin' 2>/dev/null | head -n 8); do
   echo "== $f"
@@ -83,3 +150,4 @@ if [ -n "${NCU:-}" ]; then
   tar -C "$OUT" -czf "$OUT/ncu.tar.gz" ncu_details.txt ncu_sass.csv && \
     rm -f "$OUT/ncu_details.txt" "$OUT/ncu_sass.csv" "$OUT/profile.ncu-rep"
 fi
+timing "the rest"

@@ -2,9 +2,11 @@
 // loaded kernel). DeviceBuffer lives in device_buffer.cpp.
 #include "runtime/cuda_driver.h"
 
+#include <cudaTypedefs.h>
 #include <dlfcn.h>
 
 #include <string>
+#include <type_traits>
 
 namespace winnow::rt {
 namespace {
@@ -20,11 +22,15 @@ struct DriverState {
 using GetProcAddress = CUresult (*)(const char*, void**, int, cuuint64_t,
                                     CUdriverProcAddressQueryResult*);
 
-// The driver entry points are asked for by base name at the toolkit's version, so the
-// driver hands back the ABI winnow was compiled against (cuMemAlloc -> cuMemAlloc_v2).
-bool resolve(GetProcAddress get, const char* name, void** slot, std::string* why) {
+// Each driver entry point is asked for by base name at the CUDA version of the ABI that
+// its DriverApi member is declared with (the version in cudaTypedefs.h's PFN_<name>_v<N>,
+// checked at compile time), never at the toolkit's version: a base name can change its
+// ABI in a new toolkit, and CUDA 13.0 did so for cuCtxSynchronize, whose 13000 entry
+// point takes a CUcontext. Called as the old void one, it read whatever the first argument
+// register held as the context to synchronise ("context is destroyed", code 709).
+bool resolve(GetProcAddress get, const char* name, int abi, void** slot, std::string* why) {
   CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-  CUresult r = get(name, slot, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status);
+  CUresult r = get(name, slot, abi, CU_GET_PROC_ADDRESS_DEFAULT, &status);
   if (r == CUDA_SUCCESS && status == CU_GET_PROC_ADDRESS_SUCCESS && *slot) return true;
   *why = std::string("the CUDA driver has no ") + name +
          (status == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT ? " (driver too old)" : "");
@@ -48,53 +54,61 @@ DriverState load_driver() {
   DriverApi& a = s.api;
   // #f is the base name (macros are not expanded when stringised); a.f may expand to
   // the versioned member name that cuda.h maps it to, consistently everywhere.
-#define WINNOW_RESOLVE(f) \
-  if (!resolve(get, #f, reinterpret_cast<void**>(&a.f), &s.why_not)) return s
-  WINNOW_RESOLVE(cuInit);
-  WINNOW_RESOLVE(cuGetErrorString);
-  WINNOW_RESOLVE(cuDeviceGetCount);
-  WINNOW_RESOLVE(cuDeviceGet);
-  WINNOW_RESOLVE(cuDeviceGetAttribute);
-  WINNOW_RESOLVE(cuDeviceGetName);
-  WINNOW_RESOLVE(cuDevicePrimaryCtxRetain);
-  WINNOW_RESOLVE(cuDevicePrimaryCtxRelease);
-  WINNOW_RESOLVE(cuCtxGetCurrent);
-  WINNOW_RESOLVE(cuCtxSetCurrent);
-  WINNOW_RESOLVE(cuCtxSynchronize);
-  WINNOW_RESOLVE(cuModuleLoadData);
-  WINNOW_RESOLVE(cuModuleUnload);
-  WINNOW_RESOLVE(cuModuleGetFunction);
-  WINNOW_RESOLVE(cuFuncSetAttribute);
-  WINNOW_RESOLVE(cuFuncGetAttribute);
-  WINNOW_RESOLVE(cuOccupancyMaxActiveBlocksPerMultiprocessor);
-  WINNOW_RESOLVE(cuLaunchKernelEx);
-  WINNOW_RESOLVE(cuTensorMapEncodeTiled);
-  WINNOW_RESOLVE(cuMemAlloc);
-  WINNOW_RESOLVE(cuMemFree);
-  WINNOW_RESOLVE(cuMemcpyHtoD);
-  WINNOW_RESOLVE(cuMemcpyDtoH);
-  WINNOW_RESOLVE(cuMemsetD32Async);
-  WINNOW_RESOLVE(cuMemsetD8);
-  WINNOW_RESOLVE(cuMemGetInfo);
-  WINNOW_RESOLVE(cuPointerGetAttribute);
-  WINNOW_RESOLVE(cuStreamCreate);
-  WINNOW_RESOLVE(cuStreamDestroy);
-  WINNOW_RESOLVE(cuStreamSynchronize);
-  WINNOW_RESOLVE(cuEventCreate);
-  WINNOW_RESOLVE(cuEventDestroy);
-  WINNOW_RESOLVE(cuEventRecord);
-  WINNOW_RESOLVE(cuEventSynchronize);
-  WINNOW_RESOLVE(cuEventElapsedTime);
-  WINNOW_RESOLVE(cuStreamBeginCapture);
-  WINNOW_RESOLVE(cuStreamEndCapture);
-  WINNOW_RESOLVE(cuGraphLaunch);
-  WINNOW_RESOLVE(cuGraphExecDestroy);
-  WINNOW_RESOLVE(cuGraphDestroy);
+#define WINNOW_RESOLVE(f, abi)                                                        \
+  static_assert(std::is_same_v<decltype(a.f), PFN_##f##_v##abi>,                      \
+                "DriverApi::" #f " is not declared with the ABI of version " #abi);    \
+  if (!resolve(get, #f, abi, reinterpret_cast<void**>(&a.f), &s.why_not)) return s
+  WINNOW_RESOLVE(cuInit, 2000);
+  WINNOW_RESOLVE(cuGetErrorString, 6000);
+  WINNOW_RESOLVE(cuDeviceGetCount, 2000);
+  WINNOW_RESOLVE(cuDeviceGet, 2000);
+  WINNOW_RESOLVE(cuDeviceGetAttribute, 2000);
+  WINNOW_RESOLVE(cuDeviceGetName, 2000);
+  WINNOW_RESOLVE(cuDevicePrimaryCtxRetain, 7000);
+  WINNOW_RESOLVE(cuDevicePrimaryCtxRelease, 11000);
+  WINNOW_RESOLVE(cuDevicePrimaryCtxGetState, 7000);
+  WINNOW_RESOLVE(cuCtxGetCurrent, 4000);
+  WINNOW_RESOLVE(cuCtxSetCurrent, 4000);
+  WINNOW_RESOLVE(cuCtxSynchronize, 2000);
+  WINNOW_RESOLVE(cuModuleLoadData, 2000);
+  WINNOW_RESOLVE(cuModuleUnload, 2000);
+  WINNOW_RESOLVE(cuModuleGetFunction, 2000);
+  WINNOW_RESOLVE(cuFuncSetAttribute, 9000);
+  WINNOW_RESOLVE(cuFuncGetAttribute, 2020);
+  WINNOW_RESOLVE(cuOccupancyMaxActiveBlocksPerMultiprocessor, 6050);
+  WINNOW_RESOLVE(cuLaunchKernelEx, 11060);
+  WINNOW_RESOLVE(cuTensorMapEncodeTiled, 12000);
+  WINNOW_RESOLVE(cuMemAlloc, 3020);
+  WINNOW_RESOLVE(cuMemFree, 3020);
+  WINNOW_RESOLVE(cuMemcpyHtoD, 3020);
+  WINNOW_RESOLVE(cuMemcpyDtoH, 3020);
+  WINNOW_RESOLVE(cuMemsetD32Async, 3020);
+  WINNOW_RESOLVE(cuMemsetD8, 3020);
+  WINNOW_RESOLVE(cuMemGetInfo, 3020);
+  WINNOW_RESOLVE(cuPointerGetAttribute, 4000);
+  WINNOW_RESOLVE(cuStreamCreate, 2000);
+  WINNOW_RESOLVE(cuStreamDestroy, 4000);
+  WINNOW_RESOLVE(cuStreamSynchronize, 2000);
+  WINNOW_RESOLVE(cuEventCreate, 2000);
+  WINNOW_RESOLVE(cuEventDestroy, 4000);
+  WINNOW_RESOLVE(cuEventRecord, 2000);
+  WINNOW_RESOLVE(cuEventSynchronize, 2000);
+#if CUDA_VERSION >= 12080
+  WINNOW_RESOLVE(cuEventElapsedTime, 12080);  // cuda.h maps it to cuEventElapsedTime_v2
+#else
+  WINNOW_RESOLVE(cuEventElapsedTime, 2000);
+#endif
+  WINNOW_RESOLVE(cuStreamBeginCapture, 10010);
+  WINNOW_RESOLVE(cuStreamEndCapture, 10000);
+  WINNOW_RESOLVE(cuGraphLaunch, 10000);
+  WINNOW_RESOLVE(cuGraphExecDestroy, 10000);
+  WINNOW_RESOLVE(cuGraphDestroy, 10000);
 #undef WINNOW_RESOLVE
   // cuda.h maps cuGraphInstantiate to cuGraphInstantiateWithFlags (the member's
   // signature); the old base name resolves to the 5-argument CUDA 11 entry point.
-  if (!resolve(get, "cuGraphInstantiateWithFlags", reinterpret_cast<void**>(&a.cuGraphInstantiate),
-               &s.why_not))
+  static_assert(std::is_same_v<decltype(a.cuGraphInstantiate), PFN_cuGraphInstantiateWithFlags_v11040>);
+  if (!resolve(get, "cuGraphInstantiateWithFlags", 11040,
+               reinterpret_cast<void**>(&a.cuGraphInstantiate), &s.why_not))
     return s;
 
   if (CUresult r = a.cuInit(0); r != CUDA_SUCCESS) {
@@ -114,6 +128,20 @@ DriverState load_driver() {
 const DriverState& state() {
   static const DriverState s = load_driver();  // thread-safe, once
   return s;
+}
+
+// Releases one reference to dev's primary context ctx. The last release deinitialises it
+// but leaves it current on the calling thread, where every later call (cuMemAlloc,
+// cuCtxSynchronize, the next test's) would fail with "context is destroyed": unbind it.
+void release_primary(CUdevice dev, CUcontext ctx) {
+  const DriverApi& d = state().api;
+  d.cuDevicePrimaryCtxRelease(dev);
+  unsigned flags = 0;
+  int active = 1;
+  CUcontext current = nullptr;
+  if (d.cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && !active &&
+      d.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == ctx)
+    d.cuCtxSetCurrent(nullptr);
 }
 
 }  // namespace
@@ -164,14 +192,14 @@ Context::Context(int ordinal) {
     attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, &info_.max_smem_optin);
     attr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, &info_.l2_bytes);
   } catch (...) {
-    d.cuDevicePrimaryCtxRelease(dev_);
+    release_primary(dev_, ctx_);
     throw;
   }
 }
 
 Context::~Context() {
   // Destructors never throw; a failing release at process exit is harmless.
-  if (ctx_) driver().cuDevicePrimaryCtxRelease(dev_);
+  if (ctx_) release_primary(dev_, ctx_);
 }
 
 void Context::bind() const { check(driver().cuCtxSetCurrent(ctx_), "cuCtxSetCurrent"); }

@@ -38,6 +38,7 @@ struct DriverApi {
   CUresult (*cuDeviceGetName)(char*, int, CUdevice);
   CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
   CUresult (*cuDevicePrimaryCtxRelease)(CUdevice);
+  CUresult (*cuDevicePrimaryCtxGetState)(CUdevice, unsigned*, int*);
   CUresult (*cuCtxGetCurrent)(CUcontext*);
   CUresult (*cuCtxSetCurrent)(CUcontext);
   CUresult (*cuCtxSynchronize)();
@@ -90,8 +91,11 @@ struct DeviceInfo {
   int l2_bytes = 0;
 };
 
-// The primary context of one device (shared with PyTorch and the runtime API).
-// Made current on the calling thread by bind().
+// The primary context of one device (shared with PyTorch and the runtime API), retained
+// for the object's lifetime. Made current on the calling thread by the constructor and by
+// bind(). When the destructor drops the last reference (the driver then deinitialises
+// the primary context), it unbinds the context from the calling thread, so that no
+// destroyed context stays current there; other threads that bound it must bind again.
 class Context {
  public:
   explicit Context(int ordinal);  // throws NoDevice / CudaError

@@ -26,6 +26,18 @@ inline bool skip_without_gpu() {
     if (::winnow::test::skip_without_gpu()) return;  \
   } while (0)
 
+// WINNOW_TEST_SMALL=1 (bench/device_run.sh's sanitizer mode): the few large [gpu] cases
+// shrink to sizes that finish in seconds under compute-sanitizer memcheck, keeping what
+// they test (several chunks, key splits, the last block). sized(full, small) picks one.
+inline bool small_sizes() {
+  static const bool small = [] {
+    const char* v = std::getenv("WINNOW_TEST_SMALL");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return small;
+}
+inline int64_t sized(int64_t full, int64_t small) { return small_sizes() ? small : full; }
+
 // Fresh random inputs on each run; the seed is printed so a failure can be replayed
 // with WINNOW_TEST_SEED.
 inline uint64_t test_seed() {

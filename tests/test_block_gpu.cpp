@@ -234,7 +234,7 @@ TEST_CASE("block ops refuse bad tensors with messages", "[gpu]") {
 TEST_CASE("block-select and attention at PERF.md's shape: 32 query heads on 8 KV heads", "[gpu]") {
   WINNOW_REQUIRE_GPU();
   INFO("seed " << test::test_seed());
-  const int64_t L = 8192, nb = 64;
+  const int64_t L = test::sized(8192, 2048), nb = L / 128;  // WINNOW_TEST_SMALL: 2048
   const auto p = test::small_block_problem(32, 8, L);
   auto o = build_block_ops(p);
   const auto data = ops::make_block_data(p, L, ops::BlockInput::Structured, test::test_seed() ^ 32);
@@ -252,7 +252,9 @@ TEST_CASE("block-select and attention at PERF.md's shape: 32 query heads on 8 KV
     worst = std::max(worst, std::fabs(run.scores[j] - ref[j]) / (1.0 + std::fabs(ref[j])));
   CHECK(worst < 1e-4);
   INFO("density " << run.index.density(p.heads, nb));
-  CHECK(run.index.density(p.heads, nb) < 0.3);
+  // The density bound holds at the full length (sink and local blocks weigh more in a
+  // short one).
+  if (!test::small_sizes()) CHECK(run.index.density(p.heads, nb) < 0.3);
   // Attention on the first and the last query block (the last holds the most keys).
   auto out = ops::make_attention_output(p, L);
   ops::execute_block_attention(*o.attention, dev, run.buffers, out, nullptr);

@@ -22,9 +22,24 @@ using test::capi_tensor;
 
 // A relu_mh plan (64 heads, d = 128, fp8 with key scale) made and built through the C
 // API, with the same problem's random data on the device, for the C API [gpu] cases.
-struct CapiDsa {
+// The context and plan come first among the members, so that they are destroyed last:
+// the device buffers are freed while the context they were allocated in still exists.
+struct CapiHandles {
   winnowContext_t ctx = nullptr;
   winnowPlan_t plan = nullptr;
+  CapiHandles() = default;
+  CapiHandles(const CapiHandles&) = delete;
+  CapiHandles& operator=(const CapiHandles&) = delete;
+  ~CapiHandles() {
+    if (plan) winnowPlanDestroy(plan);
+    if (ctx) winnowDestroy(ctx);
+  }
+};
+
+struct CapiDsa {
+  CapiHandles handles;
+  winnowContext_t& ctx = handles.ctx;
+  winnowPlan_t& plan = handles.plan;
   size_t ws_bytes = 0, counters = 0;
   ops::ProblemData d;
   int64_t rows, keys;
@@ -49,10 +64,6 @@ struct CapiDsa {
     k.upload(d.k.bytes.data(), k.size());
     w.upload(d.w.data(), w.size());
     ks.upload(d.kscale.data(), ks.size());
-  }
-  ~CapiDsa() {
-    winnowPlanDestroy(plan);
-    winnowDestroy(ctx);
   }
 
   // Rows [r0, r1) of q and the weights, all keys, as execute's inputs.

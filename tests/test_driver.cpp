@@ -82,3 +82,40 @@ extern "C" __global__ void winnow_pattern(unsigned* out, unsigned n, unsigned sa
     REQUIRE(back[i] == (i * 2654435761u ^ salt));
   }
 }
+
+TEST_CASE("the last Context's destruction leaves no destroyed context current", "[gpu]") {
+  WINNOW_REQUIRE_GPU();
+  const DriverApi& d = driver();
+  { Context first(0); }
+  CUdevice dev = 0;
+  check(d.cuDeviceGet(&dev, 0), "cuDeviceGet");
+  unsigned flags = 0;
+  int active = 0;
+  check(d.cuDevicePrimaryCtxGetState(dev, &flags, &active), "cuDevicePrimaryCtxGetState");
+  CUcontext current = nullptr;
+  check(d.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+  // Another owner in this process (the [gpu] fixture) may keep the primary context alive;
+  // then it may stay current. Otherwise it is gone and nothing may be current.
+  if (!active) CHECK(current == nullptr);
+  // A second context works from scratch: allocate, launch nothing, synchronise.
+  Context second(0);
+  DeviceBuffer b(256);
+  check(d.cuCtxSynchronize(), "cuCtxSynchronize");
+  check(d.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+  CHECK(current == second.handle());
+}
+
+TEST_CASE("cuCtxSynchronize is the void entry point, whatever the first argument register holds",
+          "[gpu]") {
+  WINNOW_REQUIRE_GPU();
+  Context ctx(0);
+  // CUDA 13's "cuCtxSynchronize" at version 13000 is cuCtxSynchronize_v2(CUcontext): asked
+  // for at the toolkit's version, a call without arguments synchronised whatever context
+  // the register held ("context is destroyed", code 709). Calling the entry point with a
+  // bogus context in that register (an extra argument, ignored by a void function in the
+  // x86-64 and AArch64 calling conventions) tells the two apart.
+  using WithContext = CUresult (*)(CUcontext);
+  const auto as_v2 = reinterpret_cast<WithContext>(reinterpret_cast<void*>(driver().cuCtxSynchronize));
+  CHECK(as_v2(reinterpret_cast<CUcontext>(uintptr_t(0x5a5a5a50))) == CUDA_SUCCESS);
+  CHECK(driver().cuCtxSynchronize() == CUDA_SUCCESS);
+}

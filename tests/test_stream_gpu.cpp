@@ -160,7 +160,7 @@ TEST_CASE("streaming driver: several chunks equal the one-shot result", "[gpu][s
   sp.topk.sorted = sp.chunk_rows == 700;  // rank order: the hint is not ascending
   INFO("fp8 " << fp8 << " k " << sp.topk.k << " offset " << sp.topk.causal_offset << " chunk "
               << sp.chunk_rows << " hint " << sp.hint << " sorted " << sp.topk.sorted);
-  const int64_t rows = 3000, keys = (sp.topk.causal_offset + rows) / 4;
+  const int64_t rows = test::sized(3000, 1000), keys = (sp.topk.causal_offset + rows) / 4;
   stream_equals_one_shot(sp, rows, keys);
 }
 
@@ -184,7 +184,7 @@ TEST_CASE("streaming driver: captured in a CUDA graph, replays give the same bit
   sp.topk = causal(test::relu_mh_problem(64, 512, ops::DType::E4M3), 4, 12000);
   sp.topk.candidate_capacity = 2048;
   sp.chunk_rows = 700;
-  const int64_t rows = 3000, keys = (12000 + rows) / 4;
+  const int64_t rows = test::sized(3000, 1000), keys = (12000 + rows) / 4;
   std::mt19937_64 rng(test::test_seed() + 41);
   ops::ProblemData d = ops::random_problem(sp.topk, rows, keys, rng);
   auto stream_op = ops::StreamTopk::create(sp, f.ctx.get());
