@@ -62,7 +62,8 @@ CompiledModule compile_cached(rt::CubinCache& cache, const backend::Backend& be,
   CompiledModule m;
   m.key = rt::content_key(in);
   req.source_name = fmt::format("{}_{}.cu", stem, m.key.substr(0, 16));
-  auto got = cache.get(in.arch, m.key, description, [&] { return be.compile(req).cubin; });
+  const rt::CubinId id{in.arch, m.key, in.backend};
+  auto got = cache.get(id, description, [&] { return be.compile(req).cubin; });
   m.cubin = std::move(got.cubin);
   return m;
 }

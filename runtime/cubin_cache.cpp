@@ -2,33 +2,37 @@
 #include "runtime/kernel_cache.h"
 
 namespace winnow::rt {
+namespace {
+
+// The content key already names the arch; it is kept in the memory key as well so a
+// caller that reuses a key across arches cannot get the other arch's cubin.
+std::string memory_key(const CubinId& id) { return id.arch + "/" + id.key; }
+
+}  // namespace
 
 CubinCache::CubinCache(std::optional<DiskStore> disk) : disk_(std::move(disk)) {}
 
-CubinCache::Result CubinCache::get(const std::string& arch, const std::string& key,
-                                   const std::string& description,
-                                   const std::function<std::vector<char>()>& compile) {
-  // The content key already names the arch; it is kept in the memory key as well so a
-  // caller that reuses a key across arches cannot get the other arch's cubin.
-  const std::string memory_key = arch + "/" + key;
+CubinCache::Result CubinCache::get(const CubinId& id, const std::string& description,
+                                   const Compile& compile) {
+  const std::string mkey = memory_key(id);
   {
     std::shared_lock lock(mu_);
-    if (auto it = memory_.find(memory_key); it != memory_.end())
+    if (auto it = memory_.find(mkey); it != memory_.end())
       return {it->second, Result::From::Memory};
   }
   // No lock while reading the disk or compiling: two threads that miss together may
   // both compile, and they produce the same bytes.
   std::optional<std::vector<char>> from_disk;
-  if (disk_) from_disk = disk_->load(arch, key);
+  if (disk_) from_disk = disk_->load(id);
   Result result{{}, Result::From::Disk};
   if (from_disk) {
     result.cubin = std::move(*from_disk);
   } else {
     result = {compile(), Result::From::Compiled};
-    if (disk_) disk_->store(arch, key, result.cubin, description);  // false: memory only
+    if (disk_) disk_->store(id, result.cubin, description);  // false: memory only
   }
   std::unique_lock lock(mu_);
-  memory_.emplace(memory_key, result.cubin);
+  memory_.emplace(mkey, result.cubin);
   return result;
 }
 
