@@ -43,11 +43,25 @@ class CubinCache {
   };
   using Compile = std::function<std::vector<char>()>;
   Result get(const CubinId& id, const std::string& description, const Compile& compile);
+  // The driver refused `refused`, a cubin get() gave for `id`. When it came from disk
+  // (a cubin that passed every check but is still bad for this driver) the entry is
+  // evicted from memory and disk with one warning and compiled again, and the new cubin
+  // is returned; when get() has already replaced it, the replacement is returned without
+  // compiling. nullopt when `refused` was compiled in this process: a real error.
+  std::optional<std::vector<char>> replace_refused(const CubinId& id,
+                                                   const std::vector<char>& refused,
+                                                   const std::string& why,
+                                                   const std::string& description,
+                                                   const Compile& compile);
   const DiskStore* disk() const { return disk_ ? &*disk_ : nullptr; }
  private:
+  struct Held {
+    std::vector<char> cubin;
+    bool from_disk = false;  // not yet proven loadable
+  };
   std::optional<DiskStore> disk_;
   std::shared_mutex mu_;
-  std::unordered_map<std::string, std::vector<char>> memory_;
+  std::unordered_map<std::string, Held> memory_;
 };
 
 }  // namespace winnow::rt

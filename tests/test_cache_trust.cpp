@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 
+#include "ops/jit_module.h"
 #include "runtime/sha256.h"
 #include "tests/cache_support.h"
 
@@ -415,4 +416,100 @@ TEST_CASE("a cubin above the size limit is not stored", "[cache]") {
   CHECK(!DiskStore(dir.path).store(kId, std::vector<char>(kMaxCubinBytes + 1, 'x'), "d"));
   CHECK_THAT(err.finish(), Catch::Contains("above the limit"));
   CHECK(DiskStore(dir.path).list().empty());
+}
+
+TEST_CASE("a cached cubin the driver refuses is evicted and compiled again", "[cache]") {
+  TempDir dir;
+  const auto stale = bytes_of("a cubin this driver refuses");
+  const auto fresh = bytes_of("a freshly compiled cubin");
+  int compiles = 0;
+  auto compile = [&] {
+    ++compiles;
+    return fresh;
+  };
+  REQUIRE(DiskStore(dir.path).store(kId, stale, "d"));
+
+  SECTION("from disk: evicted, compiled once, stored") {
+    CubinCache cache{DiskStore(dir.path)};
+    REQUIRE(cache.get(kId, "d", compile).from == CubinCache::Result::From::Disk);
+    StderrCapture err;
+    CHECK(cache.replace_refused(kId, stale, "CUDA_ERROR_INVALID_IMAGE", "d", compile) == fresh);
+    CHECK(compiles == 1);
+    const std::string text = err.finish();
+    CHECK(count_lines_starting(text, "winnow: warning:") == 1);
+    CHECK_THAT(text, Catch::Contains("CUDA_ERROR_INVALID_IMAGE"));
+    CHECK(DiskStore(dir.path).load(kId) == fresh);
+    CHECK(cache.get(kId, "d", compile).cubin == fresh);
+    // A second entry point of the same module refused too: no second compile.
+    CHECK(cache.replace_refused(kId, stale, "again", "d", compile) == fresh);
+    CHECK(compiles == 1);
+    // The compiled cubin refused as well: a real error for the caller.
+    CHECK(!cache.replace_refused(kId, fresh, "still", "d", compile).has_value());
+    CHECK(compiles == 1);
+  }
+  SECTION("compiled in this process: nothing to evict") {
+    TempDir other;
+    CubinCache cache{DiskStore(other.path)};
+    REQUIRE(cache.get(kId, "d", compile).from == CubinCache::Result::From::Compiled);
+    CHECK(!cache.replace_refused(kId, fresh, "refused", "d", compile).has_value());
+    CHECK(compiles == 1);
+    CHECK(DiskStore(other.path).load(kId) == fresh);
+  }
+  SECTION("not a cubin of this cache") {
+    CubinCache cache{DiskStore(dir.path)};
+    CHECK(!cache.replace_refused(kId, stale, "refused", "d", compile).has_value());
+    CHECK(compiles == 0);
+  }
+}
+
+namespace {
+
+struct FakeBackend : winnow::backend::Backend {
+  mutable int compiles = 0;
+  std::string name() const override { return "fake"; }
+  std::string version() const override { return "1.0"; }
+  winnow::backend::CompileResult compile(const winnow::backend::CompileRequest& req,
+                                         bool) const override {
+    ++compiles;
+    return {bytes_of("cubin of " + req.source), "", ""};
+  }
+};
+
+}  // namespace
+
+TEST_CASE("compile_cached offers a replacement only for cubins it did not compile", "[cache]") {
+  using namespace winnow;
+  TempDir dir;
+  FakeBackend be;
+  backend::CompileRequest req;
+  req.source = "extern \"C\" __global__ void k() {}";
+  req.arch = backend::parse_arch("sm_90a");
+  {
+    rt::CubinCache cache{DiskStore(dir.path)};
+    auto m = ops::compile_cached(cache, be, req, "stem", "program", "d");
+    CHECK(!m.replace_refused);  // compiled by this build
+    CHECK(be.compiles == 1);
+  }
+  // Plant a cubin the driver would refuse under the module's own key, whole and valid.
+  const auto listing = DiskStore(dir.path).list();
+  REQUIRE(listing.size() == 1);
+  const CubinId id{listing[0].arch, listing[0].key, "fake 1.0"};
+  REQUIRE(DiskStore(dir.path).evict(id));
+  REQUIRE(DiskStore(dir.path).store(id, bytes_of("garbage"), "d"));
+
+  rt::CubinCache cache{DiskStore(dir.path)};
+  auto m = ops::compile_cached(cache, be, req, "stem", "program", "d");
+  CHECK(m.cubin == bytes_of("garbage"));
+  REQUIRE(m.replace_refused);
+  StderrCapture err;
+  CHECK(m.replace_refused(m.cubin, "cuModuleLoadData failed") == bytes_of("cubin of " + req.source));
+  err.finish();
+  CHECK(be.compiles == 2);
+  CHECK(DiskStore(dir.path).load(id) == bytes_of("cubin of " + req.source));
+
+  CHECK(ops::load_error_may_be_the_cubin(CUDA_ERROR_INVALID_IMAGE));
+  CHECK(ops::load_error_may_be_the_cubin(CUDA_ERROR_NO_BINARY_FOR_GPU));
+  CHECK(ops::load_error_may_be_the_cubin(CUDA_ERROR_NOT_FOUND));
+  CHECK(!ops::load_error_may_be_the_cubin(CUDA_ERROR_OUT_OF_MEMORY));
+  CHECK(!ops::load_error_may_be_the_cubin(CUDA_ERROR_CONTEXT_IS_DESTROYED));
 }
