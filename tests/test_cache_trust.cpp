@@ -513,3 +513,53 @@ TEST_CASE("compile_cached offers a replacement only for cubins it did not compil
   CHECK(!ops::load_error_may_be_the_cubin(CUDA_ERROR_OUT_OF_MEMORY));
   CHECK(!ops::load_error_may_be_the_cubin(CUDA_ERROR_CONTEXT_IS_DESTROYED));
 }
+
+namespace {
+
+// Runs the `winnow` tool built beside this test binary: its exit code and its output.
+std::pair<int, std::string> run_tool(const std::string& args) {
+  const fs::path tool = fs::read_symlink("/proc/self/exe").parent_path() / "winnow";
+  REQUIRE(fs::exists(tool));
+  FILE* p = ::popen(("'" + tool.string() + "' " + args + " 2>&1").c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
+  const int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+}  // namespace
+
+TEST_CASE("winnow cache: a file as --dir, raw descriptions, symlinks reported", "[cache]") {
+  TempDir dir;
+  SECTION("--dir names a file") {
+    std::ofstream(dir.path / "file") << "x";
+    for (const char* action : {"ls", "clear", "verify"}) {
+      auto [rc, out] = run_tool(std::string("cache ") + action + " --dir '" +
+                                (dir.path / "file").string() + "'");
+      CHECK(rc == 1);
+      CHECK_THAT(out, Catch::Contains("is not a folder"));
+    }
+  }
+  SECTION("control characters in a description are escaped") {
+    REQUIRE(DiskStore(dir.path).store(kId, bytes_of("c"), "evil\x1b[2J\rline\nnext\x07"));
+    auto [rc, out] = run_tool("cache ls --dir '" + dir.path.string() + "'");
+    CHECK(rc == 0);
+    CHECK(out.find('\x1b') == std::string::npos);
+    CHECK(out.find('\r') == std::string::npos);
+    CHECK(out.find('\x07') == std::string::npos);
+    CHECK_THAT(out, Catch::Contains("evil\\x1b[2J\\x0dline\\nnext\\x07"));
+  }
+  SECTION("a symlinked arch folder is reported, its target kept") {
+    Victim victim;
+    fs::create_directories(dir.path / "v1");
+    fs::create_directory_symlink(victim.dir.path / "v1" / kArch, dir.path / "v1" / kArch);
+    auto [rc, out] = run_tool("cache clear --dir '" + dir.path.string() + "'");
+    CHECK(rc == 0);
+    CHECK_THAT(out, Catch::Contains("left alone " + (dir.path / "v1" / kArch).string() +
+                                    ": a symlink"));
+    CHECK_THAT(out, Catch::Contains("removed 0 entries"));
+    CHECK(victim.intact());
+  }
+}

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -33,8 +34,28 @@ Options:
   -h, --help   this text
 )";
 
+// Entry descriptions and folder names come from the cache folder, which anyone who could
+// write it may have filled: print control characters (and non-ASCII bytes) escaped, so
+// they cannot move the cursor or rewrite the terminal.
+std::string printable(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c < 0x20 || c >= 0x7f)
+      out += fmt::format("\\x{:02x}", c);
+    else
+      out += char(c);
+  }
+  return out;
+}
+
 void print_skipped(const std::vector<winnow::rt::DiskStore::Skipped>& skipped, const char* verb) {
-  for (const auto& s : skipped) fmt::print("{} {}: {}\n", verb, s.path, s.why);
+  for (const auto& s : skipped) fmt::print("{} {}: {}\n", verb, printable(s.path), printable(s.why));
 }
 
 }  // namespace
@@ -64,7 +85,15 @@ int run_cache(int argc, char** argv) {
 
   const std::filesystem::path root_path =
       dir ? std::filesystem::path(*dir) : winnow::rt::default_cache_dir();
-  const std::string root = root_path.string();
+  const std::string root = printable(root_path.string());
+  std::error_code ec;
+  const auto status = std::filesystem::symlink_status(root_path, ec);
+  if (ec || !std::filesystem::exists(status)) {
+    fmt::print("no entries in {} (no such folder)\n", root);
+    return 0;
+  }
+  if (!std::filesystem::is_directory(status) && !std::filesystem::is_symlink(status))
+    throw std::runtime_error(root + " is not a folder");
   const winnow::rt::DiskStore store(root_path);
 
   if (*action == "ls") {
@@ -78,7 +107,7 @@ int run_cache(int argc, char** argv) {
     fmt::print("{:<9} {:<16} {:>10}  {:<5}  {}\n", "arch", "key", "bytes", "valid", "description");
     for (const auto& e : entries)
       fmt::print("{:<9} {:<16} {:>10}  {:<5}  {}\n", e.arch, e.key.substr(0, 16), e.bytes,
-                 e.valid ? "yes" : "NO", e.description);
+                 e.valid ? "yes" : "NO", printable(e.description));
     fmt::print("{} entries in {}\n", entries.size(), root);
     return 0;
   }
