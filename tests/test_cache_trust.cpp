@@ -15,6 +15,7 @@
 #include "ops/jit_module.h"
 #include "runtime/sha256.h"
 #include "tests/cache_support.h"
+#include "winnow.h"
 
 using namespace winnow::rt;
 using namespace winnow::cache_test;
@@ -562,4 +563,46 @@ TEST_CASE("winnow cache: a file as --dir, raw descriptions, symlinks reported", 
     CHECK_THAT(out, Catch::Contains("removed 0 entries"));
     CHECK(victim.intact());
   }
+}
+
+TEST_CASE("a plan builds when its cached cubin is one the driver refuses", "[gpu][cache]") {
+  WINNOW_REQUIRE_GPU();
+  TempDir dir;
+  ScopedEnv cache_dir("WINNOW_CACHE_DIR", dir.path.c_str());
+  ScopedEnv disk_on("WINNOW_DISABLE_DISK_CACHE", nullptr);
+  winnowProblemDesc_t desc;
+  winnowProblemDescInit(&desc);
+  // Two contexts alive together: each has its own memory cache, so the second reads disk.
+  winnowContext_t first = nullptr, second = nullptr;
+  winnowPlan_t compiled = nullptr, reloaded = nullptr;
+  INFO("last error: " << winnowGetLastError());
+  REQUIRE(winnowCreate(&first, 0) == WINNOW_STATUS_SUCCESS);
+  REQUIRE(winnowPlanCreate(first, &desc, &compiled) == WINNOW_STATUS_SUCCESS);
+  REQUIRE(winnowPlanBuild(compiled) == WINNOW_STATUS_SUCCESS);
+
+  // Replace the entry by a whole, correctly keyed one whose cubin is not an ELF image.
+  const auto entries = DiskStore(dir.path).list();
+  REQUIRE(entries.size() == 1);
+  std::ifstream meta(entry_dir(dir.path, entries[0].arch, entries[0].key) / "meta.txt");
+  std::string line, backend;
+  while (std::getline(meta, line))
+    if (line.rfind("backend=", 0) == 0) backend = line.substr(8);
+  const CubinId id{entries[0].arch, entries[0].key, backend};
+  REQUIRE(DiskStore(dir.path).evict(id));
+  REQUIRE(DiskStore(dir.path).store(id, bytes_of("not an ELF image"), "planted"));
+
+  StderrCapture err;
+  REQUIRE(winnowCreate(&second, 0) == WINNOW_STATUS_SUCCESS);
+  REQUIRE(winnowPlanCreate(second, &desc, &reloaded) == WINNOW_STATUS_SUCCESS);
+  const winnowStatus_t built = winnowPlanBuild(reloaded);
+  const std::string text = err.finish();
+  CHECK(built == WINNOW_STATUS_SUCCESS);
+  CHECK_THAT(text, Catch::Contains("the driver refused the cached kernel"));
+  const auto replaced = DiskStore(dir.path).load(id);
+  REQUIRE(replaced.has_value());
+  CHECK(*replaced != bytes_of("not an ELF image"));
+  winnowPlanDestroy(reloaded);
+  winnowPlanDestroy(compiled);
+  winnowDestroy(second);
+  winnowDestroy(first);
 }
