@@ -55,7 +55,9 @@ Fd open_folder_at(int parent, const std::string& name) {
   return fd;
 }
 
-Fd open_folder(const std::filesystem::path& path) { return open_folder_at(AT_FDCWD, path.string()); }
+Fd open_folder(const std::filesystem::path& path) {
+  return open_folder_at(AT_FDCWD, path.string());
+}
 
 Fd make_folder_at(int parent, const std::string& name, std::string* problem) {
   if (::mkdirat(parent, name.c_str(), 0700) != 0 && errno != EEXIST) {
@@ -84,7 +86,8 @@ bool make_folders(const std::filesystem::path& path, std::string* problem) {
 
 std::string distrust(const struct stat& st) {
   const uid_t me = ::geteuid();
-  if (st.st_uid != me) return fmt::format("owned by uid {}, not by this user (uid {})", st.st_uid, me);
+  if (st.st_uid != me)
+    return fmt::format("owned by uid {}, not by this user (uid {})", st.st_uid, me);
   if (st.st_mode & (S_IWGRP | S_IWOTH))
     return fmt::format("writable by group or others (mode {:04o})", st.st_mode & 07777);
   return {};

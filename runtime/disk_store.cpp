@@ -110,7 +110,8 @@ std::optional<Meta> parse_meta(const std::string& text) {
   if (!field("key", &m.key) || !field("arch", &m.arch) || !field("backend", &m.backend) ||
       !field("bytes", &bytes) || !field("sha256", &m.sha256))
     return std::nullopt;
-  if (bytes.empty() || bytes.size() > 19 || bytes.find_first_not_of("0123456789") != std::string::npos)
+  if (bytes.empty() || bytes.size() > 19 ||
+      bytes.find_first_not_of("0123456789") != std::string::npos)
     return std::nullopt;
   m.bytes = std::stoull(bytes);
   const size_t at = text.find("\ndescription=");
@@ -164,7 +165,8 @@ std::optional<std::string> read_entry(int entry, const Expected& want, std::stri
     return std::nullopt;
   }
   if (meta->key != want.key) {
-    *problem = fmt::format("meta.txt records the key {}, not {} (an entry copied under another key?)",
+    *problem = fmt::format(
+        "meta.txt records the key {}, not {} (an entry copied under another key?)",
                            short_key(meta->key), short_key(want.key));
     return std::nullopt;
   }
@@ -173,7 +175,8 @@ std::optional<std::string> read_entry(int entry, const Expected& want, std::stri
     return std::nullopt;
   }
   if (want.backend && meta->backend != *want.backend) {
-    *problem = fmt::format("meta.txt records the backend '{}', not '{}'", meta->backend, *want.backend);
+    *problem = fmt::format("meta.txt records the backend '{}', not '{}'", meta->backend,
+                           *want.backend);
     return std::nullopt;
   }
   auto cubin = cache_fs::read_bounded(entry, kCubinFile, kMaxCubinBytes, problem);
@@ -212,10 +215,9 @@ struct EntryAt {
 // Visits every entry under <root>/v1 without following a symlink at any level. What is
 // not an entry (links, files, odd names) goes to `skipped`; temporary folders go to
 // `on_temp`, when given.
+using OnTemp = std::function<void(int arch_fd, const std::string& name, const std::string& path)>;
 void walk(const fs::path& root, const std::function<void(const EntryAt&)>& on_entry,
-          const std::function<void(int arch_fd, const std::string& name, const std::string& path)>&
-              on_temp,
-          std::vector<DiskStore::Skipped>& skipped) {
+          const OnTemp& on_temp, std::vector<DiskStore::Skipped>& skipped) {
   const std::string root_text = root.string();
   Fd root_fd = cache_fs::open_folder(root);
   if (!root_fd) {
@@ -230,23 +232,6 @@ void walk(const fs::path& root, const std::function<void(const EntryAt&)>& on_en
     return std::string(cache_fs::kind_words(kind)) +
            (kind == Kind::Symlink ? " (not followed)" : std::string(", not ") + expected);
   };
-  // Visits the arch folders in `parent`, reporting anything else.
-  auto folders_in = [&](int parent, const std::string& parent_path, auto&& visit) {
-    for (const std::string& name : cache_fs::names_in(parent)) {
-      const std::string path = parent_path + "/" + name;
-      const Kind kind = cache_fs::kind_at(parent, name);
-      if (kind != Kind::Folder) {
-        skipped.push_back({path, not_a_folder(kind, "an arch folder")});
-        continue;
-      }
-      Fd fd = cache_fs::open_folder_at(parent, name);
-      if (!fd) {
-        skipped.push_back({path, cache_fs::errno_text(errno)});
-        continue;
-      }
-      visit(fd.get(), name, path);
-    }
-  };
   const Kind schema = cache_fs::kind_at(root_fd.get(), kSchemaDir);
   if (schema == Kind::Missing) return;
   const std::string schema_path = root_text + "/" + kSchemaDir;
@@ -259,18 +244,29 @@ void walk(const fs::path& root, const std::function<void(const EntryAt&)>& on_en
     skipped.push_back({schema_path, cache_fs::errno_text(errno)});
     return;
   }
-  folders_in(schema_fd.get(), schema_path, [&](int arch_fd, const std::string& arch, const std::string& arch_path) {
+  for (const std::string& arch : cache_fs::names_in(schema_fd.get())) {
+    const std::string arch_path = schema_path + "/" + arch;
+    const Kind arch_kind = cache_fs::kind_at(schema_fd.get(), arch);
+    if (arch_kind != Kind::Folder) {
+      skipped.push_back({arch_path, not_a_folder(arch_kind, "an arch folder")});
+      continue;
+    }
     if (!is_plain_name(arch)) {
       skipped.push_back({arch_path, "not an arch name"});
-      return;
+      continue;
     }
-    for (const std::string& name : cache_fs::names_in(arch_fd)) {
+    Fd arch_fd = cache_fs::open_folder_at(schema_fd.get(), arch);
+    if (!arch_fd) {
+      skipped.push_back({arch_path, cache_fs::errno_text(errno)});
+      continue;
+    }
+    for (const std::string& name : cache_fs::names_in(arch_fd.get())) {
       const std::string path = arch_path + "/" + name;
       if (is_temp(name)) {
-        if (on_temp) on_temp(arch_fd, name, path);
+        if (on_temp) on_temp(arch_fd.get(), name, path);
         continue;
       }
-      const Kind kind = cache_fs::kind_at(arch_fd, name);
+      const Kind kind = cache_fs::kind_at(arch_fd.get(), name);
       if (kind != Kind::Folder) {
         skipped.push_back({path, not_a_folder(kind, "an entry")});
         continue;
@@ -279,14 +275,14 @@ void walk(const fs::path& root, const std::function<void(const EntryAt&)>& on_en
         skipped.push_back({path, "not named like a content key"});
         continue;
       }
-      Fd entry_fd = cache_fs::open_folder_at(arch_fd, name);
+      Fd entry_fd = cache_fs::open_folder_at(arch_fd.get(), name);
       if (!entry_fd) {
         skipped.push_back({path, cache_fs::errno_text(errno)});
         continue;
       }
-      on_entry(EntryAt{arch_fd, entry_fd.get(), arch, name, path});
+      on_entry(EntryAt{arch_fd.get(), entry_fd.get(), arch, name, path});
     }
-  });
+  }
 }
 
 // Temporary folders a crashed writer left behind; live writers finish within seconds.
@@ -370,7 +366,8 @@ std::optional<std::vector<char>> DiskStore::load(const CubinId& id) const {
   if (!root) return std::nullopt;
   const std::string path = (root_ / kSchemaDir / id.arch / id.key).string();
   auto unusable = [&](const std::string& what, const std::string& why) {
-    cache_warning(fmt::format("kernel cache entry {} is unusable ({} {}); recompiling", path, what, why));
+    cache_warning(
+        fmt::format("kernel cache entry {} is unusable ({} {}); recompiling", path, what, why));
     return std::nullopt;
   };
   std::string problem;
@@ -399,7 +396,8 @@ bool DiskStore::store(const CubinId& id, const std::vector<char>& cubin,
   };
   if (!valid_id(id)) return fail("invalid arch, key or backend");
   if (cubin.size() > kMaxCubinBytes)
-    return fail(fmt::format("{} bytes is above the limit of {} bytes", cubin.size(), kMaxCubinBytes));
+    return fail(
+        fmt::format("{} bytes is above the limit of {} bytes", cubin.size(), kMaxCubinBytes));
   Fd root = open_root(root_, *verdict_, /*create=*/true);
   if (!root) return false;  // refused, and warned about once
   std::string problem;
@@ -498,7 +496,8 @@ DiskStore::Listing DiskStore::scan() const {
                       .has_value();
         e.description = meta.description;
         struct stat st;
-        if (::fstatat(at.entry_fd, kCubinFile, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+        if (::fstatat(at.entry_fd, kCubinFile, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISREG(st.st_mode))
           e.bytes = static_cast<std::uintmax_t>(st.st_size);
         out.entries.push_back(std::move(e));
       },

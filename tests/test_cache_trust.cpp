@@ -503,10 +503,11 @@ TEST_CASE("compile_cached offers a replacement only for cubins it did not compil
   CHECK(m.cubin == bytes_of("garbage"));
   REQUIRE(m.replace_refused);
   StderrCapture err;
-  CHECK(m.replace_refused(m.cubin, "cuModuleLoadData failed") == bytes_of("cubin of " + req.source));
+  const auto recompiled = bytes_of("cubin of " + req.source);
+  CHECK(m.replace_refused(m.cubin, "cuModuleLoadData failed") == recompiled);
   err.finish();
   CHECK(be.compiles == 2);
-  CHECK(DiskStore(dir.path).load(id) == bytes_of("cubin of " + req.source));
+  CHECK(DiskStore(dir.path).load(id) == recompiled);
 
   CHECK(ops::load_error_may_be_the_cubin(CUDA_ERROR_INVALID_IMAGE));
   CHECK(ops::load_error_may_be_the_cubin(CUDA_ERROR_NO_BINARY_FOR_GPU));

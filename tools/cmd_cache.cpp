@@ -55,7 +55,8 @@ std::string printable(const std::string& text) {
 }
 
 void print_skipped(const std::vector<winnow::rt::DiskStore::Skipped>& skipped, const char* verb) {
-  for (const auto& s : skipped) fmt::print("{} {}: {}\n", verb, printable(s.path), printable(s.why));
+  for (const auto& s : skipped)
+    fmt::print("{} {}: {}\n", verb, printable(s.path), printable(s.why));
 }
 
 }  // namespace
