@@ -62,16 +62,56 @@ CompiledModule compile_cached(rt::CubinCache& cache, const backend::Backend& be,
   CompiledModule m;
   m.key = rt::content_key(in);
   req.source_name = fmt::format("{}_{}.cu", stem, m.key.substr(0, 16));
-  auto got = cache.get(in.arch, m.key, description, [&] { return be.compile(req).cubin; });
+  const rt::CubinId id{in.arch, m.key, in.backend};
+  auto request = std::make_shared<const backend::CompileRequest>(std::move(req));
+  const rt::CubinCache::Compile compile = [&be, request] { return be.compile(*request).cubin; };
+  auto got = cache.get(id, description, compile);
   m.cubin = std::move(got.cubin);
+  if (got.from != rt::CubinCache::Result::From::Compiled) {
+    m.replace_refused = [&cache, id, description, compile](const std::vector<char>& refused,
+                                                           const std::string& why) {
+      return cache.replace_refused(id, refused, why, description, compile);
+    };
+  }
   return m;
+}
+
+bool load_error_may_be_the_cubin(CUresult code) {
+  switch (code) {
+    case CUDA_ERROR_OUT_OF_MEMORY:
+    case CUDA_ERROR_NOT_INITIALIZED:
+    case CUDA_ERROR_DEINITIALIZED:
+    case CUDA_ERROR_NO_DEVICE:
+    case CUDA_ERROR_INVALID_DEVICE:
+    case CUDA_ERROR_INVALID_CONTEXT:
+    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+    case CUDA_ERROR_ECC_UNCORRECTABLE:
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
+      return false;
+    default:
+      return true;
+  }
 }
 
 std::shared_ptr<const rt::LoadedKernel> load_entry(const rt::Context& ctx,
                                                    const CompiledModule& module, const char* entry,
                                                    int dynamic_smem_bytes) {
   return loaded_kernel(ctx, module.key + "/" + entry, [&] {
-    return std::make_shared<const rt::LoadedKernel>(ctx, module.cubin, entry, dynamic_smem_bytes);
+    try {
+      return std::make_shared<const rt::LoadedKernel>(ctx, module.cubin, entry, dynamic_smem_bytes);
+    } catch (const rt::CudaError& e) {
+      if (!module.replace_refused || !load_error_may_be_the_cubin(e.code())) throw;
+      const auto fresh = module.replace_refused(module.cubin, e.what());
+      if (!fresh) throw;
+      return std::make_shared<const rt::LoadedKernel>(ctx, *fresh, entry, dynamic_smem_bytes);
+    }
   });
 }
 

@@ -1,7 +1,9 @@
 // The miss path shared by every op: a generated stub -> content key -> kernel cache
 // (memory, disk, NVRTC) -> a module loaded once per context.
 #pragma once
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,12 @@ backend::CompileRequest make_compile_request(const codegen::GeneratedKernel& g,
 struct CompiledModule {
   std::string key;  // SHA-256 content key
   std::vector<char> cubin;
+  // Set when the cubin came from the cache rather than this build's compile: the cubin to
+  // load instead when the driver refuses `refused` (CubinCache::replace_refused), or
+  // nullopt. Refers to the cache and backend of compile_cached, which outlive the module.
+  std::function<std::optional<std::vector<char>>(const std::vector<char>& refused,
+                                                 const std::string& why)>
+      replace_refused;
 };
 // Keys the request on (build id, templates, backend, arch, options, `program`: the
 // canonical IR + plan text), then takes the cubin from the cache or compiles it.
@@ -35,7 +43,13 @@ CompiledModule compile_cached(rt::CubinCache& cache, const backend::Backend& be,
                               backend::CompileRequest req, const std::string& stem,
                               const std::string& program, const std::string& description);
 
-// One entry point of a module, loaded once per (context, key, entry).
+// False for the driver errors that say nothing about the cubin (no memory, no context, a
+// context broken by an earlier fault): those are not worth evicting it and recompiling.
+bool load_error_may_be_the_cubin(CUresult code);
+
+// One entry point of a module, loaded once per (context, key, entry). When the driver
+// refuses a cubin that came from the cache, it is evicted and compiled again once, so a
+// bad entry costs one compile instead of failing every build.
 std::shared_ptr<const rt::LoadedKernel> load_entry(const rt::Context& ctx,
                                                    const CompiledModule& module, const char* entry,
                                                    int dynamic_smem_bytes);

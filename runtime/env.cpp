@@ -12,8 +12,9 @@
 namespace winnow::rt {
 namespace {
 
-constexpr std::array<EnvVar, 8> kRegistry{{
+constexpr std::array<EnvVar, 9> kRegistry{{
     {"HOME", false, "home folder: the cache defaults to $HOME/.cache/winnow"},
+    {"TMPDIR", false, "without HOME the cache is $TMPDIR/winnow-cache-<uid> (default /tmp)"},
     {"WINNOW_CACHE_DIR", false, "where the kernel cache lives"},
     {"WINNOW_DISABLE_DISK_CACHE", false, "\"1\" keeps cubins in memory only"},
     {"WINNOW_DUMP_DIR", false, "where generated sources are written on compile errors and dumps"},

@@ -44,10 +44,11 @@ std::filesystem::path default_cache_dir() {
     return fs::path(*xdg) / "winnow";
   if (auto home = env_get("HOME"); home && !home->empty())
     return fs::path(*home) / ".cache" / "winnow";
-  std::error_code ec;
-  fs::path tmp = fs::temp_directory_path(ec);
-  if (ec) tmp = "/tmp";
-  return tmp / ("winnow-cache-" + std::to_string(::getuid()));
+  // A shared folder: anyone may have created this name first, so DiskStore creates it
+  // 0700 and uses it only when it is this user's and nobody else can write it.
+  fs::path tmp = "/tmp";
+  if (auto t = env_get("TMPDIR"); t && !t->empty() && fs::path(*t).is_absolute()) tmp = *t;
+  return tmp / ("winnow-cache-" + std::to_string(::geteuid()));
 }
 
 }  // namespace winnow::rt

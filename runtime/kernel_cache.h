@@ -12,6 +12,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/disk_store.h"
+
 namespace winnow::rt {
 
 // Everything that decides the bytes of a cubin. Hashed in a fixed order.
@@ -27,32 +29,9 @@ struct ContentKeyInputs {
 // SHA-256 (hex) over the inputs plus cache_relevant_env().
 std::string content_key(const ContentKeyInputs& in);
 
-// $WINNOW_CACHE_DIR, else $XDG_CACHE_HOME/winnow, else ~/.cache/winnow.
+// $WINNOW_CACHE_DIR, else $XDG_CACHE_HOME/winnow, else ~/.cache/winnow, else (no HOME)
+// $TMPDIR/winnow-cache-<uid> (TMPDIR defaults to /tmp). DiskStore checks its trust.
 std::filesystem::path default_cache_dir();
-
-// Layout: <root>/v1/<arch>/<key>/{kernel.cubin, meta.txt}. An entry is written into a
-// temporary folder and renamed into place, so readers see whole entries or none.
-class DiskStore {
- public:
-  explicit DiskStore(std::filesystem::path root);
-  const std::filesystem::path& root() const { return root_; }
-  // A missing, truncated or mismatched entry is a miss (warning on stderr), never a throw.
-  std::optional<std::vector<char>> load(const std::string& arch, const std::string& key) const;
-  // False (with a warning) when the folder cannot be written: the caller still has the
-  // cubin in memory. Concurrent stores of one key leave one valid entry.
-  bool store(const std::string& arch, const std::string& key, const std::vector<char>& cubin,
-             const std::string& description) const;
-  struct Entry {
-    std::string arch, key, description;
-    std::uintmax_t bytes = 0;
-    bool valid = false;
-  };
-  std::vector<Entry> list() const;   // every entry, valid or not
-  std::size_t clear() const;         // removes entries; returns how many
-  std::size_t verify(bool remove_bad) const;  // returns the number of bad entries
- private:
-  std::filesystem::path root_;
-};
 
 // In-memory content key -> cubin, then disk, then compile. Thread-safe.
 class CubinCache {
@@ -62,13 +41,27 @@ class CubinCache {
     std::vector<char> cubin;
     enum class From { Memory, Disk, Compiled } from;
   };
-  Result get(const std::string& arch, const std::string& key, const std::string& description,
-             const std::function<std::vector<char>()>& compile);
+  using Compile = std::function<std::vector<char>()>;
+  Result get(const CubinId& id, const std::string& description, const Compile& compile);
+  // The driver refused `refused`, a cubin get() gave for `id`. When it came from disk
+  // (a cubin that passed every check but is still bad for this driver) the entry is
+  // evicted from memory and disk with one warning and compiled again, and the new cubin
+  // is returned; when get() has already replaced it, the replacement is returned without
+  // compiling. nullopt when `refused` was compiled in this process: a real error.
+  std::optional<std::vector<char>> replace_refused(const CubinId& id,
+                                                   const std::vector<char>& refused,
+                                                   const std::string& why,
+                                                   const std::string& description,
+                                                   const Compile& compile);
   const DiskStore* disk() const { return disk_ ? &*disk_ : nullptr; }
  private:
+  struct Held {
+    std::vector<char> cubin;
+    bool from_disk = false;  // not yet proven loadable
+  };
   std::optional<DiskStore> disk_;
   std::shared_mutex mu_;
-  std::unordered_map<std::string, std::vector<char>> memory_;
+  std::unordered_map<std::string, Held> memory_;
 };
 
 }  // namespace winnow::rt

@@ -17,67 +17,13 @@
 #include "runtime/env.h"
 #include "runtime/kernel_cache.h"
 #include "runtime/sha256.h"
-#include "tests/support.h"
+#include "tests/cache_support.h"
 
 using namespace winnow::rt;
+using namespace winnow::cache_test;
 namespace fs = std::filesystem;
 
 namespace {
-
-// Sets (or unsets) one variable for a scope and restores the old value after.
-struct ScopedEnv {
-  std::string name;
-  std::optional<std::string> old;
-  ScopedEnv(const char* n, const char* value) : name(n) {
-    if (const char* v = std::getenv(n)) old = v;
-    if (value)
-      ::setenv(n, value, 1);
-    else
-      ::unsetenv(n);
-  }
-  ~ScopedEnv() {
-    if (old)
-      ::setenv(name.c_str(), old->c_str(), 1);
-    else
-      ::unsetenv(name.c_str());
-  }
-};
-
-// Captures what is written to file descriptor 2 while alive.
-struct StderrCapture {
-  winnow::test::TempDir dir;
-  int saved = -1;
-  StderrCapture() {
-    std::fflush(stderr);
-    saved = ::dup(2);
-    int fd = ::open((dir.path / "stderr.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, 2);
-    ::close(fd);
-  }
-  std::string finish() {
-    std::fflush(stderr);
-    if (saved >= 0) {
-      ::dup2(saved, 2);
-      ::close(saved);
-      saved = -1;
-    }
-    std::ifstream in(dir.path / "stderr.txt");
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  }
-  ~StderrCapture() { finish(); }
-};
-
-int count_lines_starting(const std::string& text, const std::string& prefix) {
-  int n = 0;
-  size_t at = 0;
-  while (at < text.size()) {
-    size_t end = text.find('\n', at);
-    if (end == std::string::npos) end = text.size();
-    if (text.compare(at, prefix.size(), prefix) == 0) ++n;
-    at = end + 1;
-  }
-  return n;
-}
 
 ContentKeyInputs sample_inputs() {
   ContentKeyInputs in;
@@ -88,15 +34,6 @@ ContentKeyInputs sample_inputs() {
   in.options = "-lineinfo";
   in.program = "ip(q,k) topk(2048)";
   return in;
-}
-
-std::vector<char> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
-
-const std::string kArch = "sm_90a";
-const std::string kKey = std::string(64, 'a');
-
-fs::path entry_dir(const fs::path& root, const std::string& arch, const std::string& key) {
-  return root / "v1" / arch / key;
 }
 
 }  // namespace
@@ -181,24 +118,34 @@ TEST_CASE("default_cache_dir honours WINNOW_CACHE_DIR, XDG_CACHE_HOME, HOME", "[
     ScopedEnv c("HOME", "/home/someone");
     CHECK(default_cache_dir() == fs::path("/home/someone/.cache/winnow"));
   }
+  const std::string uid = std::to_string(::geteuid());
+  {
+    ScopedEnv a("WINNOW_CACHE_DIR", nullptr);
+    ScopedEnv b("XDG_CACHE_HOME", nullptr);
+    ScopedEnv c("HOME", nullptr);
+    ScopedEnv d("TMPDIR", "/scratch");
+    CHECK(default_cache_dir() == fs::path("/scratch/winnow-cache-" + uid));
+    ScopedEnv e("TMPDIR", nullptr);
+    CHECK(default_cache_dir() == fs::path("/tmp/winnow-cache-" + uid));
+  }
 }
 
 TEST_CASE("DiskStore round trip", "[cache]") {
   winnow::test::TempDir dir;
   DiskStore store(dir.path);
-  CHECK(!store.load(kArch, kKey).has_value());  // cold: a quiet miss
+  CHECK(!store.load(kId).has_value());  // cold: a quiet miss
   const auto cubin = bytes_of(std::string("\x7f"
                                           "ELF",
                                           4) +
                               std::string(5000, '\x42'));
-  REQUIRE(store.store(kArch, kKey, cubin, "ip topk k=2048\nsecond line"));
+  REQUIRE(store.store(kId, cubin, "ip topk k=2048\nsecond line"));
   CHECK(fs::exists(entry_dir(dir.path, kArch, kKey) / "kernel.cubin"));
   CHECK(fs::exists(entry_dir(dir.path, kArch, kKey) / "meta.txt"));
-  auto loaded = store.load(kArch, kKey);
+  auto loaded = store.load(kId);
   REQUIRE(loaded.has_value());
   CHECK(*loaded == cubin);
   // A second store of the same key keeps the one entry.
-  CHECK(store.store(kArch, kKey, cubin, "again"));
+  CHECK(store.store(kId, cubin, "again"));
   auto entries = store.list();
   REQUIRE(entries.size() == 1);
   CHECK(entries[0].valid);
@@ -216,25 +163,25 @@ TEST_CASE("a damaged entry is a miss with one warning, and CubinCache recompiles
   };
   {
     CubinCache cache{DiskStore(dir.path)};
-    CHECK(cache.get(kArch, kKey, "d", compile).from == CubinCache::Result::From::Compiled);
-    CHECK(cache.get(kArch, kKey, "d", compile).from == CubinCache::Result::From::Memory);
+    CHECK(cache.get(kId, "d", compile).from == CubinCache::Result::From::Compiled);
+    CHECK(cache.get(kId, "d", compile).from == CubinCache::Result::From::Memory);
     CHECK(compiles == 1);
   }
   const fs::path file = entry_dir(dir.path, kArch, kKey) / "kernel.cubin";
 
   auto damage_then_get = [&](auto damage) {
     damage();
-    CHECK(!DiskStore(dir.path).load(kArch, kKey).has_value());
+    CHECK(!DiskStore(dir.path).load(kId).has_value());
     CubinCache fresh{DiskStore(dir.path)};
     StderrCapture err;
-    auto r = fresh.get(kArch, kKey, "d", compile);
+    auto r = fresh.get(kId, "d", compile);
     std::string text = err.finish();
     CHECK(r.from == CubinCache::Result::From::Compiled);
     CHECK(r.cubin == cubin);
     CHECK(count_lines_starting(text, "winnow: warning:") == 1);
     // The recompiled cubin replaced the damaged entry.
     CubinCache again{DiskStore(dir.path)};
-    CHECK(again.get(kArch, kKey, "d", compile).from == CubinCache::Result::From::Disk);
+    CHECK(again.get(kId, "d", compile).from == CubinCache::Result::From::Disk);
   };
   SECTION("truncated") {
     damage_then_get([&] { fs::resize_file(file, 100); });
@@ -276,11 +223,11 @@ TEST_CASE("many processes fill one cache entry at once", "[cache]") {
       bool ok = false;
       try {
         CubinCache cache{DiskStore(dir.path)};
-        auto r = cache.get(kArch, kKey, "shared", [&] {
+        auto r = cache.get(kId, "shared", [&] {
           std::this_thread::sleep_for(std::chrono::milliseconds(200));
           return cubin;
         });
-        ok = r.cubin == cubin && DiskStore(dir.path).load(kArch, kKey) == cubin;
+        ok = r.cubin == cubin && DiskStore(dir.path).load(kId) == cubin;
       } catch (...) {
       }
       ::_exit(ok ? 0 : 1);
@@ -299,7 +246,7 @@ TEST_CASE("many processes fill one cache entry at once", "[cache]") {
   auto entries = store.list();
   REQUIRE(entries.size() == 1);
   CHECK(entries[0].valid);
-  CHECK(store.load(kArch, kKey) == cubin);
+  CHECK(store.load(kId) == cubin);
   for (const auto& e : fs::directory_iterator(dir.path / "v1" / kArch))
     CHECK(e.path().filename() == kKey);  // no temporary folders left
 }
@@ -313,7 +260,7 @@ TEST_CASE("threads share one CubinCache", "[cache]") {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 50; ++i) {
         std::string key = std::string(63, 'b') + char('0' + (i + t) % 10);
-        auto r = cache.get(kArch, key, "t", [&] { return bytes_of(key); });
+        auto r = cache.get(id_of(key), "t", [&] { return bytes_of(key); });
         if (r.cubin != bytes_of(key)) ++wrong;
       }
     });
@@ -335,22 +282,22 @@ TEST_CASE("an unwritable cache folder still returns the compiled cubin", "[cache
     DiskStore store(root);
     {
       StderrCapture err;
-      CHECK(!store.store(kArch, kKey, cubin, "d"));
+      CHECK(!store.store(kId, cubin, "d"));
       CHECK(count_lines_starting(err.finish(), "winnow: warning:") == 1);
     }
     CubinCache cache{DiskStore(root)};
     StderrCapture err;
-    auto r = cache.get(kArch, kKey, "d", compile);
+    auto r = cache.get(kId, "d", compile);
     CHECK(r.from == CubinCache::Result::From::Compiled);
     CHECK(r.cubin == cubin);
-    auto again = cache.get(kArch, kKey, "d", compile);
+    auto again = cache.get(kId, "d", compile);
     CHECK(again.from == CubinCache::Result::From::Memory);
     CHECK(again.cubin == cubin);
     CHECK(compiles == 1);
     CHECK(count_lines_starting(err.finish(), "winnow: warning:") == 1);
     CHECK(store.list().empty());
-    CHECK(store.verify(true) == 0);
-    CHECK(store.clear() == 0);
+    CHECK(store.verify(true).bad == 0);
+    CHECK(store.clear().removed == 0);
   };
   SECTION("the root's parent is a regular file") {
     std::ofstream(dir.path / "file") << "not a folder";
@@ -378,8 +325,8 @@ TEST_CASE("no disk store keeps cubins in memory only", "[cache]") {
     ++compiles;
     return bytes_of("x");
   };
-  CHECK(cache.get(kArch, kKey, "d", compile).from == CubinCache::Result::From::Compiled);
-  CHECK(cache.get(kArch, kKey, "d", compile).from == CubinCache::Result::From::Memory);
+  CHECK(cache.get(kId, "d", compile).from == CubinCache::Result::From::Compiled);
+  CHECK(cache.get(kId, "d", compile).from == CubinCache::Result::From::Memory);
   CHECK(compiles == 1);
 }
 
@@ -387,11 +334,11 @@ TEST_CASE("list, verify and clear", "[cache]") {
   winnow::test::TempDir dir;
   DiskStore store(dir.path);
   const std::string k1(64, '1'), k2(64, '2'), k3(64, '3');
-  REQUIRE(store.store("sm_90a", k1, bytes_of("one"), "first"));
-  REQUIRE(store.store("sm_90a", k2, bytes_of("two"), "second"));
-  REQUIRE(store.store("sm_100a", k3, bytes_of("three"), "third"));
+  REQUIRE(store.store(id_of(k1), bytes_of("one"), "first"));
+  REQUIRE(store.store(id_of(k2), bytes_of("two"), "second"));
+  REQUIRE(store.store(id_of(k3, "sm_100a"), bytes_of("three"), "third"));
   CHECK(store.list().size() == 3);
-  CHECK(store.verify(false) == 0);
+  CHECK(store.verify(false).bad == 0);
 
   fs::resize_file(entry_dir(dir.path, "sm_90a", k2) / "kernel.cubin", 1);
   // A crashed writer's temporary folder is never listed.
@@ -410,12 +357,17 @@ TEST_CASE("list, verify and clear", "[cache]") {
   }
   CHECK(valid == 2);
 
-  CHECK(store.verify(false) == 1);
+  CHECK(store.verify(false).bad == 1);
   CHECK(store.list().size() == 3);
-  CHECK(store.verify(true) == 1);
+  auto fixed = store.verify(true);
+  CHECK(fixed.bad == 1);
+  CHECK(fixed.removed == 1);
+  CHECK(fixed.skipped.empty());
   CHECK(store.list().size() == 2);
-  CHECK(store.verify(false) == 0);
-  CHECK(store.clear() == 2);
+  CHECK(store.verify(false).bad == 0);
+  auto cleared = store.clear();
+  CHECK(cleared.removed == 2);
+  CHECK(cleared.skipped.empty());
   CHECK(store.list().empty());
-  CHECK(!store.load("sm_90a", k1).has_value());
+  CHECK(!store.load(id_of(k1)).has_value());
 }

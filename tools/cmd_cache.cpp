@@ -1,8 +1,11 @@
 // `winnow cache`: the on-disk kernel cache (list, verify, clear).
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "runtime/kernel_cache.h"
 #include "tools/commands.h"
@@ -22,10 +25,39 @@ The on-disk kernel cache (default $WINNOW_CACHE_DIR, else $XDG_CACHE_HOME/winnow
   verify    check every entry; exits 1 if any is bad
     --fix   remove the bad entries
 
+Only entries are removed: a folder <arch>/<64 hex digits> holding kernel.cubin and a
+meta.txt written by winnow. Symlinks (at any level) and anything else are never followed
+or removed; each is reported ("left alone", "skipped").
+
 Options:
   --dir DIR    the cache folder instead of the default
   -h, --help   this text
 )";
+
+// Entry descriptions and folder names come from the cache folder, which anyone who could
+// write it may have filled: print control characters (and non-ASCII bytes) escaped, so
+// they cannot move the cursor or rewrite the terminal.
+std::string printable(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c < 0x20 || c >= 0x7f)
+      out += fmt::format("\\x{:02x}", c);
+    else
+      out += char(c);
+  }
+  return out;
+}
+
+void print_skipped(const std::vector<winnow::rt::DiskStore::Skipped>& skipped, const char* verb) {
+  for (const auto& s : skipped)
+    fmt::print("{} {}: {}\n", verb, printable(s.path), printable(s.why));
+}
 
 }  // namespace
 
@@ -52,11 +84,23 @@ int run_cache(int argc, char** argv) {
   if (!action) throw UsageError("give an action: ls, clear or verify");
   if (fix && *action != "verify") throw UsageError("--fix goes with verify");
 
-  const winnow::rt::DiskStore store(dir ? std::filesystem::path(*dir)
-                                        : winnow::rt::default_cache_dir());
-  const std::string root = store.root().string();
+  const std::filesystem::path root_path =
+      dir ? std::filesystem::path(*dir) : winnow::rt::default_cache_dir();
+  const std::string root = printable(root_path.string());
+  std::error_code ec;
+  const auto status = std::filesystem::symlink_status(root_path, ec);
+  if (ec || !std::filesystem::exists(status)) {
+    fmt::print("no entries in {} (no such folder)\n", root);
+    return 0;
+  }
+  if (!std::filesystem::is_directory(status) && !std::filesystem::is_symlink(status))
+    throw std::runtime_error(root + " is not a folder");
+  const winnow::rt::DiskStore store(root_path);
+
   if (*action == "ls") {
-    const auto entries = store.list();
+    const auto listing = store.scan();
+    print_skipped(listing.skipped, "skipped");
+    const auto& entries = listing.entries;
     if (entries.empty()) {
       fmt::print("no entries in {}\n", root);
       return 0;
@@ -64,23 +108,27 @@ int run_cache(int argc, char** argv) {
     fmt::print("{:<9} {:<16} {:>10}  {:<5}  {}\n", "arch", "key", "bytes", "valid", "description");
     for (const auto& e : entries)
       fmt::print("{:<9} {:<16} {:>10}  {:<5}  {}\n", e.arch, e.key.substr(0, 16), e.bytes,
-                 e.valid ? "yes" : "NO", e.description);
+                 e.valid ? "yes" : "NO", printable(e.description));
     fmt::print("{} entries in {}\n", entries.size(), root);
     return 0;
   }
   if (*action == "clear") {
-    fmt::print("removed {} entries from {}\n", store.clear(), root);
+    const auto sweep = store.clear();
+    print_skipped(sweep.skipped, "left alone");
+    fmt::print("removed {} entries from {}\n", sweep.removed, root);
     return 0;
   }
-  const std::size_t bad = store.verify(fix);
-  if (bad == 0) {
+  const auto sweep = store.verify(fix);
+  print_skipped(sweep.skipped, "left alone");
+  if (sweep.bad == 0) {
     fmt::print("every entry in {} is valid\n", root);
     return 0;
   }
   if (fix) {
-    fmt::print("removed {} bad entries from {}\n", bad, root);
-    return 0;
+    fmt::print("removed {} of {} bad entries from {}\n", sweep.removed, sweep.bad, root);
+    return sweep.removed == sweep.bad ? 0 : 1;
   }
-  fmt::print("{} bad entries in {} (run 'winnow cache verify --fix' to remove them)\n", bad, root);
+  fmt::print("{} bad entries in {} (run 'winnow cache verify --fix' to remove them)\n", sweep.bad,
+             root);
   return 1;
 }
