@@ -697,11 +697,14 @@ __device__ void produce_key_tile(const TopkParams& p, const TopkSmem<C>& s, int 
       }
     }
   } else {
-    for (int e = lane; e < KT * VPR; e += 32) {
-      const int j = e / VPR, v = e % VPR, key = key_of(j);
-      const char* src = static_cast<const char*>(p.k) +
-                        (key >= 0 ? (long long)key * p.k_row_stride * MmaBytes<C>::value + v * 16 : 0);
-      copy_async_16(dst + swizzled_chunk<KT>(j, v), src, key >= 0);
+    // Lane l gathers slots l, l + 32, ...: one key_of (a division for strided keys) per
+    // slot, then the slot's VPR chunks.
+    for (int j = lane; j < KT; j += 32) {
+      const int key = key_of(j);
+      const char* row = static_cast<const char*>(p.k) +
+                        (key >= 0 ? (long long)key * p.k_row_stride * MmaBytes<C>::value : 0);
+#pragma unroll
+      for (int v = 0; v < VPR; ++v) copy_async_16(dst + swizzled_chunk<KT>(j, v), row + v * 16, key >= 0);
     }
     copy_async_commit();
     publish_gathered<C>(s, gathered, 1);  // the previous gathered tile, if any
