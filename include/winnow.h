@@ -78,12 +78,22 @@ typedef enum winnowMode_t {
 #define WINNOW_OUTPUT_SORTED 1u           /* rank order (best first); else ascending key index */
 #define WINNOW_OUTPUT_ABSOLUTE_INDICES 2u /* key index, not offset from the window start */
 
+/* Limits of a WINNOW_SCORE_EXPR expression, so that a caller's text costs bounded time
+ * and memory to parse, generate and compile: its length in bytes (NUL not counted) and
+ * its nodes (every constant, name, operator and function call counts one; sum_h/max_h
+ * one). Above either, winnowPlanCreate returns WINNOW_STATUS_INVALID_ARGUMENT. Error
+ * messages quote at most 64 characters of the text around the error. */
+#define WINNOW_MAX_EXPRESSION_BYTES 4096
+#define WINNOW_MAX_EXPRESSION_NODES 64
+
 #define WINNOW_PROBLEM_DESC_VERSION 1
 typedef struct winnowProblemDesc_t {
   size_t struct_size; /* sizeof(winnowProblemDesc_t) */
   uint32_t version;   /* WINNOW_PROBLEM_DESC_VERSION */
   winnowScore_t score;
-  const char* expression; /* for WINNOW_SCORE_EXPR, e.g. "max_h(dot(h))" */
+  const char* expression; /* for WINNOW_SCORE_EXPR, e.g. "max_h(dot(h))"; at most
+                             WINNOW_MAX_EXPRESSION_BYTES long and
+                             WINNOW_MAX_EXPRESSION_NODES nodes */
   int32_t heads;          /* H: query heads per row (1 for ip, l2, cosine) */
   int32_t head_dim;       /* d */
   winnowDataType_t q_dtype;

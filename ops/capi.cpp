@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstddef>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <optional>
@@ -23,6 +24,10 @@
 #include "winnow.h"
 
 using namespace winnow;
+
+static_assert(WINNOW_MAX_EXPRESSION_BYTES == ir::kMaxTextBytes &&
+                  WINNOW_MAX_EXPRESSION_NODES == ir::kMaxNodes,
+              "include/winnow.h states the IR's limits");
 
 struct winnowContext {
   int device = 0;
@@ -165,13 +170,23 @@ ir::Expr score_program(const winnowProblemDesc_t& d) {
     case WINNOW_SCORE_EXPR: {
       if (d.expression == nullptr)
         invalid("desc->expression is null, but desc->score is WINNOW_SCORE_EXPR");
-      const std::string text = d.expression;
+      // Reads at most one byte past the limit: the caller's string may be huge.
+      const size_t length = strnlen(d.expression, WINNOW_MAX_EXPRESSION_BYTES + 1);
+      if (length > WINNOW_MAX_EXPRESSION_BYTES)
+        invalid(fmt::format("desc->expression is longer than the maximum {} bytes "
+                            "(WINNOW_MAX_EXPRESSION_BYTES): \"{}\"",
+                            WINNOW_MAX_EXPRESSION_BYTES,
+                            ir::text_excerpt(std::string_view(d.expression, 64))));
+      const std::string_view text(d.expression, length);
       try {
         return ir::parse(text);
       } catch (const ir::UserError& e) {
-        if (e.position() < 0) invalid(fmt::format("expression \"{}\": {}", text, e.what()));
-        invalid(fmt::format("expression, position {}: {}\n  {}\n  {:>{}}", e.position(), e.what(),
-                            text, "^", e.position() + 1));
+        if (e.position() < 0)
+          invalid(fmt::format("expression \"{}\": {}", ir::text_excerpt(text), e.what()));
+        std::string shown = ir::text_excerpt(text, e.position());
+        const size_t newline = shown.find('\n');
+        shown.replace(newline, 1, "\n  ");
+        invalid(fmt::format("expression, position {}: {}\n  {}", e.position(), e.what(), shown));
       }
     }
   }
@@ -236,6 +251,7 @@ ops::TopkProblem to_problem(const winnowContext& ctx, const winnowProblemDesc_t&
 
   ops::TopkProblem p;
   p.score = score_program(d);
+  if (d.score == WINNOW_SCORE_EXPR) p.expression = d.expression;  // bounded by score_program
   p.heads = d.heads;
   p.head_dim = d.head_dim;
   p.q_dtype = desc_dtype(d.q_dtype, "q_dtype");

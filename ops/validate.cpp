@@ -79,7 +79,7 @@ void validate_problem(const TopkProblem& p) {
   if (p.key_splits < 0)
     fail(fmt::format("key_splits = {} must be >= 0 (0: chosen per call)", p.key_splits));
   try {
-    ir::verify(p.score, p.heads);
+    ir::verify(p.score, p.heads, p.expression);
   } catch (const ir::UserError& e) {
     if (e.position() >= 0)
       fail(fmt::format("score program: {} (at position {})", e.what(), e.position()));

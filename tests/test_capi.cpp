@@ -391,6 +391,46 @@ TEST_CASE("descriptor: expressions", "[capi]") {
   require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "score program");
 }
 
+TEST_CASE("descriptor: expressions over the stated limits are refused, quoted short",
+          "[capi]") {
+  Context ctx;
+  winnowProblemDesc_t d = dsa_desc();
+  d.score = WINNOW_SCORE_EXPR;
+  // At the length limit: accepted.
+  const std::string at_limit =
+      "sum_h(w[h] * relu(dot(h))) * kscale" + std::string(WINNOW_MAX_EXPRESSION_BYTES - 35, ' ');
+  REQUIRE(at_limit.size() == WINNOW_MAX_EXPRESSION_BYTES);
+  d.expression = at_limit.c_str();
+  { Plan ok(ctx.h, d); }
+  // 16 MiB: refused, and the message quotes a few dozen characters, not the text.
+  const std::string huge = "dot + " + std::string(16 << 20, ' ') + "dot";
+  d.expression = huge.c_str();
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "WINNOW_MAX_EXPRESSION_BYTES");
+  CHECK(std::strlen(winnowGetLastError()) < 200);
+  // More nodes than WINNOW_MAX_EXPRESSION_NODES, in few bytes.
+  std::string many = "dot";
+  for (int i = 1; i < WINNOW_MAX_EXPRESSION_NODES; ++i) many += "+dot";
+  d.expression = many.c_str();
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "more than 64 nodes");
+  CHECK(std::strlen(winnowGetLastError()) < 300);
+  // An error at the end of a long text: an excerpt around it, with the caret under it.
+  const std::string long_bad = std::string(3000, ' ') + "dot * bogus(dot)";
+  d.expression = long_bad.c_str();
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "position 3006");
+  const std::string message = winnowGetLastError();
+  CHECK(message.size() < 300);
+  CHECK_THAT(message, Contains("...                          dot * bogus(dot)\n"));
+  const size_t caret = message.find('^');
+  REQUIRE(caret != std::string::npos);
+  const size_t line = message.rfind('\n', caret);
+  const size_t above = message.rfind('\n', line - 1);
+  CHECK(message.substr(above + 1 + (caret - line - 1), 5) == "bogus");
+  // A program with no dot product is quoted as the caller wrote it.
+  d.expression = "1";
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT,
+                       "program '1' reads no dot product");
+}
+
 // ---------------------------------------------------------------------------------------
 // Tensors at execute.
 
