@@ -208,7 +208,9 @@ typedef struct winnowBlockDesc_t {
   int32_t heads;      /* query heads (32) */
   int32_t kv_heads;   /* KV heads (8); heads % kv_heads == 0 */
   int32_t head_dim;   /* 64 or 128 */
-  int64_t max_seq_len; /* the longest L the plan takes (262144) */
+  int64_t max_seq_len; /* the longest L the plan takes (262144): a multiple of 128 whose
+                          index, heads * nb (nb + 1) / 2 entries for nb = max_seq_len / 128,
+                          fits int32 offsets (at most 2^31 - 1) */
   const char* arch;    /* NULL: the context's device */
 } winnowBlockDesc_t;
 
@@ -230,6 +232,9 @@ typedef struct winnowBlockPlan* winnowBlockPlan_t;
 winnowStatus_t winnowBlockPlanCreate(winnowContext_t ctx, const winnowBlockDesc_t* desc,
                                      winnowBlockPlan_t* plan);
 winnowStatus_t winnowBlockPlanBuild(winnowBlockPlan_t plan);
+/* Sizes for one sequence length, which must be one the plan takes, as at execute: a
+ * positive multiple of 128 (else WINNOW_STATUS_NOT_SUPPORTED) up to desc.max_seq_len (else
+ * WINNOW_STATUS_INVALID_ARGUMENT). */
 winnowStatus_t winnowBlockPlanGetWorkspaceSize(winnowBlockPlan_t plan, int64_t seq_len,
                                                size_t* bytes);
 winnowStatus_t winnowBlockIndexCapacity(winnowBlockPlan_t plan, int64_t seq_len,

@@ -79,12 +79,14 @@ void begin_plan_create(winnowContext_t ctx, const Desc* desc, Plan** plan) {
   require_non_null(desc, "desc");
 }
 
-// The start of a per-length query on a block plan: both pointers given, seq_len >= 0.
-template <class Plan, class Out>
-void begin_length_query(const Plan* plan, const Out* out, const char* out_name, int64_t seq_len) {
+// The start of a per-length query on a block plan: both pointers given, and a length the
+// plan takes (a positive multiple of 128 up to its max_seq_len, as at execute).
+template <class Out>
+void begin_length_query(const winnowBlockPlan* plan, const Out* out, const char* out_name,
+                        int64_t seq_len) {
   require_non_null(plan, "plan");
   require_non_null(out, out_name);
-  if (seq_len < 0) invalid(fmt::format("seq_len = {} must be >= 0", seq_len));
+  ops::validate_seq_len(plan->select->problem(), seq_len, "seq_len");
 }
 
 std::string user_error_text(const ir::UserError& e) {
