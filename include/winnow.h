@@ -105,7 +105,9 @@ typedef struct winnowProblemDesc_t {
   winnowWindow_t window;
   int32_t causal_ratio;   /* m >= 1 for WINNOW_WINDOW_CAUSAL */
   int64_t causal_offset;  /* position of row 0 for WINNOW_WINDOW_CAUSAL */
-  const char* arch;       /* "sm_90a", "sm_100a"; NULL: the context's device */
+  const char* arch;       /* "sm_90a" (wgmma) or "sm_100a" (mma.sync), the targets winnow
+                             supports; others (sm_90, sm_100f, sm_120a, ...) are
+                             WINNOW_STATUS_NOT_SUPPORTED. NULL: the context's device */
   int32_t candidate_capacity; /* per row; 0: default (4k, at least 4096) */
   int32_t sample_size;        /* keys scored first for the initial threshold; -1: default
                                  (max(2048, k)), 0: none */
@@ -211,7 +213,7 @@ typedef struct winnowBlockDesc_t {
   int64_t max_seq_len; /* the longest L the plan takes (262144): a multiple of 128 whose
                           index, heads * nb (nb + 1) / 2 entries for nb = max_seq_len / 128,
                           fits int32 offsets (at most 2^31 - 1) */
-  const char* arch;    /* NULL: the context's device */
+  const char* arch;    /* "sm_90a" or "sm_100a"; NULL: the context's device */
 } winnowBlockDesc_t;
 
 /* The select rule of one call: keep key block J of query block I when its score is at

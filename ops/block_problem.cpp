@@ -11,9 +11,9 @@
 namespace winnow::ops {
 
 void validate_block_problem(const BlockProblem& p, const char* op) {
-  if (p.arch.major < 9)
-    throw NotSupported(fmt::format("arch {} is not supported: {} targets sm_90a and "
-                                   "later", p.arch.str(), op));
+  if (!backend::is_supported(p.arch))
+    throw NotSupported(fmt::format("arch {} is not supported: {} supports {}", p.arch.str(), op,
+                                   backend::supported_archs()));
   if (p.heads < 1 || p.kv_heads < 1 || p.heads % p.kv_heads != 0)
     fail(fmt::format("heads = {} must be a positive multiple of kv_heads = {}", p.heads,
                      p.kv_heads));

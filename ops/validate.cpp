@@ -49,10 +49,11 @@ void check_matrix(const char* name, const TensorView& t, DType dtype, int device
 
 void validate_problem(const TopkProblem& p) {
   if (!p.score) fail("score program is missing (null)");
-  // The kernels use cp.async, fp8 mma.sync and 227 KB of shared memory: Hopper and later.
-  if (p.arch.major < 9)
-    throw NotSupported(fmt::format("arch {} is not supported: winnow targets sm_90a and sm_100a",
-                                   p.arch.str()));
+  // The kernels use cp.async, fp8 mma.sync and 227 KB of shared memory, wgmma on sm_90a;
+  // only the two targets that are compiled and tested are taken.
+  if (!backend::is_supported(p.arch))
+    throw NotSupported(fmt::format("arch {} is not supported: winnow supports {}", p.arch.str(),
+                                   backend::supported_archs()));
   if (p.heads < 1 || p.heads > kMaxHeads)
     fail(fmt::format("heads = {} is outside the supported range 1..{}", p.heads, kMaxHeads));
   if (p.head_dim < 16 || p.head_dim > kMaxHeadDim || p.head_dim % 16 != 0)

@@ -963,6 +963,33 @@ TEST_CASE("an arch before Hopper is refused as not supported", "[capi]") {
   CHECK(plan == nullptr);
 }
 
+TEST_CASE("only the supported archs make plans; the others are refused with the list",
+          "[capi]") {
+  Context ctx;
+  winnowProblemDesc_t d = dsa_desc();
+  for (const char* arch : {"sm_90a", "sm_100a"}) {
+    d.arch = arch;
+    Plan ok(ctx.h, d);
+  }
+  // sm_90 would silently lose wgmma; the rest are not compiled and tested here.
+  for (const char* arch : {"sm_90", "sm_90f", "sm_100", "sm_100f", "sm_103a", "sm_120a", "sm_89"}) {
+    INFO(arch);
+    d.arch = arch;
+    require_plan_refused(ctx.h, d, WINNOW_STATUS_NOT_SUPPORTED,
+                         std::string("arch ") + arch + " is not supported: winnow supports sm_90a (");
+    CHECK_THAT(std::string(winnowGetLastError()), Contains("and sm_100a ("));
+    winnowBlockDesc_t b;
+    winnowBlockDescInit(&b);
+    b.arch = arch;
+    winnowBlockPlan_t block = nullptr;
+    REQUIRE_STATUS(winnowBlockPlanCreate(ctx.h, &b, &block), WINNOW_STATUS_NOT_SUPPORTED,
+                   "supports sm_90a (");
+  }
+  d.arch = nullptr;
+  ScopedEnv forced("WINNOW_FORCE_ARCH", "sm_90");
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_NOT_SUPPORTED, "arch sm_90 is not supported");
+}
+
 TEST_CASE("key_splits is read when the descriptor carries it and must be >= 0", "[capi]") {
   Context ctx;
   winnowProblemDesc_t d = dsa_desc();
