@@ -86,6 +86,12 @@ typedef enum winnowMode_t {
 #define WINNOW_MAX_EXPRESSION_BYTES 4096
 #define WINNOW_MAX_EXPRESSION_NODES 64
 
+/* Limits of the plan's tuning fields below: above them winnowPlanCreate returns
+ * WINNOW_STATUS_INVALID_ARGUMENT. */
+#define WINNOW_MAX_CANDIDATE_CAPACITY 262144
+#define WINNOW_MAX_SAMPLE_SIZE 65536
+#define WINNOW_MAX_KEY_SPLITS 1024
+
 #define WINNOW_PROBLEM_DESC_VERSION 1
 typedef struct winnowProblemDesc_t {
   size_t struct_size; /* sizeof(winnowProblemDesc_t) */
@@ -103,16 +109,20 @@ typedef struct winnowProblemDesc_t {
   int32_t k;         /* top-k, 1..8192 */
   uint32_t output_flags;
   winnowWindow_t window;
-  int32_t causal_ratio;   /* m >= 1 for WINNOW_WINDOW_CAUSAL */
-  int64_t causal_offset;  /* position of row 0 for WINNOW_WINDOW_CAUSAL */
+  int32_t causal_ratio;   /* m >= 1 for WINNOW_WINDOW_CAUSAL; ignored by other windows */
+  int64_t causal_offset;  /* position of row 0 (>= 0) for WINNOW_WINDOW_CAUSAL; ignored
+                             by other windows */
   const char* arch;       /* "sm_90a" (wgmma) or "sm_100a" (mma.sync), the targets winnow
                              supports; others (sm_90, sm_100f, sm_120a, ...) are
                              WINNOW_STATUS_NOT_SUPPORTED. NULL: the context's device */
-  int32_t candidate_capacity; /* per row; 0: default (4k, at least 4096) */
-  int32_t sample_size;        /* keys scored first for the initial threshold; -1: default
-                                 (max(2048, k)), 0: none */
-  /* Parts each row's window is cut into (scored by different CTAs, merged exactly).
-   * 0: chosen per call (to fill the GPU when rows are few), 1: never split. */
+  int32_t candidate_capacity; /* per row, 0..WINNOW_MAX_CANDIDATE_CAPACITY; 0: default
+                                 (4k, at least 4096) */
+  int32_t sample_size;        /* keys scored first for the initial threshold,
+                                 -1..WINNOW_MAX_SAMPLE_SIZE; -1: default (max(2048, k)),
+                                 0: none */
+  /* Parts each row's window is cut into (scored by different CTAs, merged exactly),
+   * 0..WINNOW_MAX_KEY_SPLITS. 0: chosen per call (to fill the GPU when rows are few),
+   * 1: never split; at most as many as the device runs CTAs for the call's rows. */
   int32_t key_splits;
   /* An upper bound on the workspace in bytes (0: none): the plan keeps fewer CTAs resident
    * to stay under it, and winnowPlanBuild fails if one CTA does not fit. */

@@ -18,6 +18,7 @@
 #include "ops/errors.h"
 #include "ops/tensor.h"
 #include "ops/topk.h"
+#include "ops/validate.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/env.h"
 #include "runtime/kernel_cache.h"
@@ -28,6 +29,10 @@ using namespace winnow;
 static_assert(WINNOW_MAX_EXPRESSION_BYTES == ir::kMaxTextBytes &&
                   WINNOW_MAX_EXPRESSION_NODES == ir::kMaxNodes,
               "include/winnow.h states the IR's limits");
+static_assert(WINNOW_MAX_CANDIDATE_CAPACITY == ops::kMaxCandidateCapacity &&
+                  WINNOW_MAX_SAMPLE_SIZE == ops::kMaxSampleSize &&
+                  WINNOW_MAX_KEY_SPLITS == ops::kMaxKeySplits,
+              "include/winnow.h states the plan fields' limits");
 
 struct winnowContext {
   int device = 0;
@@ -277,8 +282,11 @@ ops::TopkProblem to_problem(const winnowContext& ctx, const winnowProblemDesc_t&
     default:
       invalid(fmt::format("desc->window = {} is not a winnowWindow_t", static_cast<int>(d.window)));
   }
-  p.causal_ratio = d.causal_ratio;
-  p.causal_offset = d.causal_offset;
+  // Only a causal window reads these: the others keep the defaults, whatever was passed.
+  if (p.window == ops::WindowKind::Causal) {
+    p.causal_ratio = d.causal_ratio;
+    p.causal_offset = d.causal_offset;
+  }
   p.arch = target_arch(ctx, d.arch);
   p.candidate_capacity = d.candidate_capacity;
   p.sample_size = d.sample_size;

@@ -69,16 +69,20 @@ void validate_problem(const TopkProblem& p) {
     if (p.k < 1) fail(fmt::format("k must be at least 1 (got k = {})", p.k));
     if (p.k > kMaxK) fail(fmt::format("k = {} exceeds the maximum {}", p.k, kMaxK));
   }
-  if (p.causal_ratio < 1)
+  // The fields of a causal window mean nothing to the others, so are not checked there.
+  if (p.window == WindowKind::Causal && p.causal_ratio < 1)
     fail(fmt::format("causal_ratio = {} must be >= 1", p.causal_ratio));
   if (p.window == WindowKind::Causal && p.causal_offset < 0)
     fail(fmt::format("causal_offset = {} must be >= 0", p.causal_offset));
-  if (p.sample_size < -1)
-    fail(fmt::format("sample_size = {} must be >= -1 (-1: default, 0: none)", p.sample_size));
-  if (p.candidate_capacity < 0)
-    fail(fmt::format("candidate_capacity = {} must be >= 0 (0: default)", p.candidate_capacity));
-  if (p.key_splits < 0)
-    fail(fmt::format("key_splits = {} must be >= 0 (0: chosen per call)", p.key_splits));
+  if (p.sample_size < -1 || p.sample_size > kMaxSampleSize)
+    fail(fmt::format("sample_size = {} is outside -1..{} (-1: default, 0: none)", p.sample_size,
+                     kMaxSampleSize));
+  if (p.candidate_capacity < 0 || p.candidate_capacity > kMaxCandidateCapacity)
+    fail(fmt::format("candidate_capacity = {} is outside 0..{} (0: default)",
+                     p.candidate_capacity, kMaxCandidateCapacity));
+  if (p.key_splits < 0 || p.key_splits > kMaxKeySplits)
+    fail(fmt::format("key_splits = {} is outside 0..{} (0: chosen per call)", p.key_splits,
+                     kMaxKeySplits));
   try {
     ir::verify(p.score, p.heads, p.expression);
   } catch (const ir::UserError& e) {

@@ -348,6 +348,47 @@ TEST_CASE("descriptor: causal ratio and offset, sample size, candidate capacity"
   require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "candidate_capacity = -1");
 }
 
+TEST_CASE("descriptor: tuning fields above their stated limits are refused", "[capi]") {
+  Context ctx;
+  std::mt19937_64 rng(winnow::test::test_seed());
+  struct Field {
+    int32_t winnowProblemDesc_t::*field;
+    const char* name;
+    int32_t limit;
+  };
+  const Field fields[] = {
+      {&winnowProblemDesc_t::candidate_capacity, "candidate_capacity",
+       WINNOW_MAX_CANDIDATE_CAPACITY},
+      {&winnowProblemDesc_t::sample_size, "sample_size", WINNOW_MAX_SAMPLE_SIZE},
+      {&winnowProblemDesc_t::key_splits, "key_splits", WINNOW_MAX_KEY_SPLITS},
+  };
+  for (const Field& f : fields) {
+    INFO(f.name);
+    winnowProblemDesc_t d = dsa_desc();
+    d.*f.field = f.limit;  // at the limit: a plan
+    { Plan ok(ctx.h, d); }
+    const int32_t over = f.limit + 1 + int32_t(rng() % 1000);
+    for (int32_t value : {f.limit + 1, over, INT32_MAX}) {
+      d.*f.field = value;
+      require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT,
+                           std::string(f.name) + " = " + std::to_string(value) + " is outside ");
+      CHECK_THAT(std::string(winnowGetLastError()), Contains(".." + std::to_string(f.limit)));
+    }
+  }
+}
+
+TEST_CASE("descriptor: fields of another window kind are not checked", "[capi]") {
+  Context ctx;
+  for (winnowWindow_t window : {WINNOW_WINDOW_DENSE, WINNOW_WINDOW_RANGES}) {
+    winnowProblemDesc_t d = dsa_desc();
+    d.window = window;
+    d.causal_ratio = 0;
+    d.causal_offset = -5;
+    Plan plan(ctx.h, d);  // causal_ratio and causal_offset mean nothing to this window
+    CHECK(plan.h != nullptr);
+  }
+}
+
 TEST_CASE("descriptor: arch", "[capi]") {
   Context ctx;
   winnowProblemDesc_t d = dsa_desc();
@@ -998,7 +1039,7 @@ TEST_CASE("key_splits is read when the descriptor carries it and must be >= 0", 
   d.key_splits = -1;
   winnowPlan_t plan = nullptr;
   REQUIRE_STATUS(winnowPlanCreate(ctx.h, &d, &plan), WINNOW_STATUS_INVALID_ARGUMENT,
-                 "key_splits = -1 must be >= 0");
+                 "key_splits = -1 is outside 0..1024");
   // A descriptor from before key_splits existed (shorter) keeps the default.
   d.struct_size = offsetof(winnowProblemDesc_t, key_splits);
   Plan ok(ctx.h, d);
