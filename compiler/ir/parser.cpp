@@ -1,7 +1,8 @@
 // Parser for the text form of a score program: the canonical form the printer writes
 // (`mul(sum_h(mul(w[h], relu(dot(h)))), kscale)`) and the infix form a person writes
 // (`sum_h(w[h] * relu(dot(h))) * kscale`). Purely syntactic: meaning (h outside a head
-// reduction, heads out of range) is verify()'s job, so parse(print(e)) == e for every e.
+// reduction, heads out of range) is verify()'s job, so parse(print(e)) == e for every e
+// within the limits (kMaxTextBytes, kMaxNodes, kMaxNesting), which are checked here.
 #include <algorithm>
 #include <cctype>
 #include <charconv>
