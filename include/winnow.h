@@ -78,12 +78,28 @@ typedef enum winnowMode_t {
 #define WINNOW_OUTPUT_SORTED 1u           /* rank order (best first); else ascending key index */
 #define WINNOW_OUTPUT_ABSOLUTE_INDICES 2u /* key index, not offset from the window start */
 
+/* Limits of a WINNOW_SCORE_EXPR expression, so that a caller's text costs bounded time
+ * and memory to parse, generate and compile: its length in bytes (NUL not counted) and
+ * its nodes (every constant, name, operator and function call counts one; sum_h/max_h
+ * one). Above either, winnowPlanCreate returns WINNOW_STATUS_INVALID_ARGUMENT. Error
+ * messages quote at most 64 characters of the text around the error. */
+#define WINNOW_MAX_EXPRESSION_BYTES 4096
+#define WINNOW_MAX_EXPRESSION_NODES 64
+
+/* Limits of the plan's tuning fields below: above them winnowPlanCreate returns
+ * WINNOW_STATUS_INVALID_ARGUMENT. */
+#define WINNOW_MAX_CANDIDATE_CAPACITY 262144
+#define WINNOW_MAX_SAMPLE_SIZE 65536
+#define WINNOW_MAX_KEY_SPLITS 1024
+
 #define WINNOW_PROBLEM_DESC_VERSION 1
 typedef struct winnowProblemDesc_t {
   size_t struct_size; /* sizeof(winnowProblemDesc_t) */
   uint32_t version;   /* WINNOW_PROBLEM_DESC_VERSION */
   winnowScore_t score;
-  const char* expression; /* for WINNOW_SCORE_EXPR, e.g. "max_h(dot(h))" */
+  const char* expression; /* for WINNOW_SCORE_EXPR, e.g. "max_h(dot(h))"; at most
+                             WINNOW_MAX_EXPRESSION_BYTES long and
+                             WINNOW_MAX_EXPRESSION_NODES nodes */
   int32_t heads;          /* H: query heads per row (1 for ip, l2, cosine) */
   int32_t head_dim;       /* d */
   winnowDataType_t q_dtype;
@@ -93,14 +109,20 @@ typedef struct winnowProblemDesc_t {
   int32_t k;         /* top-k, 1..8192 */
   uint32_t output_flags;
   winnowWindow_t window;
-  int32_t causal_ratio;   /* m >= 1 for WINNOW_WINDOW_CAUSAL */
-  int64_t causal_offset;  /* position of row 0 for WINNOW_WINDOW_CAUSAL */
-  const char* arch;       /* "sm_90a", "sm_100a"; NULL: the context's device */
-  int32_t candidate_capacity; /* per row; 0: default (4k, at least 4096) */
-  int32_t sample_size;        /* keys scored first for the initial threshold; -1: default
-                                 (max(2048, k)), 0: none */
-  /* Parts each row's window is cut into (scored by different CTAs, merged exactly).
-   * 0: chosen per call (to fill the GPU when rows are few), 1: never split. */
+  int32_t causal_ratio;   /* m >= 1 for WINNOW_WINDOW_CAUSAL; ignored by other windows */
+  int64_t causal_offset;  /* position of row 0 (>= 0) for WINNOW_WINDOW_CAUSAL; ignored
+                             by other windows */
+  const char* arch;       /* "sm_90a" (wgmma) or "sm_100a" (mma.sync), the targets winnow
+                             supports; others (sm_90, sm_100f, sm_120a, ...) are
+                             WINNOW_STATUS_NOT_SUPPORTED. NULL: the context's device */
+  int32_t candidate_capacity; /* per row, 0..WINNOW_MAX_CANDIDATE_CAPACITY; 0: default
+                                 (4k, at least 4096) */
+  int32_t sample_size;        /* keys scored first for the initial threshold,
+                                 -1..WINNOW_MAX_SAMPLE_SIZE; -1: default (max(2048, k)),
+                                 0: none */
+  /* Parts each row's window is cut into (scored by different CTAs, merged exactly),
+   * 0..WINNOW_MAX_KEY_SPLITS. 0: chosen per call (to fill the GPU when rows are few),
+   * 1: never split; at most as many as the device runs CTAs for the call's rows. */
   int32_t key_splits;
   /* An upper bound on the workspace in bytes (0: none): the plan keeps fewer CTAs resident
    * to stay under it, and winnowPlanBuild fails if one CTA does not fit. */
@@ -198,8 +220,10 @@ typedef struct winnowBlockDesc_t {
   int32_t heads;      /* query heads (32) */
   int32_t kv_heads;   /* KV heads (8); heads % kv_heads == 0 */
   int32_t head_dim;   /* 64 or 128 */
-  int64_t max_seq_len; /* the longest L the plan takes (262144) */
-  const char* arch;    /* NULL: the context's device */
+  int64_t max_seq_len; /* the longest L the plan takes (262144): a multiple of 128 whose
+                          index, heads * nb (nb + 1) / 2 entries for nb = max_seq_len / 128,
+                          fits int32 offsets (at most 2^31 - 1) */
+  const char* arch;    /* "sm_90a" or "sm_100a"; NULL: the context's device */
 } winnowBlockDesc_t;
 
 /* The select rule of one call: keep key block J of query block I when its score is at
@@ -220,6 +244,9 @@ typedef struct winnowBlockPlan* winnowBlockPlan_t;
 winnowStatus_t winnowBlockPlanCreate(winnowContext_t ctx, const winnowBlockDesc_t* desc,
                                      winnowBlockPlan_t* plan);
 winnowStatus_t winnowBlockPlanBuild(winnowBlockPlan_t plan);
+/* Sizes for one sequence length, which must be one the plan takes, as at execute: a
+ * positive multiple of 128 (else WINNOW_STATUS_NOT_SUPPORTED) up to desc.max_seq_len (else
+ * WINNOW_STATUS_INVALID_ARGUMENT). */
 winnowStatus_t winnowBlockPlanGetWorkspaceSize(winnowBlockPlan_t plan, int64_t seq_len,
                                                size_t* bytes);
 winnowStatus_t winnowBlockIndexCapacity(winnowBlockPlan_t plan, int64_t seq_len,

@@ -2,11 +2,17 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <string>
+
 namespace winnow::ops {
 
 BlockModule::BlockModule(const BlockProblem& p, const rt::Context* context, std::string name)
     : problem(p), ctx(context), stem(std::move(name)) {
-  validate_block_problem(p);
+  // "winnow_block_attention" -> "block-attention", the op's name in messages.
+  std::string op = stem.substr(stem.find('_') + 1);
+  std::replace(op.begin(), op.end(), '_', '-');
+  validate_block_problem(p, op.c_str());
   spec = block_spec(p);
   plan = block_plan(spec, ctx ? ctx->info().max_smem_optin : kDefaultSmemLimit);
   program = plan::describe(spec, plan);

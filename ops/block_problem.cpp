@@ -2,23 +2,46 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+#include <limits>
+#include <string>
+
 #include "ops/tensor_rules.h"
 
 namespace winnow::ops {
 
-void validate_block_problem(const BlockProblem& p) {
-  if (p.arch.major < 9)
-    throw NotSupported(fmt::format("arch {} is not supported: block-select targets sm_90a and "
-                                   "later", p.arch.str()));
+void validate_block_problem(const BlockProblem& p, const char* op) {
+  if (!backend::is_supported(p.arch))
+    throw NotSupported(fmt::format("arch {} is not supported: {} supports {}", p.arch.str(), op,
+                                   backend::supported_archs()));
   if (p.heads < 1 || p.kv_heads < 1 || p.heads % p.kv_heads != 0)
     fail(fmt::format("heads = {} must be a positive multiple of kv_heads = {}", p.heads,
                      p.kv_heads));
   if (p.head_dim != 64 && p.head_dim != 128)
-    throw NotSupported(fmt::format("head_dim = {} is not supported: block-select takes 64 or 128",
-                                   p.head_dim));
+    throw NotSupported(fmt::format("head_dim = {} is not supported: {} takes 64 or 128",
+                                   p.head_dim, op));
   if (p.max_seq_len < kBlockSize || p.max_seq_len % kBlockSize != 0)
     fail(fmt::format("max_seq_len = {} must be a positive multiple of the block size {}",
                      p.max_seq_len, kBlockSize));
+  // The CSR offsets are int32: the index of the longest sequence must fit in them. 65536
+  // blocks alone hold more than 2^31 - 1 pairs, so the product below cannot overflow.
+  constexpr int64_t kMaxEntries = std::numeric_limits<int32_t>::max();
+  const int64_t nb = block_count(p.max_seq_len);
+  if (nb >= 65536 || index_capacity(p, p.max_seq_len) > kMaxEntries)
+    fail(fmt::format("max_seq_len = {} with heads = {} needs a CSR index of heads * nb (nb + 1) "
+                     "/ 2 = {} entries (nb = {}), more than the int32 offsets hold ({})",
+                     p.max_seq_len, p.heads,
+                     nb >= 65536 ? std::string("over 2^31") : std::to_string(index_capacity(p, p.max_seq_len)),
+                     nb, kMaxEntries));
+}
+
+void validate_seq_len(const BlockProblem& p, int64_t seq_len, const char* name) {
+  if (seq_len < kBlockSize || seq_len % kBlockSize != 0)
+    throw NotSupported(fmt::format("{} = {} is not a positive multiple of the block size {}",
+                                   name, seq_len, kBlockSize));
+  if (seq_len > p.max_seq_len)
+    fail(fmt::format("{} = {} exceeds the problem's max_seq_len = {}", name, seq_len,
+                     p.max_seq_len));
 }
 
 void validate_block_rule(const BlockSelectRule& r) {
@@ -53,11 +76,7 @@ int64_t validate_block_inputs(const BlockProblem& p, int device, const TensorVie
                               const TensorView& k, const TensorView* v) {
   check_tokens("q", q, device, -1, p.heads, p.head_dim);
   const int64_t L = q.shape[0];
-  if (L < kBlockSize || L % kBlockSize != 0)
-    throw NotSupported(fmt::format("q: L = {} is not a positive multiple of the block size {}", L,
-                                   kBlockSize));
-  if (L > p.max_seq_len)
-    fail(fmt::format("q: L = {} exceeds the problem's max_seq_len = {}", L, p.max_seq_len));
+  validate_seq_len(p, L, "q: L");
   check_tokens("k", k, device, L, p.kv_heads, p.head_dim);
   if (v) check_tokens("v", *v, device, L, p.kv_heads, p.head_dim);
   return L;

@@ -56,8 +56,12 @@ struct BlockSelectRule {
 };
 
 // heads % kv_heads == 0, head_dim in {64, 128} (16-byte rows, register budget),
-// 128 <= max_seq_len, a multiple of 128, arch sm_90 or later.
-void validate_block_problem(const BlockProblem& p);
+// 128 <= max_seq_len, a multiple of 128, whose CSR index (index_capacity) fits the int32
+// offsets, arch sm_90a or sm_100a. `op` names the op in messages.
+void validate_block_problem(const BlockProblem& p, const char* op = "block-select");
+// A sequence length the plan takes: a positive multiple of 128 (else NotSupported) up to
+// max_seq_len (else InvalidArgument). `name` is how messages call it ("q: L", "seq_len").
+void validate_seq_len(const BlockProblem& p, int64_t seq_len, const char* name);
 // alpha in [0, 1], sink_blocks, last_blocks, min_blocks >= 0, local_blocks >= 1.
 void validate_block_rule(const BlockSelectRule& r);
 // q [L, H, d] and k (and v when given) [L, Hkv, d], bf16, contiguous, on `device`,
@@ -68,7 +72,8 @@ int64_t validate_block_inputs(const BlockProblem& p, int device, const TensorVie
 void validate_block_index(const BlockProblem& p, int device, int64_t seq_len,
                           const TensorView& offsets, const TensorView& indices);
 
-// Blocks of a sequence, and the CSR capacity every rule fits (all visible blocks).
+// Blocks of a sequence, and the CSR capacity every rule fits (all visible blocks); for
+// lengths validate_seq_len accepts (so it cannot overflow).
 inline int64_t block_count(int64_t seq_len) { return seq_len / kBlockSize; }
 inline int64_t index_capacity(const BlockProblem& p, int64_t seq_len) {
   return int64_t(p.heads) * winnow::triangle(block_count(seq_len));

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstddef>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <optional>
@@ -17,12 +18,21 @@
 #include "ops/errors.h"
 #include "ops/tensor.h"
 #include "ops/topk.h"
+#include "ops/validate.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/env.h"
 #include "runtime/kernel_cache.h"
 #include "winnow.h"
 
 using namespace winnow;
+
+static_assert(WINNOW_MAX_EXPRESSION_BYTES == ir::kMaxTextBytes &&
+                  WINNOW_MAX_EXPRESSION_NODES == ir::kMaxNodes,
+              "include/winnow.h states the IR's limits");
+static_assert(WINNOW_MAX_CANDIDATE_CAPACITY == ops::kMaxCandidateCapacity &&
+                  WINNOW_MAX_SAMPLE_SIZE == ops::kMaxSampleSize &&
+                  WINNOW_MAX_KEY_SPLITS == ops::kMaxKeySplits,
+              "include/winnow.h states the plan fields' limits");
 
 struct winnowContext {
   int device = 0;
@@ -74,12 +84,14 @@ void begin_plan_create(winnowContext_t ctx, const Desc* desc, Plan** plan) {
   require_non_null(desc, "desc");
 }
 
-// The start of a per-length query on a block plan: both pointers given, seq_len >= 0.
-template <class Plan, class Out>
-void begin_length_query(const Plan* plan, const Out* out, const char* out_name, int64_t seq_len) {
+// The start of a per-length query on a block plan: both pointers given, and a length the
+// plan takes (a positive multiple of 128 up to its max_seq_len, as at execute).
+template <class Out>
+void begin_length_query(const winnowBlockPlan* plan, const Out* out, const char* out_name,
+                        int64_t seq_len) {
   require_non_null(plan, "plan");
   require_non_null(out, out_name);
-  if (seq_len < 0) invalid(fmt::format("seq_len = {} must be >= 0", seq_len));
+  ops::validate_seq_len(plan->select->problem(), seq_len, "seq_len");
 }
 
 std::string user_error_text(const ir::UserError& e) {
@@ -165,13 +177,23 @@ ir::Expr score_program(const winnowProblemDesc_t& d) {
     case WINNOW_SCORE_EXPR: {
       if (d.expression == nullptr)
         invalid("desc->expression is null, but desc->score is WINNOW_SCORE_EXPR");
-      const std::string text = d.expression;
+      // Reads at most one byte past the limit: the caller's string may be huge.
+      const size_t length = strnlen(d.expression, WINNOW_MAX_EXPRESSION_BYTES + 1);
+      if (length > WINNOW_MAX_EXPRESSION_BYTES)
+        invalid(fmt::format("desc->expression is longer than the maximum {} bytes "
+                            "(WINNOW_MAX_EXPRESSION_BYTES): \"{}\"",
+                            WINNOW_MAX_EXPRESSION_BYTES,
+                            ir::text_excerpt(std::string_view(d.expression, 64))));
+      const std::string_view text(d.expression, length);
       try {
         return ir::parse(text);
       } catch (const ir::UserError& e) {
-        if (e.position() < 0) invalid(fmt::format("expression \"{}\": {}", text, e.what()));
-        invalid(fmt::format("expression, position {}: {}\n  {}\n  {:>{}}", e.position(), e.what(),
-                            text, "^", e.position() + 1));
+        if (e.position() < 0)
+          invalid(fmt::format("expression \"{}\": {}", ir::text_excerpt(text), e.what()));
+        std::string shown = ir::text_excerpt(text, e.position());
+        const size_t newline = shown.find('\n');
+        shown.replace(newline, 1, "\n  ");
+        invalid(fmt::format("expression, position {}: {}\n  {}", e.position(), e.what(), shown));
       }
     }
   }
@@ -236,6 +258,7 @@ ops::TopkProblem to_problem(const winnowContext& ctx, const winnowProblemDesc_t&
 
   ops::TopkProblem p;
   p.score = score_program(d);
+  if (d.score == WINNOW_SCORE_EXPR) p.expression = d.expression;  // bounded by score_program
   p.heads = d.heads;
   p.head_dim = d.head_dim;
   p.q_dtype = desc_dtype(d.q_dtype, "q_dtype");
@@ -259,8 +282,11 @@ ops::TopkProblem to_problem(const winnowContext& ctx, const winnowProblemDesc_t&
     default:
       invalid(fmt::format("desc->window = {} is not a winnowWindow_t", static_cast<int>(d.window)));
   }
-  p.causal_ratio = d.causal_ratio;
-  p.causal_offset = d.causal_offset;
+  // Only a causal window reads these: the others keep the defaults, whatever was passed.
+  if (p.window == ops::WindowKind::Causal) {
+    p.causal_ratio = d.causal_ratio;
+    p.causal_offset = d.causal_offset;
+  }
   p.arch = target_arch(ctx, d.arch);
   p.candidate_capacity = d.candidate_capacity;
   p.sample_size = d.sample_size;

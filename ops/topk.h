@@ -26,6 +26,7 @@ inline constexpr int kMaxHeadDim = 1024;
 
 struct TopkProblem {
   ir::Expr score;  // verified and canonicalised by TopkOp::create
+  std::string expression;  // the text `score` was parsed from (empty: built), for messages
   int heads = 64;
   int head_dim = 128;
   DType q_dtype = DType::E4M3;

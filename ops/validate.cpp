@@ -49,10 +49,11 @@ void check_matrix(const char* name, const TensorView& t, DType dtype, int device
 
 void validate_problem(const TopkProblem& p) {
   if (!p.score) fail("score program is missing (null)");
-  // The kernels use cp.async, fp8 mma.sync and 227 KB of shared memory: Hopper and later.
-  if (p.arch.major < 9)
-    throw NotSupported(fmt::format("arch {} is not supported: winnow targets sm_90a and sm_100a",
-                                   p.arch.str()));
+  // The kernels use cp.async, fp8 mma.sync and 227 KB of shared memory, wgmma on sm_90a;
+  // only the two targets that are compiled and tested are taken.
+  if (!backend::is_supported(p.arch))
+    throw NotSupported(fmt::format("arch {} is not supported: winnow supports {}", p.arch.str(),
+                                   backend::supported_archs()));
   if (p.heads < 1 || p.heads > kMaxHeads)
     fail(fmt::format("heads = {} is outside the supported range 1..{}", p.heads, kMaxHeads));
   if (p.head_dim < 16 || p.head_dim > kMaxHeadDim || p.head_dim % 16 != 0)
@@ -68,18 +69,22 @@ void validate_problem(const TopkProblem& p) {
     if (p.k < 1) fail(fmt::format("k must be at least 1 (got k = {})", p.k));
     if (p.k > kMaxK) fail(fmt::format("k = {} exceeds the maximum {}", p.k, kMaxK));
   }
-  if (p.causal_ratio < 1)
+  // The fields of a causal window mean nothing to the others, so are not checked there.
+  if (p.window == WindowKind::Causal && p.causal_ratio < 1)
     fail(fmt::format("causal_ratio = {} must be >= 1", p.causal_ratio));
   if (p.window == WindowKind::Causal && p.causal_offset < 0)
     fail(fmt::format("causal_offset = {} must be >= 0", p.causal_offset));
-  if (p.sample_size < -1)
-    fail(fmt::format("sample_size = {} must be >= -1 (-1: default, 0: none)", p.sample_size));
-  if (p.candidate_capacity < 0)
-    fail(fmt::format("candidate_capacity = {} must be >= 0 (0: default)", p.candidate_capacity));
-  if (p.key_splits < 0)
-    fail(fmt::format("key_splits = {} must be >= 0 (0: chosen per call)", p.key_splits));
+  if (p.sample_size < -1 || p.sample_size > kMaxSampleSize)
+    fail(fmt::format("sample_size = {} is outside -1..{} (-1: default, 0: none)", p.sample_size,
+                     kMaxSampleSize));
+  if (p.candidate_capacity < 0 || p.candidate_capacity > kMaxCandidateCapacity)
+    fail(fmt::format("candidate_capacity = {} is outside 0..{} (0: default)",
+                     p.candidate_capacity, kMaxCandidateCapacity));
+  if (p.key_splits < 0 || p.key_splits > kMaxKeySplits)
+    fail(fmt::format("key_splits = {} is outside 0..{} (0: chosen per call)", p.key_splits,
+                     kMaxKeySplits));
   try {
-    ir::verify(p.score, p.heads);
+    ir::verify(p.score, p.heads, p.expression);
   } catch (const ir::UserError& e) {
     if (e.position() >= 0)
       fail(fmt::format("score program: {} (at position {})", e.what(), e.position()));

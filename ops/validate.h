@@ -8,10 +8,22 @@
 
 namespace winnow::ops {
 
-// The problem alone: k in [1, kMaxK] (TopK mode), heads in [1, kMaxHeads], head_dim a
-// multiple of 16 in [16, kMaxHeadDim], dtypes, causal_ratio >= 1, sample_size >= -1,
-// candidate_capacity >= 0, the score program verified for these heads
-// (ir::verify; its UserError becomes InvalidArgument with the same message).
+// Upper limits of the plan's tuning fields (winnow.h states them as
+// WINNOW_MAX_CANDIDATE_CAPACITY, WINNOW_MAX_SAMPLE_SIZE, WINNOW_MAX_KEY_SPLITS). The first
+// two become constants of the kernel (candidate buffer words per row, sample keys); beyond
+// these the kernel's int arithmetic and its workspace (8 bytes per candidate per row of a
+// CTA) become absurd. 262144 is 8x the default of k = 8192; key splits are also capped per
+// call by the CTAs that fit on the device.
+inline constexpr int kMaxCandidateCapacity = 262144;
+inline constexpr int kMaxSampleSize = 65536;
+inline constexpr int kMaxKeySplits = 1024;
+
+// The problem alone: the arch (sm_90a or sm_100a), k in [1, kMaxK] (TopK mode), heads in
+// [1, kMaxHeads], head_dim a multiple of 16 in [16, kMaxHeadDim], dtypes, causal_ratio >= 1
+// and causal_offset >= 0 (causal windows only: other windows ignore both), sample_size in
+// [-1, kMaxSampleSize], candidate_capacity in [0, kMaxCandidateCapacity], key_splits in
+// [0, kMaxKeySplits], the score program verified for these heads (ir::verify; its
+// UserError becomes InvalidArgument with the same message).
 void validate_problem(const TopkProblem& p);
 
 // One call's tensors against the problem: presence of every input the program reads

@@ -50,6 +50,11 @@ TEST_CASE("block problems are checked with messages", "[nvrtc]") {
                     Catch::Contains("multiple of kv_heads"));
   p = problem(96);
   CHECK_THROWS_AS(ops::BlockAttentionOp::create(p, nullptr), ops::NotSupported);
+  // Each op names itself.
+  CHECK_THROWS_WITH(ops::BlockAttentionOp::create(p, nullptr),
+                    "head_dim = 96 is not supported: block-attention takes 64 or 128");
+  CHECK_THROWS_WITH(ops::BlockSelectOp::create(p, nullptr),
+                    "head_dim = 96 is not supported: block-select takes 64 or 128");
   p = problem(128);
   p.arch = backend::parse_arch("sm_80");
   CHECK_THROWS_AS(ops::BlockSelectOp::create(p, nullptr), ops::NotSupported);

@@ -348,6 +348,47 @@ TEST_CASE("descriptor: causal ratio and offset, sample size, candidate capacity"
   require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "candidate_capacity = -1");
 }
 
+TEST_CASE("descriptor: tuning fields above their stated limits are refused", "[capi]") {
+  Context ctx;
+  std::mt19937_64 rng(winnow::test::test_seed());
+  struct Field {
+    int32_t winnowProblemDesc_t::*field;
+    const char* name;
+    int32_t limit;
+  };
+  const Field fields[] = {
+      {&winnowProblemDesc_t::candidate_capacity, "candidate_capacity",
+       WINNOW_MAX_CANDIDATE_CAPACITY},
+      {&winnowProblemDesc_t::sample_size, "sample_size", WINNOW_MAX_SAMPLE_SIZE},
+      {&winnowProblemDesc_t::key_splits, "key_splits", WINNOW_MAX_KEY_SPLITS},
+  };
+  for (const Field& f : fields) {
+    INFO(f.name);
+    winnowProblemDesc_t d = dsa_desc();
+    d.*f.field = f.limit;  // at the limit: a plan
+    { Plan ok(ctx.h, d); }
+    const int32_t over = f.limit + 1 + int32_t(rng() % 1000);
+    for (int32_t value : {f.limit + 1, over, INT32_MAX}) {
+      d.*f.field = value;
+      require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT,
+                           std::string(f.name) + " = " + std::to_string(value) + " is outside ");
+      CHECK_THAT(std::string(winnowGetLastError()), Contains(".." + std::to_string(f.limit)));
+    }
+  }
+}
+
+TEST_CASE("descriptor: fields of another window kind are not checked", "[capi]") {
+  Context ctx;
+  for (winnowWindow_t window : {WINNOW_WINDOW_DENSE, WINNOW_WINDOW_RANGES}) {
+    winnowProblemDesc_t d = dsa_desc();
+    d.window = window;
+    d.causal_ratio = 0;
+    d.causal_offset = -5;
+    Plan plan(ctx.h, d);  // causal_ratio and causal_offset mean nothing to this window
+    CHECK(plan.h != nullptr);
+  }
+}
+
 TEST_CASE("descriptor: arch", "[capi]") {
   Context ctx;
   winnowProblemDesc_t d = dsa_desc();
@@ -389,6 +430,46 @@ TEST_CASE("descriptor: expressions", "[capi]") {
   require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "70");
   d.expression = "dot(h)";
   require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "score program");
+}
+
+TEST_CASE("descriptor: expressions over the stated limits are refused, quoted short",
+          "[capi]") {
+  Context ctx;
+  winnowProblemDesc_t d = dsa_desc();
+  d.score = WINNOW_SCORE_EXPR;
+  // At the length limit: accepted.
+  const std::string at_limit =
+      "sum_h(w[h] * relu(dot(h))) * kscale" + std::string(WINNOW_MAX_EXPRESSION_BYTES - 35, ' ');
+  REQUIRE(at_limit.size() == WINNOW_MAX_EXPRESSION_BYTES);
+  d.expression = at_limit.c_str();
+  { Plan ok(ctx.h, d); }
+  // 16 MiB: refused, and the message quotes a few dozen characters, not the text.
+  const std::string huge = "dot + " + std::string(16 << 20, ' ') + "dot";
+  d.expression = huge.c_str();
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "WINNOW_MAX_EXPRESSION_BYTES");
+  CHECK(std::strlen(winnowGetLastError()) < 200);
+  // More nodes than WINNOW_MAX_EXPRESSION_NODES, in few bytes.
+  std::string many = "dot";
+  for (int i = 1; i < WINNOW_MAX_EXPRESSION_NODES; ++i) many += "+dot";
+  d.expression = many.c_str();
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "more than 64 nodes");
+  CHECK(std::strlen(winnowGetLastError()) < 300);
+  // An error at the end of a long text: an excerpt around it, with the caret under it.
+  const std::string long_bad = std::string(3000, ' ') + "dot * bogus(dot)";
+  d.expression = long_bad.c_str();
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "position 3006");
+  const std::string message = winnowGetLastError();
+  CHECK(message.size() < 300);
+  CHECK_THAT(message, Contains("...                          dot * bogus(dot)\n"));
+  const size_t caret = message.find('^');
+  REQUIRE(caret != std::string::npos);
+  const size_t line = message.rfind('\n', caret);
+  const size_t above = message.rfind('\n', line - 1);
+  CHECK(message.substr(above + 1 + (caret - line - 1), 5) == "bogus");
+  // A program with no dot product is quoted as the caller wrote it.
+  d.expression = "1";
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT,
+                       "program '1' reads no dot product");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -923,6 +1004,33 @@ TEST_CASE("an arch before Hopper is refused as not supported", "[capi]") {
   CHECK(plan == nullptr);
 }
 
+TEST_CASE("only the supported archs make plans; the others are refused with the list",
+          "[capi]") {
+  Context ctx;
+  winnowProblemDesc_t d = dsa_desc();
+  for (const char* arch : {"sm_90a", "sm_100a"}) {
+    d.arch = arch;
+    Plan ok(ctx.h, d);
+  }
+  // sm_90 would silently lose wgmma; the rest are not compiled and tested here.
+  for (const char* arch : {"sm_90", "sm_90f", "sm_100", "sm_100f", "sm_103a", "sm_120a", "sm_89"}) {
+    INFO(arch);
+    d.arch = arch;
+    require_plan_refused(ctx.h, d, WINNOW_STATUS_NOT_SUPPORTED,
+                         std::string("arch ") + arch + " is not supported: winnow supports sm_90a (");
+    CHECK_THAT(std::string(winnowGetLastError()), Contains("and sm_100a ("));
+    winnowBlockDesc_t b;
+    winnowBlockDescInit(&b);
+    b.arch = arch;
+    winnowBlockPlan_t block = nullptr;
+    REQUIRE_STATUS(winnowBlockPlanCreate(ctx.h, &b, &block), WINNOW_STATUS_NOT_SUPPORTED,
+                   "supports sm_90a (");
+  }
+  d.arch = nullptr;
+  ScopedEnv forced("WINNOW_FORCE_ARCH", "sm_90");
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_NOT_SUPPORTED, "arch sm_90 is not supported");
+}
+
 TEST_CASE("key_splits is read when the descriptor carries it and must be >= 0", "[capi]") {
   Context ctx;
   winnowProblemDesc_t d = dsa_desc();
@@ -931,7 +1039,7 @@ TEST_CASE("key_splits is read when the descriptor carries it and must be >= 0", 
   d.key_splits = -1;
   winnowPlan_t plan = nullptr;
   REQUIRE_STATUS(winnowPlanCreate(ctx.h, &d, &plan), WINNOW_STATUS_INVALID_ARGUMENT,
-                 "key_splits = -1 must be >= 0");
+                 "key_splits = -1 is outside 0..1024");
   // A descriptor from before key_splits existed (shorter) keeps the default.
   d.struct_size = offsetof(winnowProblemDesc_t, key_splits);
   Plan ok(ctx.h, d);

@@ -2,10 +2,13 @@
 // are refused with a status and a message; plans that compile for sm_90a without a GPU.
 #include <catch2/catch.hpp>
 
+#include <cstdint>
+#include <random>
 #include <string>
 
 #include "capi_support.h"
 #include "capi_tensor.h"
+#include "support.h"
 #include "winnow.h"
 
 using winnow::test::Context;
@@ -171,4 +174,61 @@ TEST_CASE("a block plan builds for sm_90a without a GPU", "[capi]") {
   BlockPlan plan(ctx.h, d);
   INFO("last error: " << winnowGetLastError());
   REQUIRE(winnowBlockPlanBuild(plan.h) == WINNOW_STATUS_SUCCESS);
+}
+
+TEST_CASE("block size queries take only lengths the plan takes", "[capi]") {
+  Context ctx;
+  winnowBlockDesc_t d = block_desc();
+  d.max_seq_len = 262144;  // the default; 32 heads
+  BlockPlan plan(ctx.h, d);
+  std::mt19937_64 rng(winnow::test::test_seed());
+  // Any valid length: the capacity of every block pair, never negative.
+  const int64_t L = 128 * int64_t(1 + rng() % 2048);
+  INFO("L = " << L);
+  int64_t entries = -1;
+  size_t bytes = 0;
+  REQUIRE(winnowBlockIndexCapacity(plan.h, L, &entries) == WINNOW_STATUS_SUCCESS);
+  CHECK(entries == 32 * (L / 128) * (L / 128 + 1) / 2);
+  REQUIRE(winnowBlockPlanGetWorkspaceSize(plan.h, L, &bytes) == WINNOW_STATUS_SUCCESS);
+  CHECK(bytes >= size_t(entries) * 4);
+  REQUIRE(winnowBlockIndexCapacity(plan.h, 262144, &entries) == WINNOW_STATUS_SUCCESS);
+  CHECK(entries == 32ll * 2048 * 2049 / 2);
+  // Off the block grid, empty, or longer than the plan: refused, nothing written.
+  struct Bad {
+    int64_t seq_len;
+    winnowStatus_t status;
+    const char* text;
+  };
+  const Bad bad[] = {
+      {INT64_MAX, WINNOW_STATUS_NOT_SUPPORTED, "multiple of the block size"},
+      {int64_t(1) << 40, WINNOW_STATUS_INVALID_ARGUMENT, "exceeds the problem's max_seq_len = 262144"},
+      {262144 + 128, WINNOW_STATUS_INVALID_ARGUMENT, "max_seq_len"},
+      {127, WINNOW_STATUS_NOT_SUPPORTED, "seq_len = 127 is not a positive multiple"},
+      {L + 1 + int64_t(rng() % 127), WINNOW_STATUS_NOT_SUPPORTED, "multiple of the block size 128"},
+      {0, WINNOW_STATUS_NOT_SUPPORTED, "seq_len = 0"},
+      {-128, WINNOW_STATUS_NOT_SUPPORTED, "seq_len = -128"},
+  };
+  for (const Bad& b : bad) {
+    INFO("seq_len = " << b.seq_len);
+    entries = -1;
+    bytes = 7;
+    REQUIRE_STATUS(winnowBlockIndexCapacity(plan.h, b.seq_len, &entries), b.status, b.text);
+    CHECK(entries == -1);
+    REQUIRE_STATUS(winnowBlockPlanGetWorkspaceSize(plan.h, b.seq_len, &bytes), b.status, b.text);
+    CHECK(bytes == 7);
+  }
+}
+
+TEST_CASE("block plans whose index would overflow int32 offsets are refused", "[capi]") {
+  Context ctx;
+  winnowBlockPlan_t plan = nullptr;
+  winnowBlockDesc_t d = block_desc();
+  d.max_seq_len = int64_t(1) << 40;
+  REQUIRE_STATUS(winnowBlockPlanCreate(ctx.h, &d, &plan), WINNOW_STATUS_INVALID_ARGUMENT,
+                 "more than the int32 offsets hold");
+  // 32 heads: 8192 blocks (1M tokens) fit, 16384 (2M) do not.
+  d.max_seq_len = 1 << 21;
+  REQUIRE_STATUS(winnowBlockPlanCreate(ctx.h, &d, &plan), WINNOW_STATUS_INVALID_ARGUMENT,
+                 "= 4295229440 entries");
+  CHECK(plan == nullptr);
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "compiler/ir/ir.h"
+#include "support.h"
 
 using namespace winnow::ir;
 using Catch::Matchers::Contains;
@@ -98,8 +99,9 @@ TEST_CASE("golden programs: canonical print and structural hash are pinned", "[i
       {"-(qsq[0] + ksq - 2 * dot(0))", "neg(sub(add(qsq[0], ksq), mul(dot(0), 0x1p+1)))",
        0x594001a74a6236e4ull},
       {"dot(0) / sqrt(qsq[0] * ksq)", "div(dot(0), sqrt(mul(qsq[0], ksq)))", 0x8690606c9365de36ull},
-      {"sum_h(kscale * ksq * sigmoid(dot))", "mul(sum_h(sigmoid(dot(h))), mul(ksq, kscale))",
-       0x082f316bc1f9f9b8ull},
+      // A per-key factor stays inside the sum it was written in (pulling it out is not exact).
+      {"sum_h(kscale * ksq * sigmoid(dot))", "sum_h(mul(sigmoid(dot(h)), mul(ksq, kscale)))",
+       0x710d57c61f5bba05ull},
       {"max(dot(0), 0.5) - -1.25e-3", "sub(max(dot(0), 0x1p-1), -0x1.47ae14p-10)",
        0x9e3620071e78043eull},
       {"tanh(exp(abs(log(dot(1)))))", "tanh(exp(abs(log(dot(1)))))", 0x681777ea3e78e42bull},
@@ -135,8 +137,11 @@ TEST_CASE("golden built-ins are canonical and pinned", "[ir]") {
     CHECK(equal(canonicalise(e), e));
   }
   // The user's spelling of a built-in is the same program, so it shares its cache entry.
-  CHECK(equal(canonicalise(parse("sum_h(w[h] * relu(dot(h)) * kscale)")), relu_mh(true)));
+  CHECK(equal(canonicalise(parse("sum_h(w[h] * relu(dot(h))) * kscale")), relu_mh(true)));
+  CHECK(equal(canonicalise(parse("kscale * sum_h(relu(dot) * w)")), relu_mh(true)));
   CHECK(equal(canonicalise(parse("-(qsq + ksq - 2 * dot)")), l2()));
+  // kscale inside the sum is another program (another value with inf or overflow).
+  CHECK_FALSE(equal(canonicalise(parse("sum_h(w[h] * relu(dot(h)) * kscale)")), relu_mh(true)));
 }
 
 TEST_CASE("the printer writes the forms of each node kind", "[ir]") {
@@ -304,22 +309,92 @@ TEST_CASE("parser errors name what was expected or found, and where", "[ir]") {
 }
 
 TEST_CASE("the parser refuses text nested deeper than it can take", "[ir]") {
-  const std::string deep = std::string(5000, '(') + "dot" + std::string(5000, ')');
+  const std::string deep = std::string(1500, '(') + "dot" + std::string(1500, ')');
   CHECK_THROWS_WITH(parse(deep), Contains("nested too deeply"));
-  const std::string minus = std::string(5000, '-') + "dot";
+  const std::string minus = std::string(1500, '-') + "dot";
   CHECK_THROWS_WITH(parse(minus), Contains("nested too deeply"));
-  // Deep trees without parentheses: a long chain of operators, or of calls.
-  std::string chain = "dot";
-  for (int i = 0; i < 5000; ++i) chain += " + dot";
-  CHECK_THROWS_WITH(parse(chain), Contains("nested too deeply"));
+  // Deep trees without parentheses: a chain of calls (a chain of operators reaches the
+  // node limit first: see the next case).
   std::string calls = "dot";
   for (int i = 0; i < 300; ++i) calls = "relu(" + calls + ")";
   CHECK_THROWS_WITH(parse(calls), Contains("nested too deeply"));
   const std::string fine = std::string(50, '(') + "dot" + std::string(50, ')');
   CHECK(print(parse(fine)) == "dot(0)");
-  std::string sum_of_64 = "dot(0)";
-  for (int i = 1; i < 64; ++i) sum_of_64 += " + dot(" + std::to_string(i) + ")";
-  CHECK(uses(parse(sum_of_64)).max_fixed_head == 63);
+  std::string sum_of_32 = "dot(32)";  // 63 nodes, within the node limit
+  for (int i = 33; i < 64; ++i) sum_of_32 += " + dot(" + std::to_string(i) + ")";
+  CHECK(uses(parse(sum_of_32)).max_fixed_head == 63);
+}
+
+TEST_CASE("the parser refuses text longer than the limit and programs over the node limit",
+          "[ir]") {
+  // Exactly at the limits: accepted.
+  const std::string padded = "dot" + std::string(kMaxTextBytes - 3, ' ');
+  CHECK(print(parse(padded)) == "dot(0)");
+  std::string chain = "dot";
+  for (int i = 1; i < (kMaxNodes + 1) / 2; ++i) chain += " + dot";  // 2 n - 1 nodes
+  CHECK_NOTHROW(parse(chain));
+  // One byte or one node more: refused, with the limit in the message.
+  CHECK_THROWS_MATCHES(parse(padded + " "), UserError,
+                       Catch::Matchers::Message("expression is 4097 bytes long, more than the "
+                                                "maximum 4096"));
+  CHECK_THROWS_MATCHES(parse(chain + " + 1"), UserError,
+                       Catch::Matchers::Message("expression has more than 64 nodes at " +
+                                                std::to_string(chain.size() + 1)));
+  // Nodes of every kind count: calls, names, constants, a head reduction.
+  std::string terms = "relu(w * dot)";  // 4 nodes, and 1 for each +
+  for (int i = 1; i < 12; ++i) terms += " + relu(w * dot)";
+  CHECK_NOTHROW(parse("sum_h(" + terms + " + 2 * w)"));  // 12 * 4 + 11 + 1 + 4 = 64 nodes
+  CHECK_THROWS_WITH(parse("sum_h(" + terms + " + 2 * w * w)"), Contains("more than 64 nodes"));
+  // A 16 MiB text is refused without being read through, and is not quoted.
+  const std::string huge(16 << 20, '(');
+  try {
+    parse(huge);
+    FAIL("parsed");
+  } catch (const UserError& e) {
+    CHECK(std::string(e.what()).size() < 100);
+  }
+}
+
+TEST_CASE("verify counts the nodes of a program built without the parser", "[ir]") {
+  // Shared nodes: 21 levels of add(e, e) hold 22 nodes and print as 2^22 - 1.
+  Expr e = dot(0);
+  for (int i = 0; i < 21; ++i) e = binary(BinaryOp::Add, e, e);
+  CHECK_THROWS_MATCHES(verify(e, 1), UserError,
+                       Catch::Matchers::Message("program has more than 64 nodes"));
+  Expr fine = dot(0);
+  for (int i = 0; i < 5; ++i) fine = binary(BinaryOp::Add, fine, fine);  // 63 nodes
+  CHECK_NOTHROW(verify(fine, 1));
+}
+
+TEST_CASE("messages quote a short excerpt of the text, never all of it", "[ir]") {
+  CHECK(text_excerpt("dot + foo", 6) == "dot + foo\n      ^");
+  CHECK(text_excerpt("dot + foo") == "dot + foo");
+  const std::string long_text = std::string(1000, 'a') + "#" + std::string(1000, 'b');
+  const std::string shown = text_excerpt(long_text, 1000);
+  CHECK(shown.size() < 2 * 75);
+  const size_t newline = shown.find('\n');
+  REQUIRE(newline != std::string::npos);
+  CHECK(shown.substr(0, 3) == "...");
+  CHECK(shown.substr(newline - 3, 3) == "...");
+  CHECK(shown[shown.find('^') - newline - 1] == '#');  // the caret is under the '#'
+  CHECK(text_excerpt("a\tb\nc", 2) == "a?b?c\n  ^");  // control characters cannot break lines
+  CHECK(text_excerpt(long_text).size() == 67);         // 64 characters and "..."
+  // A huge token is quoted shortened, with its length.
+  const std::string name(3000, 'x');
+  try {
+    parse("dot + " + name);
+    FAIL("parsed");
+  } catch (const UserError& e) {
+    CHECK(std::string(e.what()) == "unknown name '" + std::string(32, 'x') +
+                                       "...' (3000 characters) at 6");
+  }
+}
+
+TEST_CASE("verify quotes the user's text of a program with no dot product", "[ir]") {
+  CHECK_THROWS_MATCHES(verify(parse("1"), 1, "1"), UserError,
+                       Catch::Matchers::Message("program '1' reads no dot product (use dot or dot(h))"));
+  CHECK_THROWS_MATCHES(verify(parse("kscale * 2"), 1, "kscale * 2"), UserError,
+                       Catch::Matchers::Message("program 'kscale * 2' reads no dot product (use dot or dot(h))"));
 }
 
 TEST_CASE("verify accepts the built-ins and user programs", "[ir]") {
@@ -442,8 +517,16 @@ TEST_CASE("canonicalise folds constants in float and leaves non-finite results a
   CHECK(canonical_text("dot * exp(0)") == "mul(dot(0), 0x1p+0)");
   CHECK(canonical_text("dot * softplus(30)") == "mul(dot(0), 0x1.ep+4)");
   CHECK(canonical_text("dot * sigmoid(0)") == "mul(dot(0), 0x1p-1)");
-  // Float, not double: 1 + 2^-30 is 1 in float.
-  CHECK(canonical_text("dot * (1 + 0x1p-30 - 1)") == "mul(dot(0), 0x0p+0)");
+  CHECK(canonical_text("dot * (0.5 - 0.5)") == "mul(dot(0), 0x0p+0)");
+  CHECK(canonical_text("dot * (-0.5 * 0)") == "mul(dot(0), -0x0p+0)");
+  // Only exact folds: where float and double disagree the node stays, so the program
+  // means the same in the kernel (float) and in ir::eval (double). 1 + 2^-30 is 1 in
+  // float; 1e-30 * 1e-30 underflows to 0 in float (then 0 * inf would be NaN, not inf).
+  CHECK(canonical_text("dot * (1 + 0x1p-30 - 1)") ==
+        "mul(sub(add(0x1p-30, 0x1p+0), 0x1p+0), dot(0))");
+  CHECK(canonical_text("dot * (1e-30 * 1e-30)") == "mul(mul(0x1.4484cp-100, 0x1.4484cp-100), dot(0))");
+  CHECK(canonical_text("dot * (0.1 * 3)") == "mul(mul(0x1.99999ap-4, 0x1.8p+1), dot(0))");
+  CHECK(canonical_text("dot * exp(1)") == "mul(exp(0x1p+0), dot(0))");
   // Would be NaN or inf: not a constant, left for the kernel to compute.
   CHECK(canonical_text("dot * sqrt(-1)") == "mul(sqrt(-0x1p+0), dot(0))");
   CHECK(canonical_text("dot * log(0)") == "mul(log(0x0p+0), dot(0))");
@@ -451,18 +534,22 @@ TEST_CASE("canonicalise folds constants in float and leaves non-finite results a
   CHECK(canonical_text("dot * (3e38 * 10)") == "mul(mul(0x1.c363ccp+127, 0x1.4p+3), dot(0))");
 }
 
-TEST_CASE("canonicalise pulls a factor that is the same for every head out of a sum", "[ir]") {
-  const std::string expected = "mul(sum_h(mul(w[h], relu(dot(h)))), kscale)";
-  CHECK(canonical_text("sum_h(w * relu(dot) * kscale)") == expected);
-  CHECK(canonical_text("sum_h(kscale * (w * relu(dot)))") == expected);
-  CHECK(canonical_text("sum_h((w * relu(dot)) * kscale)") == expected);
-  CHECK(canonical_text("sum_h(ksq * dot)") == "mul(sum_h(dot(h)), ksq)");
-  CHECK(canonical_text("sum_h(dot * ksq)") == "mul(sum_h(dot(h)), ksq)");
-  // Repeatedly, while the body is a product with a head-free side.
-  CHECK(canonical_text("sum_h(dot * ksq * kscale)") == "mul(mul(sum_h(dot(h)), ksq), kscale)");
-  // max_h(x * f) != max_h(x) * f when f < 0; and a head-dependent factor stays inside.
+TEST_CASE("canonicalise leaves a per-key factor in the head sum it was written in", "[ir]") {
+  // sum_h(x * f) -> sum_h(x) * f would change values (see the [ref] case below), so each
+  // spelling keeps its own meaning; only the order of commutative operands is normalised.
+  CHECK(canonical_text("sum_h(w * relu(dot) * kscale)") ==
+        "sum_h(mul(mul(w[h], relu(dot(h))), kscale))");
+  CHECK(canonical_text("sum_h(kscale * (w * relu(dot)))") ==
+        "sum_h(mul(mul(w[h], relu(dot(h))), kscale))");
+  CHECK(canonical_text("sum_h((relu(dot) * w) * kscale)") ==
+        "sum_h(mul(mul(w[h], relu(dot(h))), kscale))");
+  CHECK(canonical_text("sum_h(w[h] * kscale * relu(dot(h)))") ==
+        "sum_h(mul(relu(dot(h)), mul(w[h], kscale)))");
+  CHECK(canonical_text("sum_h(ksq * dot)") == "sum_h(mul(ksq, dot(h)))");
+  CHECK(canonical_text("sum_h(dot * ksq)") == "sum_h(mul(ksq, dot(h)))");
   CHECK(canonical_text("max_h(dot * kscale)") == "max_h(mul(kscale, dot(h)))");
-  CHECK(canonical_text("sum_h(w * dot)") == "sum_h(mul(w[h], dot(h)))");
+  CHECK(canonical_text("sum_h(w * relu(dot)) * kscale") ==
+        "mul(sum_h(mul(w[h], relu(dot(h)))), kscale)");
 }
 
 TEST_CASE("canonicalise keeps the value of a program", "[ir]") {
@@ -475,7 +562,7 @@ TEST_CASE("canonicalise keeps the value of a program", "[ir]") {
                            "sum_h(dot * ksq * kscale) / sqrt(qsq[2] * ksq)"}) {
     INFO(text);
     const Expr e = parse(text);
-    CHECK(eval(canonicalise(e), in) == Approx(eval(e, in)).epsilon(1e-12));
+    CHECK(same_bits(eval(canonicalise(e), in), eval(e, in)));
   }
 }
 
@@ -567,4 +654,68 @@ TEST_CASE("eval refuses inputs the program needs but was not given", "[ir]") {
                        Catch::Matchers::Message("eval: the program reads w but none was given"));
   CHECK_THROWS_AS(eval(parse("dot(2)"), in), UserError);
   CHECK_THROWS_AS(eval(parse("dot(h)"), in), UserError);
+}
+
+// Values that the rewrites of canonicalise could change: non-finite, signed zeros, values
+// whose products or sums overflow or underflow in float, and ordinary ones.
+static double special_value(std::mt19937_64& rng) {
+  static const double kSpecial[] = {kNaN, std::numeric_limits<double>::infinity(),
+                                    -std::numeric_limits<double>::infinity(), 0.0, -0.0,
+                                    3.4028234663852886e38, -3.4028234663852886e38, 1e-45,
+                                    1.0, -1.0, 2.0, -0.5};
+  if (rng() % 3 != 0) return kSpecial[rng() % std::size(kSpecial)];
+  return std::uniform_real_distribution<double>(-4.0, 4.0)(rng);
+}
+
+TEST_CASE("canonicalise keeps the value to the bit on NaN, inf and -0 inputs", "[ref]") {
+  // The case of the issue: sum_h(dot(h) * kscale), kscale = inf, dots {2, -1}: NaN as
+  // written (inf + -inf); pulling kscale out of the sum would make it inf, and NaN ranks
+  // first, so the selection would change.
+  {
+    const double dots[] = {2.0, -1.0};
+    const EvalInputs in{dots, nullptr, std::numeric_limits<double>::infinity(), nullptr, 0.0, 2};
+    const Expr written = parse("sum_h(dot(h) * kscale)");
+    CHECK(std::isnan(eval(written, in)));
+    CHECK(std::isnan(eval(canonicalise(written), in)));
+  }
+  const uint64_t seed = winnow::test::test_seed();
+  INFO("WINNOW_TEST_SEED=" << seed);
+  std::mt19937_64 rng(seed);
+  std::vector<Expr> programs = random_programs(seed ^ 0x5eed, 3000);
+  for (const char* text :
+       {"sum_h(dot(h) * kscale)", "sum_h(w[h] * relu(dot(h)) * kscale)",
+        "sum_h(w[h] * kscale * relu(dot(h)))", "sum_h(kscale * ksq * sigmoid(dot))",
+        "sum_h(dot * ksq * kscale)", "max_h(dot * kscale)", "dot * (1e-30 * 1e-30)",
+        "dot * (1 + 0x1p-30 - 1)", "kscale * (3e38 * 10) * dot", "min(dot, -0.0) + max(0, dot(1))"})
+    programs.push_back(parse(text));
+  int compared = 0;
+  for (const Expr& written : programs) {
+    const Expr canonical = canonicalise(written);
+    for (int trial = 0; trial < 8; ++trial) {
+      double dots[4], w[4], qsq[4];
+      for (int h = 0; h < 4; ++h) {
+        dots[h] = special_value(rng);
+        w[h] = special_value(rng);
+        qsq[h] = special_value(rng);
+      }
+      const EvalInputs in{dots, w, special_value(rng), qsq, special_value(rng), 4};
+      double a = 0.0, b = 0.0;
+      try {
+        a = eval(written, in);
+      } catch (const UserError&) {
+        break;  // h outside a reduction, nested reductions: not a program eval takes
+      }
+      b = eval(canonical, in);
+      INFO(print(written) << " -> " << print(canonical) << "; dots " << dots[0] << " "
+           << dots[1] << " " << dots[2] << " " << dots[3] << ", w " << w[0] << " " << w[1]
+           << " " << w[2] << " " << w[3] << ", kscale " << in.kscale << ", ksq " << in.ksq);
+      if (std::isnan(a)) {
+        REQUIRE(std::isnan(b));  // NaN payloads may differ; NaN-ness may not
+      } else {
+        REQUIRE(same_bits(a, b));
+      }
+      ++compared;
+    }
+  }
+  CHECK(compared > 5000);
 }

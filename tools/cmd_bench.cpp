@@ -105,10 +105,11 @@ const Workload kWorkloads[] = {
     {"knn-l2", Family::Knn, l2_score, 1, 768, 0, {1048576}, kKnnKs, 64, DType::F16, kAllTypes},
 };
 
+// Every workload `bench` runs, block-select (tools/cmd_bench_block.cpp) included.
 std::string workload_list() {
   std::string s;
   for (const Workload& w : kWorkloads) s += (s.empty() ? "" : ", ") + std::string(w.name);
-  return s;
+  return s + " and block-select";
 }
 
 struct BenchArgs {
@@ -186,6 +187,9 @@ Options:
 const Workload& find_workload(const std::string& name) {
   for (const Workload& w : kWorkloads)
     if (name == w.name) return w;
+  if (name == "block-select")  // dispatched by bench_main only as the first argument
+    throw UsageError("block-select has its own options: name it first, as in "
+                     "'winnow bench block-select --L 16K' (see winnow bench block-select --help)");
   throw UsageError("unknown workload '" + name + "'; the workloads are " + workload_list());
 }
 

@@ -250,9 +250,13 @@ int run_compile(int argc, char** argv) {
   if (expr) {
     try {
       p.score = ir::parse(*expr);
+      p.expression = *expr;
     } catch (const ir::UserError& e) {
-      fmt::print(stderr, "winnow compile: bad expression: {}\n  {}\n", e.what(), *expr);
-      if (e.position() >= 0) fmt::print(stderr, "  {:>{}}\n", "^", e.position() + 1);
+      // An excerpt around the error, never the whole text (it may be megabytes).
+      std::string shown = ir::text_excerpt(*expr, e.position());
+      for (size_t at = shown.find('\n'); at != std::string::npos; at = shown.find('\n', at + 3))
+        shown.replace(at, 1, "\n  ");
+      fmt::print(stderr, "winnow compile: bad expression: {}\n  {}\n", e.what(), shown);
       return 1;
     }
   } else {

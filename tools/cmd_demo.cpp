@@ -4,6 +4,7 @@
 // Without one: compile for sm_90a and run the CPU reference, and say so.
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -81,10 +82,33 @@ int64_t reference_mismatches(const ops::TopkProblem& p, const ops::ProblemData& 
   return bad;
 }
 
-void append_json(const std::string& path, const std::string& line) {
-  if (path.empty()) return;
-  if (FILE* f = std::fopen(path.c_str(), "a")) {
-    std::fputs((line + "\n").c_str(), f);
+// Appends one record; false (with a message) when the file cannot be written.
+bool append_json(const std::string& path, const std::string& line) {
+  if (path.empty()) return true;
+  FILE* f = std::fopen(path.c_str(), "a");
+  bool ok = f && std::fputs((line + "\n").c_str(), f) >= 0;
+  if (f) ok = std::fclose(f) == 0 && ok;
+  if (!ok) fmt::print(stderr, "winnow demo: cannot write --json {}\n", path);
+  return ok;
+}
+
+// The checks `bench` makes, before anything is compiled or allocated.
+void validate(const DemoArgs& a) {
+  if (a.rows < 1) throw UsageError(fmt::format("--rows must be at least 1, got {}", a.rows));
+  if (a.heads < 1 || a.heads > ops::kMaxHeads)
+    throw UsageError(fmt::format("--heads must be in 1..{}, got {}", ops::kMaxHeads, a.heads));
+  if (a.k < 1 || a.k > ops::kMaxK)
+    throw UsageError(fmt::format("--k must be in 1..{}, got {}", ops::kMaxK, a.k));
+  if (a.keys < a.k)
+    throw UsageError(fmt::format("--keys {} is below --k {}: every row would hold fewer keys "
+                                 "than it selects", a.keys, a.k));
+  if (a.repeats < 1)
+    throw UsageError(fmt::format("--repeats must be at least 1, got {}", a.repeats));
+  if (!a.json.empty()) {
+    // Opened (created) now, so a path that cannot be written fails before the run.
+    FILE* f = std::fopen(a.json.c_str(), "a");
+    if (!f)
+      throw UsageError(fmt::format("--json {}: cannot write it: {}", a.json, std::strerror(errno)));
     std::fclose(f);
   }
 }
@@ -148,6 +172,7 @@ int demo_main(int argc, char** argv) {
       unknown_argument(flag);
     }
   }
+  validate(a);
   std::string why;
   if (!rt::gpu_available(&why)) return demo_without_gpu(a, why);
 
@@ -206,9 +231,9 @@ int demo_main(int argc, char** argv) {
         flop / r.ms_median / 1e9, extra, exact ? "true" : "false", r.fallback_rows,
         ctx.info().name, winnow::build_id(), date);
   };
-  append_json(a.json, record("winnow", rf, fused->workspace_bytes()));
-  append_json(a.json, record("materialize", rm, mat_bytes));
-  return exact ? 0 : 1;
+  const bool written = append_json(a.json, record("winnow", rf, fused->workspace_bytes())) &&
+                       append_json(a.json, record("materialize", rm, mat_bytes));
+  return exact && written ? 0 : 1;
 }
 
 }  // namespace winnow::tools

@@ -40,4 +40,11 @@ Arch parse_arch(std::string_view text) {
   return arch;
 }
 
+bool is_supported(const Arch& a) { return a == Arch{9, 0, 'a'} || a == Arch{10, 0, 'a'}; }
+
+std::string supported_archs() {
+  return "sm_90a (Hopper: wgmma, mma.sync and cp.async) and sm_100a (Blackwell: mma.sync; "
+         "no wgmma or tcgen05 path)";
+}
+
 }  // namespace winnow::backend

@@ -17,4 +17,11 @@ struct Arch {
 // Throws std::invalid_argument with a message naming the accepted forms.
 Arch parse_arch(std::string_view text);
 
+// The targets winnow supports and tests: sm_90a and sm_100a. Others parse (the cache and
+// the backend can name them) but the ops refuse them: sm_90 without 'a' has no wgmma,
+// and nothing else is compiled and tested here.
+bool is_supported(const Arch& a);
+// "sm_90a (Hopper: wgmma and mma.sync tensor cores) and sm_100a (...)", for messages.
+std::string supported_archs();
+
 }  // namespace winnow::backend

@@ -1,11 +1,19 @@
-// Canonicalisation: one spelling per meaning, so equal scores share one cache entry.
+// Canonicalisation: one spelling per meaning, so equal scores share one cache entry, and
+// never a change of meaning: every rewrite here gives the same value, to the bit (NaN,
+// inf and -0 included), in float as the device computes and in double as ir::eval does.
 // Bottom up, each node with canonical children is
-//  - folded when all its operands are constants (in float, with eval's semantics, as the
-//    device would compute it; a non-finite result is left unfolded, constants are finite),
+//  - folded when all its operands are constants and the result is exact: the float result
+//    (eval's semantics, as the device computes it) equals the double one and is finite.
+//    So `2 + 3` and `exp(0)` fold; `0.1 * 3`, `1e-30 * 1e-30` (float underflow to 0,
+//    which would turn `* inf` from inf into NaN) and `sqrt(-1)` stay for the kernel;
 //  - for add/mul/max/min, given its operands in descending printed order: constants (which
-//    print starting with a digit or '-') go right, and the head sum leads the per-key factor,
-//  - for sum_h(mul(x, f)) with f free of h: rewritten to mul(sum_h(x), f), since f is the
-//    same for every head (kscale, ksq, ...) and is better applied once.
+//    print starting with a digit or '-') go right, and the head sum leads the per-key
+//    factor. IEEE + and * are commutative, and max/min are made so (eval.cpp), so this is
+//    exact; reassociation is not, so `(a * b) * c` keeps its grouping.
+// A per-key factor is not pulled out of a head sum: sum_h(x * f) and sum_h(x) * f differ
+// (f = inf with x of both signs: NaN vs inf; f = 0 with x whose sum overflows: 0 vs NaN;
+// x * f overflowing per head; and in rounding), and NaN ranks first, so the selection
+// would change. The written form is what the kernel computes.
 // Applying it again changes nothing.
 #include <cmath>
 
@@ -14,24 +22,22 @@
 namespace winnow::ir {
 namespace {
 
+// A constant for a fold whose float and double results agree (so the fold is exact in
+// both), else null: the node stays for the device to compute.
+Expr exact_fold(float in_float, double in_double) {
+  if (!std::isfinite(in_float) || static_cast<double>(in_float) != in_double) return nullptr;
+  if (in_float == 0.0f && std::signbit(in_float) != std::signbit(in_double)) return nullptr;
+  return constant(in_float);
+}
+
 bool commutative(BinaryOp op) {
   return op == BinaryOp::Add || op == BinaryOp::Mul || op == BinaryOp::Max || op == BinaryOp::Min;
 }
 
-// True when the value changes with the head bound by the enclosing reduction.
-bool reads_bound_head(const Node& n) {
-  if ((n.kind == NodeKind::Dot || (n.kind == NodeKind::Param && param_per_head(n.param))) &&
-      n.head == kBoundHead)
-    return true;
-  for (const Expr& a : n.args)
-    if (reads_bound_head(*a)) return true;
-  return false;
-}
-
 Expr canonical_unary(const Expr& original, UnaryOp op, const Expr& a) {
   if (a->kind == NodeKind::Const) {
-    const float folded = apply_unary(op, a->value);
-    if (std::isfinite(folded)) return constant(folded);
+    if (Expr folded = exact_fold(apply_unary(op, a->value), apply_unary(op, double(a->value))))
+      return folded;
   }
   if (original && original->args[0] == a) return original;  // unchanged: keep the shared node
   return unary(op, a);
@@ -39,8 +45,9 @@ Expr canonical_unary(const Expr& original, UnaryOp op, const Expr& a) {
 
 Expr canonical_binary(const Expr& original, BinaryOp op, Expr a, Expr b) {
   if (a->kind == NodeKind::Const && b->kind == NodeKind::Const) {
-    const float folded = apply_binary(op, a->value, b->value);
-    if (std::isfinite(folded)) return constant(folded);
+    if (Expr folded = exact_fold(apply_binary(op, a->value, b->value),
+                                 apply_binary(op, double(a->value), double(b->value))))
+      return folded;
   }
   if (commutative(op) && print(a) < print(b)) std::swap(a, b);
   if (original && original->args[0] == a && original->args[1] == b) return original;
@@ -48,19 +55,6 @@ Expr canonical_binary(const Expr& original, BinaryOp op, Expr a, Expr b) {
 }
 
 Expr canonical_head_reduce(const Expr& original, ReduceOp op, const Expr& body) {
-  // Only a sum distributes over a factor of any sign; max_h(x * f) does not.
-  if (op == ReduceOp::Sum && body->kind == NodeKind::Binary && body->binary == BinaryOp::Mul) {
-    const Expr& lhs = body->args[0];
-    const Expr& rhs = body->args[1];
-    const bool lhs_per_head = reads_bound_head(*lhs);
-    const bool rhs_per_head = reads_bound_head(*rhs);
-    if (lhs_per_head != rhs_per_head) {
-      const Expr& per_head = lhs_per_head ? lhs : rhs;
-      const Expr& factor = lhs_per_head ? rhs : lhs;
-      return canonical_binary(nullptr, BinaryOp::Mul,
-                              canonical_head_reduce(nullptr, ReduceOp::Sum, per_head), factor);
-    }
-  }
   if (original && original->args[0] == body) return original;
   return head_reduce(op, body);
 }

@@ -84,17 +84,35 @@ class InternalError : public std::logic_error {
   using std::logic_error::logic_error;
 };
 
+// Bounds on a program, so that a caller's text cannot cost without bound in the parser, the
+// passes, the generated source or NVRTC (include/winnow.h: WINNOW_MAX_EXPRESSION_BYTES and
+// WINNOW_MAX_EXPRESSION_NODES). Nodes are counted as the printer writes them (a shared
+// sub-expression counts at every use). Real scores take a dozen; NVRTC's cost grows with
+// the nodes inside a head sum (each is unrolled over heads and accumulators): measured
+// with nvrtc 13.0 for sm_90a, 64 heads, 5 s for relu_mh, 21 s and 0.5 GB for 63 nodes of
+// dot and w in a sum (100 s and 2.6 GB for 255 nodes).
+inline constexpr size_t kMaxTextBytes = 4096;
+inline constexpr int kMaxNodes = 64;
+
+// At most 64 characters of `text` around `position` (-1: its start), "..." where cut,
+// control characters shown as '?', and when position >= 0 a second line with a caret
+// under it: error messages quote this, never a whole (possibly huge) text.
+std::string text_excerpt(std::string_view text, int position = -1);
+
 // Parses both the canonical form and the infix form a person writes:
 //   sum_h(w[h] * relu(dot(h))) * kscale      max_h(dot(h))      -(qsq[0] + ksq - 2 * dot(0))
 // Infix operators + - * / and unary -, function calls relu(x), max(a, b), etc.
 // Bare `dot` means dot(0) outside a reduction and dot(h) inside one; likewise `w`, `qsq`.
-// Throws UserError with the position of the problem.
+// Throws UserError with the position of the problem, also for text longer than
+// kMaxTextBytes or a program of more than kMaxNodes nodes.
 Expr parse(std::string_view text);
 
 // Checks a program: throws UserError for mistakes a user can make (h used outside a
 // head reduction, nested head reductions, a fixed head >= heads, a program with no
-// dot), InternalError for malformed nodes. `heads` is the problem's H.
-void verify(const Expr& e, int heads);
+// dot, more than kMaxNodes nodes), InternalError for malformed nodes. `heads` is the
+// problem's H. `source`: the text the program was parsed from, if any; messages about the
+// whole program quote (an excerpt of) it rather than the printed IR.
+void verify(const Expr& e, int heads, std::string_view source = {});
 
 // What a program reads; drives codegen and input validation.
 struct Uses {
@@ -104,9 +122,10 @@ struct Uses {
 };
 Uses uses(const Expr& e);
 
-// Canonicalisation pass: folds constant subtrees, orders the operands of add/mul/max/min
-// by their printed form, and pulls a per-key factor out of a head sum
-// (sum_h(x * kscale) -> mul(sum_h(x), kscale)). Idempotent.
+// Canonicalisation pass: folds constant subtrees where the fold is exact, and orders the
+// operands of add/mul/max/min by their printed form. Keeps the value to the bit (NaN, inf
+// and -0 included; see canonicalise.cpp): so it does not move a per-key factor out of a
+// head sum, which is not exact. Idempotent.
 Expr canonicalise(const Expr& e);
 
 // Built-in score functions, as IR programs.

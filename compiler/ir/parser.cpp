@@ -1,7 +1,8 @@
 // Parser for the text form of a score program: the canonical form the printer writes
 // (`mul(sum_h(mul(w[h], relu(dot(h)))), kscale)`) and the infix form a person writes
 // (`sum_h(w[h] * relu(dot(h))) * kscale`). Purely syntactic: meaning (h outside a head
-// reduction, heads out of range) is verify()'s job, so parse(print(e)) == e for every e.
+// reduction, heads out of range) is verify()'s job, so parse(print(e)) == e for every e
+// within the limits (kMaxTextBytes, kMaxNodes, kMaxNesting), which are checked here.
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -32,7 +33,14 @@ bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) |
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_hex_digit(char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; }
 
-std::string quote(std::string_view s) { return "'" + std::string(s) + "'"; }
+// A token as quoted in a message: at most 32 characters of it.
+std::string quote(std::string_view s) {
+  constexpr size_t kShown = 32;
+  std::string out = "'";
+  out.append(s.substr(0, kShown));
+  if (s.size() <= kShown) return out += "'";
+  return out.append("...' (").append(std::to_string(s.size())).append(" characters)");
+}
 
 std::string describe(const Token& t) {
   return t.kind == TokenKind::End ? std::string("end of input") : quote(t.text);
@@ -172,7 +180,12 @@ struct Parsed {
 
 class Parser {
  public:
-  explicit Parser(std::string_view text) : lexer_(text) { advance(); }
+  explicit Parser(std::string_view text) : lexer_(text) {
+    if (text.size() > kMaxTextBytes)
+      throw UserError("expression is " + std::to_string(text.size()) +
+                      " bytes long, more than the maximum " + std::to_string(kMaxTextBytes));
+    advance();
+  }
 
   Expr program() {
     Parsed e = expression();
@@ -182,6 +195,13 @@ class Parser {
 
  private:
   void advance() { current_ = lexer_.next(); }
+
+  // Every node the parser makes passes here, so the count is checked as the text is read.
+  Expr made(Expr e, int position) {
+    if (++nodes_ > kMaxNodes)
+      fail("expression has more than " + std::to_string(kMaxNodes) + " nodes", position);
+    return e;
+  }
 
   bool at_symbol(char c) const {
     return current_.kind == TokenKind::Symbol && current_.text[0] == c;
@@ -209,7 +229,7 @@ class Parser {
   }
 
   Parsed binary_node(BinaryOp op, const Parsed& a, const Parsed& b, int position) {
-    return over(binary(op, a.expr, b.expr), std::max(a.depth, b.depth), position);
+    return over(made(binary(op, a.expr, b.expr), position), std::max(a.depth, b.depth), position);
   }
 
   // expression := term (('+' | '-') term)*
@@ -246,11 +266,11 @@ class Parser {
     if (current_.kind == TokenKind::Number) {
       const float v = -number_value(current_);
       advance();
-      return {constant(v)};
+      return {made(constant(v), position)};
     }
     Nesting guard(*this);
     const Parsed operand = signed_factor();
-    return over(unary(UnaryOp::Neg, operand.expr), operand.depth, position);
+    return over(made(unary(UnaryOp::Neg, operand.expr), position), operand.depth, position);
   }
 
   Parsed primary() {
@@ -258,7 +278,7 @@ class Parser {
     switch (t.kind) {
       case TokenKind::Number:
         advance();
-        return {constant(number_value(t))};
+        return {made(constant(number_value(t)), t.position)};
       case TokenKind::Name:
         advance();
         return named(t);
@@ -299,24 +319,25 @@ class Parser {
 
   Parsed named(const Token& name) {
     const std::string_view n = name.text;
+    const int at = name.position;
     if (n == "dot") {
-      if (!at_symbol('(')) return {dot(bare_head())};
+      if (!at_symbol('(')) return {made(dot(bare_head()), at)};
       advance();
       const int head = head_index();
       expect(')');
-      return {dot(head)};
+      return {made(dot(head), at)};
     }
     if (const auto p = param_named(n)) {
       if (!param_per_head(*p)) {
         if (at_symbol('['))
           fail(quote(n) + " is per key and takes no head index", current_.position);
-        return {param(*p)};
+        return {made(param(*p), at)};
       }
-      if (!at_symbol('[')) return {param(*p, bare_head())};
+      if (!at_symbol('[')) return {made(param(*p, bare_head()), at)};
       advance();
       const int head = head_index();
       expect(']');
-      return {param(*p, head)};
+      return {made(param(*p, head), at)};
     }
     if (n == "h") fail("'h' is only a head index, as in dot(h) or w[h]", name.position);
     const auto u = unary_named(n);
@@ -330,7 +351,7 @@ class Parser {
     Parsed result;
     if (u) {
       const Parsed operand = expression();
-      result = over(unary(*u, operand.expr), operand.depth, name.position);
+      result = over(made(unary(*u, operand.expr), at), operand.depth, at);
     } else if (b) {
       const Parsed lhs = expression();
       expect(',');
@@ -339,7 +360,7 @@ class Parser {
       ++reductions_open_;
       const Parsed body = expression();
       --reductions_open_;
-      result = over(head_reduce(*r, body.expr), body.depth, name.position);
+      result = over(made(head_reduce(*r, body.expr), at), body.depth, at);
     }
     expect(')');
     return result;
@@ -349,10 +370,28 @@ class Parser {
   Token current_;
   int nesting_ = 0;
   int reductions_open_ = 0;
+  int nodes_ = 0;
 };
 
 }  // namespace
 
 Expr parse(std::string_view text) { return Parser(text).program(); }
+
+std::string text_excerpt(std::string_view text, int position) {
+  constexpr int kRadius = 32;
+  const int size = static_cast<int>(std::min<size_t>(text.size(), 1u << 30));
+  const int at = std::clamp(position, 0, size);
+  const int first = std::max(0, (position < 0 ? 0 : at) - kRadius);
+  const int last = std::min(size, first + 2 * kRadius);
+  std::string line = first > 0 ? "..." : "";
+  const int caret = static_cast<int>(line.size()) + (at - first);
+  for (int i = first; i < last; ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    line += std::isprint(c) ? static_cast<char>(c) : '?';
+  }
+  if (last < size) line += "...";
+  if (position < 0) return line;
+  return line + "\n" + std::string(caret, ' ') + "^";
+}
 
 }  // namespace winnow::ir

@@ -12,9 +12,17 @@ struct VerifyContext {
   int heads = 1;
   Expr open_reduction;  // the enclosing HeadReduce, if any
   bool reads_dot = false;
+  int nodes = 0;        // visited so far, a shared sub-expression at every use
 };
 
-std::string quoted(const Expr& e) { return "'" + print(e) + "'"; }
+// A sub-expression as quoted in a message: at most 64 characters of its printed form.
+std::string quoted(const Expr& e) {
+  constexpr size_t kShown = 64;
+  const std::string text = print(e);
+  std::string out = "'";
+  out.append(text, 0, kShown);
+  return out.append(text.size() <= kShown ? "'" : "...'");
+}
 
 // Checked before anything else reads the node (print included), so a malformed node is
 // reported as such rather than crashing the message that would describe it.
@@ -91,6 +99,10 @@ void verify_HeadReduce(const Expr& e, VerifyContext& cx) {
 }
 
 void verify_node(const Expr& e, VerifyContext& cx) {
+  // Before anything recurses further: a program built around the parser (shared nodes) can
+  // expand to far more than it holds.
+  if (++cx.nodes > kMaxNodes)
+    throw UserError("program has more than " + std::to_string(kMaxNodes) + " nodes");
   switch (e->kind) {
 #define WINNOW_NODE(name) \
   case NodeKind::name:    \
@@ -103,14 +115,18 @@ void verify_node(const Expr& e, VerifyContext& cx) {
 
 }  // namespace
 
-void verify(const Expr& e, int heads) {
+void verify(const Expr& e, int heads, std::string_view source) {
   if (!e) throw InternalError("verify: null program");
   if (heads < 1) throw UserError("heads must be at least 1, found " + std::to_string(heads));
   VerifyContext cx;
   cx.heads = heads;
   verify_node(e, cx);
-  if (!cx.reads_dot)
-    throw UserError("program " + quoted(e) + " reads no dot product (use dot or dot(h))");
+  if (!cx.reads_dot) {
+    // The caller's own text when there is one: '1', not the canonical '0x1p+0'.
+    std::string program = quoted(e);
+    if (!source.empty()) program = "'" + text_excerpt(source) += "'";
+    throw UserError("program " + program + " reads no dot product (use dot or dot(h))");
+  }
 }
 
 }  // namespace winnow::ir

@@ -1,0 +1,96 @@
+// The `winnow` command line, run as a user runs it: exit codes and messages of bad
+// arguments (checked before anything is compiled, allocated or written).
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <random>
+#include <string>
+
+#include "support.h"
+
+using Catch::Matchers::Contains;
+
+namespace {
+
+struct ToolRun {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs `winnow <args>` (args are shell words: keep them free of quotes).
+ToolRun run_tool(const std::string& args) {
+  ToolRun r;
+  const std::string command = std::string(WINNOW_TOOL_PATH) + " " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buffer[4096];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) r.output.append(buffer, n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("winnow demo refuses bad sizes and an unwritable --json as usage errors", "[tool]") {
+  std::mt19937_64 rng(winnow::test::test_seed());
+  const int negative = -1 - int(rng() % 1000);
+  struct Case {
+    std::string args, message;
+  };
+  const Case cases[] = {
+      {"--rows " + std::to_string(negative),
+       "--rows must be at least 1, got " + std::to_string(negative)},
+      {"--rows 0", "--rows must be at least 1, got 0"},
+      {"--keys 10", "--keys 10 is below --k 2048"},
+      {"--keys 100 --k 101", "--keys 100 is below --k 101"},
+      {"--repeats -1", "--repeats must be at least 1, got -1"},
+      {"--repeats 0", "--repeats must be at least 1"},
+      {"--k 0", "--k must be in 1..8192, got 0"},
+      {"--k 9000", "--k must be in 1..8192"},
+      {"--heads 0", "--heads must be in 1..128"},
+      {"--json /nonexistent-winnow-dir/r.jsonl", "--json /nonexistent-winnow-dir/r.jsonl: cannot write it"},
+  };
+  for (const Case& c : cases) {
+    INFO("winnow demo " << c.args);
+    const ToolRun r = run_tool("demo " + c.args);
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Contains(c.message));
+    CHECK_THAT(r.output, Contains("Run 'winnow demo --help'"));
+  }
+}
+
+TEST_CASE("winnow bench names every workload, block-select included", "[tool]") {
+  ToolRun r = run_tool("bench");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Contains("which workload? one of dsa-prefill,"));
+  CHECK_THAT(r.output, Contains("knn-l2 and block-select"));
+  r = run_tool("bench nonesuch");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Contains("and block-select"));
+  // block-select after other options: said how to ask for it, not "unknown workload".
+  r = run_tool("bench --repeats 3 block-select");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Contains("block-select has its own options: name it first"));
+}
+
+TEST_CASE("winnow compile: messages name the op, quote the user's text, list the archs",
+          "[tool]") {
+  ToolRun r = run_tool("compile --op block-attention --dim 96 --arch sm_90a --emit ir");
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Contains("head_dim = 96 is not supported: block-attention takes 64 or 128"));
+  r = run_tool("compile --op block-select --dim 96 --arch sm_90a --emit ir");
+  CHECK_THAT(r.output, Contains("block-select takes 64 or 128"));
+  r = run_tool("compile --expr 1 --arch sm_90a --emit ir");
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Contains("program '1' reads no dot product"));
+  r = run_tool("compile --score relu_mh --arch sm_90 --emit ir");
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Contains("arch sm_90 is not supported: winnow supports sm_90a ("));
+  r = run_tool("compile --score relu_mh --arch sm_90a --emit ir");
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Contains("head_sums=true wgmma=true"));
+}
