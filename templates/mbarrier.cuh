@@ -55,6 +55,12 @@ __device__ __forceinline__ void named_barrier_sync() {
   static_assert(Id >= 1 && Id < 16 && Threads % 32 == 0, "named barriers 1..15, whole warps");
   asm volatile("bar.sync %0, %1;\n" ::"n"(Id), "n"(Threads) : "memory");
 }
+// Arrives on named barrier `id` without waiting (the other side syncs on it).
+template <int Id, int Threads>
+__device__ __forceinline__ void named_barrier_arrive() {
+  static_assert(Id >= 1 && Id < 16 && Threads % 32 == 0, "named barriers 1..15, whole warps");
+  asm volatile("bar.arrive %0, %1;\n" ::"n"(Id), "n"(Threads) : "memory");
+}
 #endif
 
 // Stage and phase parity of the pos-th use of a ring of `stages` (producer and consumers

@@ -33,6 +33,11 @@
 #ifndef WINNOW_WGMMA_SPLIT
 #define WINNOW_WGMMA_SPLIT 0
 #endif
+// Experiment switch: -DWINNOW_PINGPONG=0 lets the two math warpgroups of the wgmma path
+// issue their MMAs whenever their stage is ready instead of taking turns.
+#ifndef WINNOW_PINGPONG
+#define WINNOW_PINGPONG 1
+#endif
 // Experiment switch: -DWINNOW_HEAD_SUM_FMA=0 sums w * g(dot) terms of the wgmma head sums
 // as a product and an add each (two roundings) instead of one fused multiply-add.
 #ifndef WINNOW_HEAD_SUM_FMA
@@ -359,8 +364,12 @@ __device__ void mma_head_sums(const TopkSmem<C>& s) {
         u32 b1 = *reinterpret_cast<const u32*>(kb + hi);
         mma_step<C>(a[ks], b0, b1, c0, c1, c2, c3);
       }
-      float p0 = op_add(S::term(c0, w0), S::term(c2, w1));  // key 2 * t4
-      float p1 = op_add(S::term(c1, w0), S::term(c3, w1));  // key 2 * t4 + 1
+      // A term may read the key's scale (the same for every head).
+      const int j0 = nt * 8 + 2 * t4;
+      const float ks0 = C::kUsesKScale ? s.kscale[j0] : 1.0f;
+      const float ks1 = C::kUsesKScale ? s.kscale[j0 + 1] : 1.0f;
+      float p0 = op_add(S::term(c0, w0, ks0), S::term(c2, w1, ks0));  // key 2 * t4
+      float p1 = op_add(S::term(c1, w0, ks1), S::term(c3, w1, ks1));  // key 2 * t4 + 1
 #pragma unroll
       for (int o = 4; o < 32; o <<= 1) {
         p0 = op_add(p0, __shfl_xor_sync(0xFFFFFFFFu, p0, o));
@@ -379,13 +388,13 @@ __device__ void mma_head_sums(const TopkSmem<C>& s) {
 // zero product never changes a sum that starts at +0 (fma(w, +-0, p) == p, p == +0 too), so
 // the head sums have the same bits either way.
 template <class S>
-__device__ __forceinline__ float weighted_factor(float dot) {
+__device__ __forceinline__ float weighted_factor(float dot, float kscale) {
   if constexpr (S::kReluOfDot) {
     float r;
     asm("max.NaN.f32 %0, %1, 0f00000000;\n" : "=f"(r) : "f"(dot));
     return r;
   } else {
-    return S::unweighted(dot);
+    return S::unweighted(dot, kscale);
   }
 }
 
@@ -397,8 +406,10 @@ __device__ __forceinline__ float weighted_factor(float dot) {
 // a row in a fixed order, and two shuffles leave the row's sum in all four lanes of the
 // quad; the 2 R (row, key) scores of a quad are visited by its lanes in turn, straight
 // from the registers. Fused and materialize kernels run this same code (same bits).
-template <class C, class S, class KeyOf, class Visit>
-__device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit) {
+// issued(): called once the tile's MMAs are issued (the ping-pong hands the tensor cores
+// to the other warpgroup there).
+template <class C, class S, class KeyOf, class Visit, class Issued>
+__device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit, Issued issued) {
   constexpr int H = C::kHeads, R = C::kRows, KT = C::kKeyTile;
   constexpr int RB = C::kDim * MmaBytes<C>::value;
   static_assert(R * H == 128 && KT == 128 && C::kMathThreads == 256 && RB % 128 == 0,
@@ -412,6 +423,9 @@ __device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit)
   // (columns h = 8 jj + 2 t4, + 1 of the row's H): term(dot, w) in a fixed order, then two
   // shuffles across the quad.
   float sums[R][2];
+  // The scales of the thread's two keys, for terms that read kscale (dead loads otherwise).
+  const float ks0 = C::kUsesKScale ? s.kscale[key0] : 1.0f;
+  const float ks1 = C::kUsesKScale ? s.kscale[key0 + 8] : 1.0f;
   auto row_sums = [&](int r, const float* dr) {
     float p0 = 0.0f, p1 = 0.0f;
 #pragma unroll
@@ -420,14 +434,14 @@ __device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit)
       if constexpr (S::kWeightedTerm && WINNOW_HEAD_SUM_FMA) {
         // term = w * g(dot): one fused multiply-add per head (one rounding), in the same
         // fixed order in every mode.
-        p0 = __fmaf_rn(w.x, weighted_factor<S>(dr[4 * jj]), p0);
-        p1 = __fmaf_rn(w.x, weighted_factor<S>(dr[4 * jj + 2]), p1);
-        p0 = __fmaf_rn(w.y, weighted_factor<S>(dr[4 * jj + 1]), p0);
-        p1 = __fmaf_rn(w.y, weighted_factor<S>(dr[4 * jj + 3]), p1);
+        p0 = __fmaf_rn(w.x, weighted_factor<S>(dr[4 * jj], ks0), p0);
+        p1 = __fmaf_rn(w.x, weighted_factor<S>(dr[4 * jj + 2], ks1), p1);
+        p0 = __fmaf_rn(w.y, weighted_factor<S>(dr[4 * jj + 1], ks0), p0);
+        p1 = __fmaf_rn(w.y, weighted_factor<S>(dr[4 * jj + 3], ks1), p1);
         continue;
       }
-      const float a0 = op_add(S::term(dr[4 * jj], w.x), S::term(dr[4 * jj + 1], w.y));
-      const float a1 = op_add(S::term(dr[4 * jj + 2], w.x), S::term(dr[4 * jj + 3], w.y));
+      const float a0 = op_add(S::term(dr[4 * jj], w.x, ks0), S::term(dr[4 * jj + 1], w.y, ks0));
+      const float a1 = op_add(S::term(dr[4 * jj + 2], w.x, ks1), S::term(dr[4 * jj + 3], w.y, ks1));
       p0 = jj == 0 ? a0 : op_add(p0, a0);
       p1 = jj == 0 ? a1 : op_add(p1, a1);
     }
@@ -455,6 +469,7 @@ __device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit)
       }
       wgmma_commit();
     }
+    issued();
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       switch (R - 1 - r) {  // groups still allowed in flight: those of the later rows
@@ -479,6 +494,7 @@ __device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit)
           wgmma_desc_from_lo(b_lo, swizzled_at<R * H>(0, k0)), k0 > 0);
     }
     wgmma_commit();
+    issued();
     wgmma_wait<0>();
     wgmma_pin(d);
 #pragma unroll
@@ -584,9 +600,9 @@ __device__ void load_key_tile(const TopkParams& p, const TopkSmem<C>& s, int sta
 
 // Scores the key tile in stage `stage` (loaded, and visible after a barrier) against
 // every row of the block and calls visit(r, key, score) for each. Called by the whole CTA.
-template <class C, class S, class KeyOf, class Visit>
+template <class C, class S, class KeyOf, class Visit, class Issued>
 __device__ void score_loaded_tile(const TopkParams& p, const TopkSmem<C>& s0, int stage,
-                                  KeyOf key_of, Visit visit) {
+                                  KeyOf key_of, Visit visit, Issued issued) {
   constexpr int R = C::kRows, H = C::kHeads, D = C::kDim, KT = C::kKeyTile;
   constexpr int KS = D + 1, DS = H + 1;
   const TopkSmem<C> s = with_stage<C>(s0, stage);
@@ -607,7 +623,7 @@ __device__ void score_loaded_tile(const TopkParams& p, const TopkSmem<C>& s0, in
   if constexpr (C::kWgmma) {
     // Visits from the accumulators. No barrier: the caller keeps the stage from being
     // overwritten before every warpgroup is done with it.
-    wgmma_head_sums<C, S>(s, key_of, visit);
+    wgmma_head_sums<C, S>(s, key_of, visit, issued);
     return;
   } else if constexpr (UsesHeadSums<C, S>::value) {
     mma_head_sums<C, S>(s);
@@ -741,13 +757,33 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
       }
       publish_gathered<C>(s, gathered, 0);
     } else {
+      // Ping-pong (WINNOW_PINGPONG): the two math warpgroups take turns on the tensor
+      // cores, warpgroup 0 first on every tile: each waits for its turn (named barrier
+      // 2 + wg), issues its MMAs, hands the turn over (arrives on the other's), then runs
+      // its epilogue while the other's MMAs run. Warpgroup 0 takes the first turn of the
+      // list unasked and consumes the last hand-over at the end, so every list starts and
+      // ends with no pending arrivals.
+      const int wg = int(threadIdx.x) >> 7;
+      auto hand_over = [wg] {
+        if constexpr (WINNOW_PINGPONG) {
+          if (wg == 0) named_barrier_arrive<3, C::kMathThreads>();
+          else named_barrier_arrive<2, C::kMathThreads>();
+        }
+      };
       for (int t = 0; t < tiles; ++t) {
         const RingSlot slot = ring_slot(pos0 + unsigned(t), STAGES);
         mbarrier_wait(s.ring_full + slot.stage, slot.parity);
-        score_loaded_tile<C, S>(p, s, slot.stage, tile_keys(t), visit);
+        if constexpr (WINNOW_PINGPONG) {
+          if (wg == 1) named_barrier_sync<3, C::kMathThreads>();
+          else if (t > 0) named_barrier_sync<2, C::kMathThreads>();
+        }
+        score_loaded_tile<C, S>(p, s, slot.stage, tile_keys(t), visit, hand_over);
         __syncwarp();  // the warp's reads of the stage are done
         if ((threadIdx.x & 31) == 0) mbarrier_arrive(s.ring_empty + slot.stage);
         after_tile();
+      }
+      if constexpr (WINNOW_PINGPONG) {
+        if (wg == 0 && tiles > 0) named_barrier_sync<2, C::kMathThreads>();
       }
     }
     __syncthreads();  // the stages and s.q are read before anyone rewrites them
@@ -762,14 +798,14 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
       }
       copy_async_wait<1>();
       __syncthreads();
-      score_loaded_tile<C, S>(p, s, stage, tile_keys(t), visit);
+      score_loaded_tile<C, S>(p, s, stage, tile_keys(t), visit, [] {});
       after_tile();
     }
   } else {
     for (int t = 0; t < tiles; ++t) {
       load_key_tile<C>(p, s, 0, tile_keys(t));
       __syncthreads();
-      score_loaded_tile<C, S>(p, s, 0, tile_keys(t), visit);
+      score_loaded_tile<C, S>(p, s, 0, tile_keys(t), visit, [] {});
       after_tile();
     }
   }
@@ -1377,7 +1413,14 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
         constexpr int kCheckTiles = CAP / 4 >= 16 * C::kKeyTile ? 16 : 4;
         ++tile;
         if ((tile & 3) == 0) {
-          for (int r = warp; r < R; r += C::kThreads / 32) refresh_gate<C>(s, r, lane);
+          if constexpr (C::kWgmma) {
+            // Rows alternate between the two math warpgroups (warps 0, 4, 1, 5, ...), so
+            // that neither carries every refresh (R <= 8: 128 (row, head) pairs).
+            const int r = (warp & 3) * 2 + (warp >> 2);
+            if (warp < C::kMathThreads / 32 && r < R) refresh_gate<C>(s, r, lane);
+          } else {
+            for (int r = warp; r < R; r += C::kThreads / 32) refresh_gate<C>(s, r, lane);
+          }
         }
         if (tile % kCheckTiles != 0) return;
         math_sync<C>();

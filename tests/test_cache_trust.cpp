@@ -15,6 +15,7 @@
 #include "ops/jit_module.h"
 #include "runtime/sha256.h"
 #include "tests/cache_support.h"
+#include "tests/tool_run.h"
 #include "winnow.h"
 
 using namespace winnow::rt;
@@ -516,22 +517,11 @@ TEST_CASE("compile_cached offers a replacement only for cubins it did not compil
   CHECK(!ops::load_error_may_be_the_cubin(CUDA_ERROR_CONTEXT_IS_DESTROYED));
 }
 
-namespace {
-
-// Runs the `winnow` tool built beside this test binary: its exit code and its output.
+// `winnow cache ...`: its exit code and its output.
 std::pair<int, std::string> run_tool(const std::string& args) {
-  const fs::path tool = fs::read_symlink("/proc/self/exe").parent_path() / "winnow";
-  REQUIRE(fs::exists(tool));
-  FILE* p = ::popen(("'" + tool.string() + "' " + args + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::string out;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
-  const int status = ::pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  const winnow::test::ToolRun r = winnow::test::run_tool(args);
+  return {r.exit_code, r.output};
 }
-
-}  // namespace
 
 TEST_CASE("winnow cache: a file as --dir, raw descriptions, symlinks reported", "[cache]") {
   TempDir dir;

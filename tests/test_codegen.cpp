@@ -137,7 +137,7 @@ TEST_CASE("the head-sum form is recognised only where it holds", "[codegen]") {
   CHECK(codegen::head_sum_node(ir::parse("sum_h(dot(h)) + dot(0)")) == nullptr);  // dot outside
   CHECK(codegen::head_sum_node(ir::parse("sum_h(dot(h)) * sum_h(w[h])")) == nullptr);
   std::string f = codegen::emit_score_functor(ir::relu_mh(true), 64);
-  CHECK_THAT(f, Catch::Contains("term(float dot, float w) { return winnow::op_mul(w, winnow::op_relu(dot)); }"));
+  CHECK_THAT(f, Catch::Contains("term(float dot, float w, float kscale) { return winnow::op_mul(w, winnow::op_relu(dot)); }"));
   CHECK_THAT(f, Catch::Contains("post(float hsum, const winnow::ScoreArgs& a) { return winnow::op_mul(hsum, a.kscale); }"));
 }
 
@@ -199,14 +199,11 @@ TEST_CASE("experiment switches compile and change what they say", "[nvrtc]") {
   CHECK(r.cubin.size() > 1000);
 }
 
-// Both spellings of a key-scaled head sum should get the head-sum / wgmma plan. They are
-// different programs (kscale per head or once; canonicalise cannot merge them exactly, see
-// compiler/ir/canonicalise.cpp), so the kernel must take the written form: today
-// codegen::head_sum_node accepts only dot(h), w[h] and constants in the term, and
-// term(dot, w) has no per-key input. Marked [!shouldfail] until codegen and
-// templates/topk_kernel.cuh pass kscale to term; then this fails as "passed
-// unexpectedly": remove the tag.
-TEST_CASE("one plan for kscale inside and outside the head sum", "[codegen][!shouldfail]") {
+// Both spellings of a key-scaled head sum get the head-sum / wgmma plan. They are different
+// programs (kscale per head or once; canonicalise cannot merge them exactly, see
+// compiler/ir/canonicalise.cpp), so the kernel takes the written form: a head-sum term may
+// read kscale, which the kernel passes per key.
+TEST_CASE("one plan for kscale inside and outside the head sum", "[codegen]") {
   auto plan_of = [](const char* text) {
     ops::TopkProblem p;
     p.score = ir::parse(text);

@@ -9,30 +9,12 @@
 #include <string>
 
 #include "support.h"
+#include "tool_run.h"
 
 using Catch::Matchers::Contains;
 
-namespace {
-
-struct ToolRun {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-// Runs `winnow <args>` (args are shell words: keep them free of quotes).
-ToolRun run_tool(const std::string& args) {
-  ToolRun r;
-  const std::string command = std::string(WINNOW_TOOL_PATH) + " " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) r.output.append(buffer, n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-}  // namespace
+using winnow::test::run_tool;
+using winnow::test::ToolRun;
 
 TEST_CASE("winnow demo refuses bad sizes and an unwritable --json as usage errors", "[tool]") {
   std::mt19937_64 rng(winnow::test::test_seed());

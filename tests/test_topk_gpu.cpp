@@ -103,7 +103,8 @@ TEST_CASE("retrieval shape: one head, 16 rows on the tensor cores, key splits", 
 TEST_CASE("user expressions compile at run time and stay exact", "[gpu]") {
   WINNOW_REQUIRE_GPU();
   INFO("seed " << test::test_seed());
-  const char* text = GENERATE("max_h(dot(h))", "sum_h(w[h] * softplus(dot(h))) * kscale");
+  const char* text = GENERATE("max_h(dot(h))", "sum_h(w[h] * softplus(dot(h))) * kscale",
+                              "sum_h(w[h] * kscale * relu(dot(h)))");  // a term reading kscale
   auto p = relu_mh_problem(16, 40, ops::DType::BF16);
   p.score = ir::parse(text);
   INFO(text);

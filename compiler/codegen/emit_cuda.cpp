@@ -21,7 +21,8 @@ class FunctorPrinter {
   std::string expr(const ir::Expr& e) {
     if (e.get() == head_sum_) return "hsum";
     if (term_scalars_ && e->kind == ir::NodeKind::Dot) return "dot";
-    if (term_scalars_ && e->kind == ir::NodeKind::Param) return "w";
+    if (term_scalars_ && e->kind == ir::NodeKind::Param)
+      return e->param == ir::ParamId::KScale ? "kscale" : "w";
     switch (e->kind) {
       case ir::NodeKind::Const:
         return fmt::format("{:a}f", e->value);
@@ -76,7 +77,10 @@ bool is_head_term(const ir::Expr& e) {
   switch (e->kind) {
     case ir::NodeKind::Const: return true;
     case ir::NodeKind::Dot: return e->head == ir::kBoundHead;
-    case ir::NodeKind::Param: return e->param == ir::ParamId::W && e->head == ir::kBoundHead;
+    case ir::NodeKind::Param:
+      // kscale is the same for every head of a key: a term may read it.
+      return (e->param == ir::ParamId::W && e->head == ir::kBoundHead) ||
+             e->param == ir::ParamId::KScale;
     case ir::NodeKind::Unary:
     case ir::NodeKind::Binary:
       for (const auto& a : e->args) {
@@ -153,10 +157,10 @@ std::string emit_score_functor(const ir::Expr& score, int heads) {
     const ir::Expr* g = weighted_term_factor(sum->args[0]);
     head_sum = fmt::format(
         "  static constexpr bool kHeadSum = true;\n"
-        "  __device__ static float term(float dot, float w) {{ return {}; }}\n"
-        "  static constexpr bool kWeightedTerm = {};  // term(dot, w) = w * unweighted(dot)\n"
-        "  static constexpr bool kReluOfDot = {};  // unweighted(dot) = relu(dot)\n"
-        "  __device__ static float unweighted(float dot) {{ return {}; }}\n"
+        "  __device__ static float term(float dot, float w, float kscale) {{ return {}; }}\n"
+        "  static constexpr bool kWeightedTerm = {};  // term = w * unweighted(dot, kscale)\n"
+        "  static constexpr bool kReluOfDot = {};  // unweighted(dot, kscale) = relu(dot)\n"
+        "  __device__ static float unweighted(float dot, float kscale) {{ return {}; }}\n"
         "  __device__ static float post(float hsum, const winnow::ScoreArgs& a) {{ return {}; }}\n",
         term_printer.expr(sum->args[0]), g != nullptr,
         g && (*g)->kind == ir::NodeKind::Unary && (*g)->unary == ir::UnaryOp::Relu &&
