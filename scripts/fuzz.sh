@@ -55,12 +55,14 @@ fi
 # 2. Bounded fuzzing. Findings are saved under build-fuzz/findings/ (crash-*, timeout-*,
 # oom-*); new coverage goes to build-fuzz/fuzz-corpus/, never into the committed seeds.
 set +e
+started=$SECONDS
 "$fuzzer" "$work_corpus" tests/fuzz/corpus \
   -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=4096 \
   -error_exitcode=77 -timeout_exitcode=77 -print_final_stats=1 \
   -artifact_prefix="$findings/" "$@" >"$log" 2>&1
 fuzz_rc=$?
 set -e
+elapsed=$((SECONDS - started))
 runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
 rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
 corpus_files=$(find "$work_corpus" -type f | wc -l)
@@ -78,7 +80,7 @@ if [ "$status" -ne 0 ]; then
 fi
 skipped=$(sed -n 's/^winnow-fuzz finding (skipped from now on): //p' "$log" | sort -u | paste -sd, -)
 if [ -n "$skipped" ]; then
-  echo "fuzz: PASS (with WINNOW_FUZZ_SKIP) - ${runs:-?} runs in ${seconds} s (${rate:-?} exec/s), no finding outside the skipped kinds; skipped kinds seen: ${skipped}; corpus ${corpus_files} files"
+  echo "fuzz: PASS (with WINNOW_FUZZ_SKIP) - ${runs:-?} runs in ${elapsed} s (${rate:-?} exec/s), no finding outside the skipped kinds; skipped kinds seen: ${skipped}; corpus ${corpus_files} files"
 else
-  echo "fuzz: PASS - ${runs:-?} runs in ${seconds} s (${rate:-?} exec/s), no finding, corpus ${corpus_files} files"
+  echo "fuzz: PASS - ${runs:-?} runs in ${elapsed} s (${rate:-?} exec/s), no finding, corpus ${corpus_files} files"
 fi

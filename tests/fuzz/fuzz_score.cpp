@@ -404,7 +404,9 @@ void check_program(std::string_view text, InputReader inputs) {
   // Enough heads for every fixed head the program names, and some variety beyond that.
   const uint64_t seed = inputs.empty() ? 0 : inputs.byte();
   const int seeded_heads = inputs.empty() ? 2 : 1 + static_cast<int>(seed % 4);
-  const int heads = std::min(kMaxHeads, std::max(seeded_heads, ir::uses(written).max_fixed_head + 1));
+  // (A head index may be INT_MAX: compare before adding one.)
+  const int max_fixed_head = ir::uses(written).max_fixed_head;
+  const int heads = max_fixed_head >= kMaxHeads ? kMaxHeads : std::max(seeded_heads, max_fixed_head + 1);
   try {
     ir::verify(written, heads);
   } catch (const ir::UserError&) {
