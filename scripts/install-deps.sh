@@ -3,7 +3,9 @@
 # expected in /usr/local/cuda already; no GPU or driver is needed to build or test.
 set -euo pipefail
 
-packages=(g++ cmake ninja-build libfmt-dev catch2 libssl-dev)
+# clang and libclang-rt-14-dev (libFuzzer, ASan, UBSan runtimes; only a Recommends of
+# clang, which --no-install-recommends skips): the fuzz target, scripts/fuzz.sh.
+packages=(g++ cmake ninja-build libfmt-dev catch2 libssl-dev clang libclang-rt-14-dev)
 
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
