@@ -25,18 +25,12 @@
 #include "winnow/topk_params.cuh"
 #include "winnow/wgmma_tiles.cuh"
 
-// Experiment switch (-DWINNOW_WGMMA_SPLIT=1 through WINNOW_NVRTC_OPTIONS, part of the cache
-// key): the wgmma head sums as one group per row, so a row's epilogue overlaps the next
-// row's MMAs (H >= 32; 16 heads would need m64n16). Off: measured slower on the H200,
-// 3.7 % at dsa-prefill (2 rows of 64 heads) and 10-15 % at dsa-glm (4 rows of 32 heads,
-// which also spills 8 bytes); bench/NOTES.md, v14.
-#ifndef WINNOW_WGMMA_SPLIT
-#define WINNOW_WGMMA_SPLIT 0
-#endif
-// Experiment switch: -DWINNOW_PINGPONG=0 lets the two math warpgroups of the wgmma path
-// issue their MMAs whenever their stage is ready instead of taking turns.
+// Experiment switch: -DWINNOW_PINGPONG=1 makes the two math warpgroups of the wgmma path
+// take turns on the tensor cores (FlashAttention-3's ping-pong) instead of issuing their
+// MMAs whenever their stage is ready. Off: measured 2-4 % slower on the H200 with two CTAs
+// per SM (bench/NOTES.md, session 4).
 #ifndef WINNOW_PINGPONG
-#define WINNOW_PINGPONG 1
+#define WINNOW_PINGPONG 0
 #endif
 // Experiment switch: -DWINNOW_HEAD_SUM_FMA=0 sums w * g(dot) terms of the wgmma head sums
 // as a product and an add each (two roundings) instead of one fused multiply-add.
@@ -69,11 +63,6 @@ struct PhaseClocks {
 #define WINNOW_RADIX_AGGREGATE 1
 #endif
 
-// Experiment switch: -DWINNOW_SAMPLE_FITTING=1 samples windows that fit the candidate
-// buffer too (as before the streaming driver), to time against skipping their sample.
-#ifndef WINNOW_SAMPLE_FITTING
-#define WINNOW_SAMPLE_FITTING 0
-#endif
 
 namespace winnow {
 
@@ -450,38 +439,7 @@ __device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit,
     sums[r][0] = op_add(p0, __shfl_xor_sync(0xFFFFFFFFu, p0, 2));
     sums[r][1] = op_add(p1, __shfl_xor_sync(0xFFFFFFFFu, p1, 2));
   };
-  if constexpr (WINNOW_WGMMA_SPLIT && H >= 32) {
-    // One wgmma group per row (64 x H each), committed in turn: row r's sums are taken
-    // while the rows after it are still on the tensor cores. Same products and the same
-    // sums as the single group (each accumulator is one (key, row, head) dot).
-    float d[R][H / 2];
-    const u32 a_lo = wgmma_desc_lo(kraw + swizzled_at<KT>(wg * 64, 0));
-    const u32 b_lo = wgmma_desc_lo(qraw);
-    wgmma_fence();
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-#pragma unroll
-      for (int k0 = 0; k0 < RB; k0 += 32) {
-        wgmma_m64n<H, C::kMma>(
-            d[r],
-            wgmma_desc_from_lo(a_lo, swizzled_at<KT>(wg * 64, k0) - swizzled_at<KT>(wg * 64, 0)),
-            wgmma_desc_from_lo(b_lo, swizzled_at<R * H>(r * H, k0)), k0 > 0);
-      }
-      wgmma_commit();
-    }
-    issued();
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      switch (R - 1 - r) {  // groups still allowed in flight: those of the later rows
-        case 0: wgmma_wait<0>(); break;
-        case 1: wgmma_wait<1>(); break;
-        case 2: wgmma_wait<2>(); break;
-        default: wgmma_wait<3>(); break;
-      }
-      wgmma_pin(d[r]);
-      row_sums(r, d[r]);
-    }
-  } else {
+  {
     float d[64];
     // Descriptors: one base per operand, each k step a constant offset of its low word.
     const u32 a_lo = wgmma_desc_lo(kraw + swizzled_at<KT>(wg * 64, 0));
@@ -1235,7 +1193,7 @@ __device__ void sample_rows(const TopkParams& p, const TopkSmem<C>& s, int row0,
   constexpr int KP = NextPow2<C::kTopK>::value, ROW_WORDS = CAP + KP;
   auto needs_sample = [&](int r) {
     const int n = s.rows[r].end - s.rows[r].start;
-    return n > K && (WINNOW_SAMPLE_FITTING || n > CAP);
+    return n > K && n > CAP;
   };
   bool any_sample = false;
   for (int r = 0; r < R && row0 + r < p.rows; ++r) any_sample = any_sample || needs_sample(r);

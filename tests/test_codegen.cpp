@@ -151,13 +151,9 @@ TEST_CASE("a workspace bound keeps fewer CTAs resident", "[codegen]") {
   CHECK(ops::ctas_within_workspace(300, 264, 0, 256) == 264);             // materialize
 }
 
-TEST_CASE("wgmma head sums: one group for all rows, one per row with SPLIT=1 (H >= 32)",
-          "[nvrtc]") {
-  // -DWINNOW_WGMMA_SPLIT=1 is what WINNOW_NVRTC_OPTIONS passes when the variant is timed.
-  const int heads = GENERATE(64, 32, 16);  // 2, 4 and 8 rows of heads in one m64n128
+TEST_CASE("wgmma head sums: one m64n128 group for 2, 4 and 8 rows of heads", "[nvrtc]") {
+  const int heads = GENERATE(64, 32, 16);
   const bool fp8 = GENERATE(true, false);
-  const bool option = GENERATE(true, false);
-  const bool split = option && heads >= 32;  // 8 rows of 16 heads stay one group
   ops::TopkProblem p;
   p.score = ir::relu_mh(fp8);
   p.heads = heads;
@@ -166,21 +162,24 @@ TEST_CASE("wgmma head sums: one group for all rows, one per row with SPLIT=1 (H 
   p.arch = backend::parse_arch("sm_90a");
   auto op = ops::TopkOp::create(p, nullptr);
   REQUIRE_THAT(op->plan_text(), Catch::Contains("wgmma=true"));
-  backend::CompileRequest req = op->compile_request();
-  if (option) req.options.push_back("-DWINNOW_WGMMA_SPLIT=1");
   auto be = backend::make_nvrtc_backend();
-  const backend::CompileResult r = be->compile(req, /*emit_ptx=*/true);
-  INFO("heads " << heads << (fp8 ? " fp8" : " bf16") << (option ? " SPLIT=1" : ""));
-  // Split: one m64nH group per row, the first waited for with the second in flight.
-  CHECK((r.ptx.find(fmt::format("wgmma.mma_async.sync.aligned.m64n{}k{}", split ? heads : 128,
-                                fp8 ? 32 : 16)) != std::string::npos));
-  CHECK((r.ptx.find("wgmma.wait_group.sync.aligned 1") != std::string::npos) == split);
+  const backend::CompileResult r = be->compile(op->compile_request(), /*emit_ptx=*/true);
+  INFO("heads " << heads << (fp8 ? " fp8" : " bf16"));
+  CHECK((r.ptx.find(fmt::format("wgmma.mma_async.sync.aligned.m64n128k{}", fp8 ? 32 : 16)) !=
+         std::string::npos));
+  // The key tiles come by TMA into the mbarrier ring.
+  CHECK(r.ptx.find("cp.async.bulk.tensor.2d") != std::string::npos);
+  CHECK(r.ptx.find("mbarrier.try_wait.parity") != std::string::npos);
   CHECK(r.cubin.size() > 1000);
+  // The ping-pong switch (off by default) hands the tensor cores over by named barriers.
+  CHECK(r.ptx.find("bar.arrive") == std::string::npos);
+  backend::CompileRequest pingpong = op->compile_request();
+  pingpong.options.push_back("-DWINNOW_PINGPONG=1");
+  CHECK(be->compile(pingpong, /*emit_ptx=*/true).ptx.find("bar.arrive") != std::string::npos);
 }
 
 TEST_CASE("experiment switches compile and change what they say", "[nvrtc]") {
-  // -DWINNOW_RADIX_AGGREGATE=0: no warp-aggregated digit counts; -DWINNOW_SAMPLE_FITTING=1
-  // builds (windows that fit the buffer are sampled too).
+  // -DWINNOW_RADIX_AGGREGATE=0: no warp-aggregated digit counts.
   const bool aggregate = GENERATE(true, false);
   ops::TopkProblem p;
   p.score = ir::ip();
@@ -192,7 +191,6 @@ TEST_CASE("experiment switches compile and change what they say", "[nvrtc]") {
   auto op = ops::TopkOp::create(p, nullptr);
   backend::CompileRequest req = op->compile_request();
   if (!aggregate) req.options.push_back("-DWINNOW_RADIX_AGGREGATE=0");
-  req.options.push_back("-DWINNOW_SAMPLE_FITTING=1");
   const backend::CompileResult r = backend::make_nvrtc_backend()->compile(req, /*emit_ptx=*/true);
   INFO((aggregate ? "aggregated" : "one atomic per key"));
   CHECK((r.ptx.find("match.any.sync") != std::string::npos) == aggregate);
