@@ -10,12 +10,13 @@
 #include "ops/jit_module.h"
 #include "ops/validate.h"
 #include "winnow/topk_params.cuh"
+#include "winnow/topk_workspace.cuh"
 
 namespace winnow::ops {
 namespace {
 
-// The two uint32 counters sit at the start of the workspace; buffers start here.
-constexpr size_t kBuffersOffset = 256;
+// The counters sit at the start of the workspace (templates/topk_workspace.cuh).
+constexpr size_t kBuffersOffset = size_t(TopkWorkspace::counters_bytes());
 
 plan::ElemType elem_type(DType t) {
   switch (t) {
@@ -55,11 +56,6 @@ int64_t mean_window(const TopkProblem& p, const CallShape& shape, int64_t causal
   return (first + last) / 2;
 }
 
-size_t next_pow2(size_t n) {
-  size_t p = 1;
-  while (p < n) p <<= 1;
-  return p;
-}
 
 // The key tensor map of the wgmma path's TMA loads: k as bytes, [num_keys rows][d * EB],
 // boxes of 128 bytes x key_tile rows with the 128-byte swizzle (templates/wgmma_tiles.cuh's
@@ -147,10 +143,8 @@ void TopkOp::build(rt::CubinCache& cache, const backend::Backend& be) {
   // Per CTA: its candidate buffers and selection lists, one part's selection per row (key
   // splits) and a done count per row block; execute splits only as far as
   // (row blocks x parts) <= CTAs.
-  const size_t per_cta =
-      m.spec.materialize ? 0
-                         : size_t(m.plan.workspace_words_per_cta()) * 8 +
-                               size_t(m.plan.rows_per_cta) * next_pow2(m.spec.k) * 8 + 4;
+  const TopkWorkspace layout{m.plan.rows_per_cta, m.plan.capacity, next_pow2(m.spec.k)};
+  const size_t per_cta = m.spec.materialize ? 0 : size_t(layout.bytes_per_cta());
   m.max_ctas = ctas_within_workspace(m.problem.max_workspace_bytes,
                                      per_sm * m.ctx->info().sm_count, per_cta, kBuffersOffset);
   if (m.max_ctas < 1) {
@@ -160,11 +154,9 @@ void TopkOp::build(rt::CubinCache& cache, const backend::Backend& be) {
   }
   m.workspace = kBuffersOffset;
   if (!m.spec.materialize) {
-    m.workspace += size_t(m.max_ctas) * size_t(m.plan.workspace_words_per_cta()) * 8;
-    m.partials_offset = m.workspace;
-    m.workspace += size_t(m.max_ctas) * m.plan.rows_per_cta * next_pow2(m.spec.k) * 8;
-    m.block_done_offset = m.workspace;
-    m.workspace += size_t(m.max_ctas) * 4;
+    m.partials_offset = size_t(layout.partials_offset(m.max_ctas));
+    m.block_done_offset = size_t(layout.block_done_offset(m.max_ctas));
+    m.workspace = size_t(layout.bytes(m.max_ctas));
   }
 }
 
@@ -198,7 +190,7 @@ size_t TopkOp::workspace_bytes() const {
 size_t TopkOp::counter_offset() const { return 0; }
 int64_t TopkOp::max_sample_hint() const {
   // The kernel keeps the hint's keys in a row's selection list (2 next_pow2(k) ints).
-  return std::min<int64_t>(impl_->plan.capacity, 2 * int64_t(next_pow2(size_t(impl_->spec.k))));
+  return std::min<int64_t>(impl_->plan.capacity, 2 * int64_t(next_pow2(impl_->spec.k)));
 }
 int TopkOp::max_ctas() const { return impl_->max_ctas; }
 int TopkOp::rows_per_cta() const { return impl_->plan.rows_per_cta; }

@@ -5,6 +5,18 @@
 
 namespace winnow {
 
+// Words after the radix histogram (SmemLayout::radix_off: 256 bins, then these): named
+// scratch slots of the topk kernel's CTA-wide steps.
+enum : int {
+  kScratchRadixPrefix = 256,     // u64 (words 256-257): radix_kth's digits so far
+  kScratchRadixRemaining = 258,  // radix_kth: entries still to take
+  kScratchRadixDone = 259,       // radix_kth: the digits so far admit exactly k
+  kScratchMergeLast = 260,       // store_or_merge_parts: this CTA merges
+  kScratchMergeReal = 262,       // store_or_merge_parts: entries in the parts
+  kScratchNextItem = 263,        // next_work_item's broadcast
+  kScratchWords = 264,
+};
+
 struct SmemLayout {
   int rows, heads, dim, key_tile, bins;
   // 0: q and k tiles held as fp32 (CUDA-core dots); 1 or 2: held in their stored
@@ -45,9 +57,8 @@ struct SmemLayout {
   WINNOW_HD constexpr long qsq_off() const { return w_off() + long(rows) * heads; }
   WINNOW_HD constexpr long hist_off() const { return qsq_off() + long(rows) * heads; }
   WINNOW_HD constexpr long radix_off() const { return hist_off() + long(rows) * bins; }
-  // radix: a 256-bin histogram and 8 scratch words (256-258 radix_kth, 260 and 262 the
-  // merge of key parts, 263 the next work item).
-  WINNOW_HD constexpr long rows_off() const { return radix_off() + 256 + 8; }
+  // radix: a 256-bin histogram and the scratch slots above.
+  WINNOW_HD constexpr long rows_off() const { return radix_off() + kScratchWords; }
   // Per row: a RowState of 16 words.
   WINNOW_HD constexpr long barriers_off() const { return (rows_off() + long(rows) * 16 + 1) / 2 * 2; }
   // The wgmma path's key-tile ring: a `full` and an `empty` mbarrier (8 bytes) per stage.

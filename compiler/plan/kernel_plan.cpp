@@ -18,19 +18,9 @@ const char* elem_name(ElemType t) {
   return "?";
 }
 
-static long next_pow2(long n) {
-  long p = 1;
-  while (p < n) p <<= 1;
-  return p;
-}
-
 long KernelPlan::smem_bytes() const {
   // The spec's heads and dim are not stored here; choose_plan fills smem via layout().
   return smem_;
-}
-
-long KernelPlan::workspace_words_per_cta() const {
-  return long(rows_per_cta) * (capacity + next_pow2(k));
 }
 
 // mma.sync needs q and k of one 8- or 16-bit type, whole 16-row fragments of (row, head)

@@ -46,7 +46,6 @@ struct KernelPlan {
   // (row, head) pairs as one 128-column B operand, both 128-byte swizzled in shared memory.
   bool wgmma = false;
   long smem_bytes() const;  // from templates/smem_layout.cuh
-  long workspace_words_per_cta() const;  // rows_per_cta * (capacity + next_pow2(k))
   int k = 2048;           // copy of the spec's k (the workspace depends on it)
  private:
   long smem_ = 0;

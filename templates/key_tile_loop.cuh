@@ -1,0 +1,209 @@
+// The loop over key tiles: on the wgmma path a producer warp fills a ring of stages by
+// TMA or cp.async gathers (mbarrier full/empty handshakes) and the math warpgroups score
+// them; on the other paths cp.async double buffering or plain loads.
+#pragma once
+#include "winnow/mbarrier.cuh"
+#include "winnow/mma_sync.cuh"
+#include "winnow/tile_scoring.cuh"
+#include "winnow/tma.cuh"
+#include "winnow/topk_params.cuh"
+#include "winnow/topk_smem.cuh"
+#include "winnow/wgmma_tiles.cuh"
+
+// Switch: the two math warpgroups of the wgmma path take turns on the tensor cores
+// (FlashAttention-3's ping-pong). -DWINNOW_PINGPONG=0 lets each issue its MMAs whenever its
+// stage is ready: measured 2-4 % faster on the H200 (two CTAs per SM already interleave),
+// exact on every checked row, but the [gpu] suite has not yet run with it, so the default
+// stays the configuration that passed it (bench/NOTES.md, session 4).
+#ifndef WINNOW_PINGPONG
+#define WINNOW_PINGPONG 1
+#endif
+
+namespace winnow {
+
+// The math threads (every thread but the wgmma path's producer warp) synchronise
+// among themselves: inside the tile loop the producer warp runs ahead of them.
+template <class C>
+__device__ __forceinline__ void math_sync() {
+  if constexpr (C::kWgmma) {
+    named_barrier_sync<1, C::kMathThreads>();
+  } else {
+    __syncthreads();
+  }
+}
+
+// The wgmma path's producer warp: the last warp of the CTA, after the math warpgroups.
+template <class C>
+__device__ __forceinline__ bool is_producer_warp() {
+  return C::kWgmma && int(threadIdx.x) >= C::kMathThreads;
+}
+
+// The producer warp fills ring stage `stage` with the keys key_of(0..KT-1) and signals
+// its `full` barrier (33 arrivals: one per lane, one more from lane 0).
+// base >= 0: the tile is the contiguous keys base.. (key_of(j) is base + j or -1 past the
+// window): one TMA box per 128-byte column of d, swizzled as wgmma reads it, rows past the
+// key count zero-filled; the key scales by cp.async (any alignment), each lane arriving
+// once its copies land. base < 0: a gathered tile (the sample): cp.async of every 16-byte
+// chunk into its swizzled place, then, since wgmma reads through the async proxy, each
+// lane waits for its copies and fences before it arrives; it does so for a gathered tile
+// after issuing the next one's copies (`gathered`: the stage whose arrivals are still
+// owed, -1 none; publish_gathered settles the last).
+template <class C>
+__device__ __forceinline__ void publish_gathered(const TopkSmem<C>& s, int& gathered, int pending) {
+  if (gathered < 0) return;
+  if (pending == 0) {
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+  } else {
+    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+  }
+  fence_async_smem();
+  mbarrier_arrive(s.ring_full + gathered);
+  if ((threadIdx.x & 31) == 0) mbarrier_arrive(s.ring_full + gathered);
+  gathered = -1;
+}
+
+template <class C, class KeyOf>
+__device__ void produce_key_tile(const TopkParams& p, const TopkSmem<C>& s, int stage, int base,
+                                 KeyOf key_of, int& gathered) {
+  constexpr int D = C::kDim, KT = C::kKeyTile, RB = D * MmaBytes<C>::value, VPR = RB / 16;
+  const int lane = threadIdx.x & 31;
+  const TopkSmem<C> st = with_stage<C>(s, stage);
+  char* dst = reinterpret_cast<char*>(st.k);
+  u64* full = s.ring_full + stage;
+  if (C::kUsesKScale) {
+    for (int j = lane; j < KT; j += 32) {
+      const int key = key_of(j);
+      copy_async_4(st.kscale + j, p.kscale + (key >= 0 ? key : 0), key >= 0);
+    }
+  }
+  if (base >= 0) {
+    mbarrier_arrive_after_copies(full);
+    if (lane == 0) {
+      mbarrier_arrive_expect_tx(full, unsigned(KT * RB));
+#pragma unroll
+      for (int a = 0; a < RB / 128; ++a) {
+        tma_load_2d(dst + swizzled_at<KT>(0, a * 128), s.kmap, full, a * 128, base);
+      }
+    }
+  } else {
+    // Lane l gathers slots l, l + 32, ...: one key_of (a division for strided keys) per
+    // slot, then the slot's VPR chunks.
+    for (int j = lane; j < KT; j += 32) {
+      const int key = key_of(j);
+      const char* row = static_cast<const char*>(p.k) +
+                        (key >= 0 ? (long long)key * p.k_row_stride * MmaBytes<C>::value : 0);
+#pragma unroll
+      for (int v = 0; v < VPR; ++v) copy_async_16(dst + swizzled_chunk<KT>(j, v), row + v * 16, key >= 0);
+    }
+    copy_async_commit();
+    publish_gathered<C>(s, gathered, 1);  // the previous gathered tile, if any
+    gathered = stage;
+  }
+}
+
+// Visits the keys of `tiles` tiles, tile t's slot j holding key tile_keys(t)(j) (negative:
+// an empty slot), calling after_tile() (by the math threads) after each. tile_base(t) is
+// the first key of tile t when its keys are contiguous (key_of(j) = base + j inside the
+// window), else -1. On the tensor-core paths the next tiles load while this one is scored.
+// Called by the whole CTA; returns after a CTA barrier.
+template <class C, class S, class TileKeys, class TileBase, class Visit, class AfterTile>
+__device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int tiles,
+                                TileKeys tile_keys, TileBase tile_base, Visit visit,
+                                AfterTile after_tile) {
+  if constexpr (C::kWgmma) {
+    // Warp-specialised: the producer warp fills a ring of k_stages() stages (waiting for
+    // each stage's `empty` barrier), the two math warpgroups wait for `full`, score, and
+    // release the stage (one arrival per warp) before visiting the next. No CTA barrier
+    // per tile: each warpgroup runs as far ahead as the ring allows.
+    constexpr int STAGES = layout_of<C>().k_stages();
+    const unsigned pos0 = s.ring_pos;
+    s.ring_pos = pos0 + unsigned(tiles);
+    if (is_producer_warp<C>()) {
+      // Stores of the CTA-wide steps before (the sort, the gathers) reached this region
+      // through the generic proxy; the copy engine writes it next.
+      fence_async_smem();
+      int gathered = -1;
+      for (int t = 0; t < tiles; ++t) {
+        const RingSlot slot = ring_slot(pos0 + unsigned(t), STAGES);
+        mbarrier_wait(s.ring_empty + slot.stage, slot.parity ^ 1u);
+        produce_key_tile<C>(p, s, slot.stage, tile_base(t), tile_keys(t), gathered);
+      }
+      publish_gathered<C>(s, gathered, 0);
+    } else {
+      // Ping-pong (WINNOW_PINGPONG): the two math warpgroups take turns on the tensor
+      // cores, warpgroup 0 first on every tile: each waits for its turn (named barrier
+      // 2 + wg), issues its MMAs, hands the turn over (arrives on the other's), then runs
+      // its epilogue while the other's MMAs run. Warpgroup 0 takes the first turn of the
+      // list unasked and consumes the last hand-over at the end, so every list starts and
+      // ends with no pending arrivals.
+      const int wg = int(threadIdx.x) >> 7;
+      auto hand_over = [wg] {
+        if constexpr (WINNOW_PINGPONG) {
+          if (wg == 0) named_barrier_arrive<3, C::kMathThreads>();
+          else named_barrier_arrive<2, C::kMathThreads>();
+        }
+      };
+      for (int t = 0; t < tiles; ++t) {
+        const RingSlot slot = ring_slot(pos0 + unsigned(t), STAGES);
+        mbarrier_wait(s.ring_full + slot.stage, slot.parity);
+        if constexpr (WINNOW_PINGPONG) {
+          if (wg == 1) named_barrier_sync<3, C::kMathThreads>();
+          else if (t > 0) named_barrier_sync<2, C::kMathThreads>();
+        }
+        score_loaded_tile<C, S>(p, s, slot.stage, tile_keys(t), visit, hand_over);
+        __syncwarp();  // the warp's reads of the stage are done
+        if ((threadIdx.x & 31) == 0) mbarrier_arrive(s.ring_empty + slot.stage);
+        after_tile();
+      }
+      if constexpr (WINNOW_PINGPONG) {
+        if (wg == 0 && tiles > 0) named_barrier_sync<2, C::kMathThreads>();
+      }
+    }
+    __syncthreads();  // the stages and s.q are read before anyone rewrites them
+  } else if (C::kMma) {
+    if (tiles > 0) load_key_tile<C>(p, s, 0, tile_keys(0));
+    int stage = 0;
+    for (int t = 0; t < tiles; ++t, stage ^= 1) {
+      if (t + 1 < tiles) {
+        load_key_tile<C>(p, s, stage ^ 1, tile_keys(t + 1));
+      } else {
+        copy_async_commit();  // an empty group: "all but the newest" is still this tile
+      }
+      copy_async_wait<1>();
+      __syncthreads();
+      score_loaded_tile<C, S>(p, s, stage, tile_keys(t), visit, [] {});
+      after_tile();
+    }
+  } else {
+    for (int t = 0; t < tiles; ++t) {
+      load_key_tile<C>(p, s, 0, tile_keys(t));
+      __syncthreads();
+      score_loaded_tile<C, S>(p, s, 0, tile_keys(t), visit, [] {});
+      after_tile();
+    }
+  }
+}
+
+// Visits every key of [begin, end) in tiles, calling after_tile() after each.
+template <class C, class S, class Visit, class AfterTile>
+__device__ void score_tiles(const TopkParams& p, const TopkSmem<C>& s, int begin, int end,
+                            Visit visit, AfterTile after_tile) {
+  constexpr int KT = C::kKeyTile;
+  const int tiles = end > begin ? (end - begin + KT - 1) / KT : 0;
+  score_tile_list<C, S>(
+      p, s, tiles,
+      [begin, end](int t) {
+        const int t0 = begin + t * KT;
+        return [t0, end](int j) { return t0 + j < end ? t0 + j : -1; };
+      },
+      [begin](int t) { return begin + t * KT; }, visit, after_tile);
+}
+
+// Visits every key of [begin, end) in tiles.
+template <class C, class S, class Visit>
+__device__ void score_range(const TopkParams& p, const TopkSmem<C>& s, int begin, int end,
+                            Visit visit) {
+  score_tiles<C, S>(p, s, begin, end, visit, [] {});
+}
+
+}  // namespace winnow

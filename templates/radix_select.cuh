@@ -1,0 +1,88 @@
+// The k-th largest of a set of distinct RankKeys by radix select (8 bits a pass), by the
+// whole CTA.
+#pragma once
+#include "winnow/topk_smem.cuh"
+
+// Experiment switch: -DWINNOW_RADIX_AGGREGATE=0 counts radix digits with one shared atomic
+// per key instead of one per group of equal digits in a warp (__match_any_sync, since
+// df0e6ea): a suspect of the knn slowdown at large k (bench/NOTES.md, session 3).
+#ifndef WINNOW_RADIX_AGGREGATE
+#define WINNOW_RADIX_AGGREGATE 1
+#endif
+
+namespace winnow {
+
+// A threshold t with exactly k of the distinct RankKeys that for_each yields at or above
+// it (k >= 1, and at least k of them exist) and t's order key (high 32 bits) that of the
+// k-th largest: the k-th largest itself, or, when the digits found so far already admit
+// exactly k, their prefix with the lower index bits zero. Radix select, 8 bits a pass from
+// the top; called by the whole CTA.
+template <class C, class ForEach>
+__device__ u64 radix_kth(const TopkSmem<C>& s, u32 k, ForEach for_each) {
+  u32* hist = s.radix;
+  u64* prefix_slot = reinterpret_cast<u64*>(s.radix + kScratchRadixPrefix);
+  u32* remaining_slot = s.radix + kScratchRadixRemaining;
+  u32* done_slot = s.radix + kScratchRadixDone;
+  if (threadIdx.x == 0) {
+    *prefix_slot = 0;
+    *remaining_slot = k;
+    *done_slot = 0;
+  }
+  for (int shift = 56; shift >= 0; shift -= 8) {
+    for (int i = threadIdx.x; i < 256; i += C::kThreads) hist[i] = 0;
+    __syncthreads();
+    const u64 prefix = *prefix_slot;
+    const u32 need = *remaining_slot;  // read by every thread before warp 0 rewrites it
+    const u64 high = shift == 56 ? 0ull : (~0ull << (shift + 8));
+    for_each([&](u64 v) {
+      const bool in = (v & high) == prefix;
+      if constexpr (WINNOW_RADIX_AGGREGATE) {
+        // Warp-aggregated: keys near the k-th share their high digits, and 32 lanes adding
+        // to one counter would serialise.
+        const u32 digit = in ? u32(v >> shift) & 255u : 256u;
+        const unsigned peers = __match_any_sync(__activemask(), digit);
+        if (in && __ffs(peers) - 1 == int(threadIdx.x & 31))
+          atomicAdd(&hist[digit], __popc(peers));
+      } else {
+        if (in) atomicAdd(&hist[u32(v >> shift) & 255u], 1u);
+      }
+    });
+    __syncthreads();
+    if (threadIdx.x < 32) {
+      // Lane l holds digits 255 - 8l .. 248 - 8l; the lane whose range holds the need-th
+      // largest entry picks the digit.
+      const int lane = threadIdx.x;
+      u32 cnt[8], sum = 0;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) sum += (cnt[i] = hist[255 - 8 * lane - i]);
+      u32 upto = sum;  // entries in this lane's digits and every higher one
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        u32 v = __shfl_up_sync(0xFFFFFFFFu, upto, o);
+        if (lane >= o) upto += v;
+      }
+      u32 above = upto - sum;
+      if (above < need && need <= upto) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          if (above + cnt[i] >= need) {
+            *prefix_slot = prefix | (u64(255 - 8 * lane - i) << shift);
+            *remaining_slot = need - above;
+            // Every entry of this digit is needed and the order key (the high 32 bits) is
+            // known: the prefix, lower bits zero, admits exactly the k largest (v >= it).
+            if (above + cnt[i] == need && shift <= 32) *done_slot = 1;
+            break;
+          }
+          above += cnt[i];
+        }
+      }
+    }
+    __syncthreads();
+    if (*done_slot) break;
+  }
+  const u64 kth = *prefix_slot;
+  __syncthreads();  // every thread has read it before a later call resets it
+  return kth;
+}
+
+}  // namespace winnow

@@ -1,0 +1,66 @@
+// Key splits: each CTA stores its part's selection; the last CTA of a row block merges the
+// parts exactly and writes the outputs.
+#pragma once
+#include "winnow/radix_select.cuh"
+#include "winnow/topk_output.cuh"
+#include "winnow/topk_params.cuh"
+#include "winnow/topk_smem.cuh"
+
+namespace winnow {
+
+// Key splits: stores this CTA's per-row selections; the last CTA of the row block to
+// finish merges every part's selection exactly (radix select over the RankKeys, which
+// are unique) and writes the outputs. Returns after the merge or after storing.
+template <class C>
+__device__ void store_or_merge_parts(const TopkParams& p, const TopkSmem<C>& s, int block,
+                                     int split, u64* ws) {
+  constexpr int R = C::kRows, K = C::kTopK, KP = next_pow2(C::kTopK);
+  constexpr TopkWorkspace W = workspace_of<C>();
+  const int splits = p.key_splits;
+  u64* parts = p.partials;
+  for (int r = 0; r < R; ++r) {
+    const u64* sel = ws + W.selection(r);
+    u64* dst = parts + W.partial(block, splits, split, r);
+    for (int i = threadIdx.x; i < KP; i += C::kThreads) dst[i] = sel[i];
+  }
+  __threadfence();  // the parts are visible before the count says so
+  __syncthreads();
+  u32* last = s.radix + kScratchMergeLast;
+  if (threadIdx.x == 0) *last = atomicAdd(&p.block_done[block], 1u) == u32(splits - 1);
+  __syncthreads();
+  if (!*last) return;
+  __threadfence();
+  for (int r = 0; r < R; ++r) {
+    const int row = block * R + r;
+    if (row >= p.rows) break;
+    RowState& st = s.rows[r];
+    u64* sel = ws + W.selection(r);
+    // Other CTAs wrote the parts: read past L1 (__ldcg). Zero entries are padding.
+    auto scan = [&](auto f) {
+      for (int sp = 0; sp < splits; ++sp) {
+        const u64* src = parts + W.partial(block, splits, sp, r);
+        for (int i = threadIdx.x; i < KP; i += C::kThreads) {
+          const u64 v = __ldcg(src + i);
+          if (v != 0ull) f(v);
+        }
+      }
+    };
+    u32* real = s.radix + kScratchMergeReal;
+    if (threadIdx.x == 0) {
+      *real = 0;
+      st.selected = 0;
+    }
+    for (int i = threadIdx.x; i < KP; i += C::kThreads) sel[i] = 0ull;
+    __syncthreads();
+    scan([&](u64) { atomicAdd(real, 1u); });
+    __syncthreads();
+    const u64 kth = *real <= u32(K) ? 1ull : radix_kth<C>(s, K, scan);
+    scan([&](u64 v) {
+      if (v >= kth) sel[atomicAdd(&st.selected, 1u)] = v;
+    });
+    __syncthreads();
+    write_row<C>(p, s, r, row, sel);
+  }
+}
+
+}  // namespace winnow

@@ -1,0 +1,42 @@
+// Writing one row's outputs: the chosen RankKeys sorted (by score or by index), as indices
+// (relative or absolute, -1 padded) and optional scores.
+#pragma once
+#include "winnow/bitonic_sort.cuh"
+#include "winnow/rank_order.cuh"
+#include "winnow/topk_params.cuh"
+#include "winnow/topk_smem.cuh"
+#include "winnow/wgmma_tiles.cuh"
+
+namespace winnow {
+
+// Sorts the chosen RankKeys of row r (in sel) and writes the row's outputs.
+template <class C>
+__device__ void write_row(const TopkParams& p, const TopkSmem<C>& s, int r, int row, u64* sel) {
+  constexpr int K = C::kTopK, KP = next_pow2(C::kTopK);
+  // The key-tile stages are free now: sort there when the selection fits (each bitonic
+  // step is then a shared-memory pass, not a round trip through L2).
+  constexpr bool kInShared = long(KP) * 8 <= layout_of<C>().k_words() * 4;
+  if constexpr (kInShared) {
+    u64* v = reinterpret_cast<u64*>(s.k);
+    for (int i = threadIdx.x; i < KP; i += C::kThreads) v[i] = sel[i];
+    __syncthreads();
+    sel = v;
+  }
+  sort_desc<C>(sel, KP, !C::kSorted);
+  // On the wgmma path the copy engine (async proxy) rewrites these stages next.
+  if constexpr (kInShared && C::kWgmma) fence_async_smem();
+  const u32 chosen = s.rows[r].selected;
+  const int base = C::kAbsolute ? 0 : s.rows[r].origin;
+  for (int i = threadIdx.x; i < K; i += C::kThreads) {
+    bool real = u32(i) < chosen;
+    u64 v = sel[i];
+    p.out_indices[row * p.out_indices_stride + i] = real ? rank_key_index(v) - base : -1;
+    if (p.out_scores) {
+      p.out_scores[row * p.out_scores_stride + i] =
+          real ? order_key_score(rank_key_order(v)) : -__int_as_float(0x7F800000);
+    }
+  }
+  __syncthreads();
+}
+
+}  // namespace winnow

@@ -1,0 +1,86 @@
+// The rows of one work item: q (stored form or fp32), the weights, |q|^2 and each row's
+// window part, loaded into shared memory by the whole CTA.
+#pragma once
+#include "winnow/element_decode.cuh"
+#include "winnow/topk_params.cuh"
+#include "winnow/topk_smem.cuh"
+#include "winnow/wgmma_tiles.cuh"
+
+namespace winnow {
+
+// Loads the block's query rows (dequantised), weights and |q[h]|^2, and each row's window.
+template <class C>
+__device__ void load_rows(const TopkParams& p, const TopkSmem<C>& s, int row0, int split) {
+  constexpr int R = C::kRows, H = C::kHeads, D = C::kDim;
+  const unsigned tid = unhoisted_thread_index();  // once per work item
+  if (C::kMma) {
+    // Stored form, 16 bytes at a time, rows padded (see SmemLayout::raw_row_bytes).
+    constexpr int EB = MmaBytes<C>::value, VPR = D * EB / 16, RB = D * EB + 16;
+    for (int e = tid; e < R * H * VPR; e += C::kThreads) {
+      int rh = e / VPR, v = e % VPR, r = rh / H, h = rh % H, row = row0 + r;
+      uint4 x = make_uint4(0u, 0u, 0u, 0u);
+      if (row < p.rows) {
+        const char* src = static_cast<const char*>(p.q) + (row * p.q_row_stride + h * D) * EB;
+        x = reinterpret_cast<const uint4*>(src)[v];
+      }
+      const int at = C::kWgmma ? swizzled_chunk<R * H>(rh, v) : rh * RB + v * 16;
+      *reinterpret_cast<uint4*>(reinterpret_cast<char*>(s.q) + at) = x;
+    }
+    if (C::kWgmma) fence_async_smem();  // published to wgmma by the barrier below
+  } else {
+    for (int e = tid; e < R * H * D; e += C::kThreads) {
+      int r = e / (H * D), hd = e % (H * D);
+      int row = row0 + r;
+      s.q[e] = row < p.rows ? decode_element<C::kQElem>(p.q, row * p.q_row_stride + hd) : 0.0f;
+    }
+  }
+  for (int e = tid; e < R * H; e += C::kThreads) {
+    int r = e / H, h = e % H, row = row0 + r;
+    s.w[e] = (C::kUsesW && row < p.rows) ? p.w[row * p.w_row_stride + h] : 0.0f;
+  }
+  if (tid < R) {
+    int r = tid, row = row0 + r;
+    RowState& st = s.rows[r];
+    st.start = 0;
+    st.end = 0;
+    st.bad = 0;
+    if (row < p.rows) {
+      if (C::kWindow == 0) {
+        st.end = p.num_keys;
+      } else if (C::kWindow == 1) {
+        int a = p.window_start[row], b = p.window_end[row];
+        if (a < 0 || b > p.num_keys || a > b) {
+          st.bad = 1;
+          if (split == 0) atomicAdd(&p.counters[1], 1u);
+        } else {
+          st.start = a;
+          st.end = b;
+        }
+      } else {
+        long long e = (p.causal_offset + row + 1) / p.causal_ratio;
+        st.end = int(e < p.num_keys ? e : p.num_keys);
+      }
+    }
+    st.origin = st.start;
+    if (p.key_splits > 1) {
+      // Whole key tiles per part, so parts never share a tile.
+      const int kt = C::kKeyTile, n = st.end - st.start;
+      const int part = ((n + p.key_splits - 1) / p.key_splits + kt - 1) / kt * kt;
+      const int a = min(st.end, st.start + split * part);
+      st.end = min(st.end, a + part);
+      st.start = a;
+    }
+  }
+  __syncthreads();
+  if (C::kUsesQSq) {
+    for (int e = tid; e < R * H; e += C::kThreads) {
+      const float* v = s.q + e * D;
+      float acc = 0.0f;
+      for (int i = 0; i < D; ++i) acc = fmaf(v[i], v[i], acc);
+      s.qsq[e] = acc;
+    }
+  }
+  __syncthreads();
+}
+
+}  // namespace winnow
