@@ -70,6 +70,13 @@ __device__ void produce_key_tile(const TopkParams& p, const TopkSmem<C>& s, int 
   const TopkSmem<C> st = with_stage<C>(s, stage);
   char* dst = reinterpret_cast<char*>(st.k);
   u64* full = s.ring_full + stage;
+  // Ordering of the key scales (compute-sanitizer racecheck reports these writes against
+  // the math warps' reads of the same stage; by the ring they cannot overlap): this use of
+  // the stage is written only after the `empty` wait, i.e. after every math warp arrived
+  // once done reading the previous use, and it is read only after the `full` phase, which
+  // completes only when each lane's copies have landed (the arrival below is made by the
+  // copy engine after them). Tests with exact integer data and a different scale per key
+  // ("heavy ties", the DSA shape) would see any stale or torn scale as a wrong score.
   if (C::kUsesKScale) {
     for (int j = lane; j < KT; j += 32) {
       const int key = key_of(j);
