@@ -75,8 +75,8 @@ __device__ void produce_key_tile(const TopkParams& p, const TopkSmem<C>& s, int 
   // the stage is written only after the `empty` wait, i.e. after every math warp arrived
   // once done reading the previous use, and it is read only after the `full` phase, which
   // completes only when each lane's copies have landed (the arrival below is made by the
-  // copy engine after them). Tests with exact integer data and a different scale per key
-  // ("heavy ties", the DSA shape) would see any stale or torn scale as a wrong score.
+  // copy engine after them). The [gpu] cases with a random scale per key (the DSA shape,
+  // the C API cases) would see a stale scale as a score far off the CPU reference.
   if (C::kUsesKScale) {
     for (int j = lane; j < KT; j += 32) {
       const int key = key_of(j);
