@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <random>
@@ -75,4 +76,20 @@ TEST_CASE("winnow compile: messages name the op, quote the user's text, list the
   r = run_tool("compile --score relu_mh --arch sm_90a --emit ir");
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Contains("head_sums=true wgmma=true"));
+}
+
+TEST_CASE("winnow compile --timings prints NVRTC's time per phase", "[tool]") {
+  const std::string out = "/tmp/winnow-test-timings-" + std::to_string(::getpid()) + ".ptx";
+  ToolRun r = run_tool("compile --score ip --dim 64 --arch sm_90a --emit ptx --timings -o " + out);
+  std::remove(out.c_str());
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Contains("CUDA C++ Frontend"));
+  CHECK_THAT(r.output, Contains("NVVM Optimizer"));
+  CHECK_THAT(r.output, Contains("PTX Translation"));
+  // Without the flag, no table.
+  r = run_tool("compile --score ip --dim 64 --arch sm_90a --emit ptx -o " + out);
+  std::remove(out.c_str());
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find("NVVM Optimizer") == std::string::npos);
 }

@@ -8,6 +8,9 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
+
+#include <unistd.h>
 
 #include "compiler/backend/arch.h"
 #include "compiler/backend/backend.h"
@@ -56,6 +59,8 @@ Options:
   --sorted           indices in rank order
   --absolute         absolute key indices, not offsets from the window start
   -o FILE            write the output to FILE instead of standard output
+  --timings          also print NVRTC's time per phase (C++ front end, NVVM optimizer,
+                     PTX to SASS) for ptx and cubin
   -h, --help         this text
 
 The compile time goes to standard error.
@@ -118,10 +123,41 @@ void emit_text(const std::optional<std::string>& out, const std::string& text) {
     fmt::print("{}", text);
 }
 
-// The PTX or the cubin of a compile request, with the compile time on standard error.
-int compile_and_emit(const backend::CompileRequest& req, Emit emit,
-                     const std::optional<std::string>& out, double generate_ms) {
+// NVRTC's own table of its phases (--time=FILE: "file, phase, metric, unit" lines; into a
+// file that exists already it appends them without the header line), one line per phase
+// on standard error.
+void print_phase_times(const std::string& csv_path) {
+  std::ifstream f(csv_path);
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("File name,", 0) == 0) continue;  // a header
+    std::vector<std::string> cells;
+    for (size_t at = 0;;) {
+      const size_t comma = line.find(',', at);
+      std::string cell = line.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+      cell.erase(0, cell.find_first_not_of(' '));
+      cells.push_back(cell);
+      if (comma == std::string::npos) break;
+      at = comma + 1;
+    }
+    if (cells.size() == 4) fmt::print(stderr, "  {:<20} {:>7} {}\n", cells[1], cells[2], cells[3]);
+  }
+}
+
+// The PTX or the cubin of a compile request, with the compile time on standard error (and
+// NVRTC's time per phase with `timings`).
+int compile_and_emit(backend::CompileRequest req, Emit emit, const std::optional<std::string>& out,
+                     double generate_ms, bool timings) {
   const auto be = backend::make_nvrtc_backend();
+  std::string times_path;
+  if (timings) {
+    char path[] = "/tmp/winnow-nvrtc-time-XXXXXX";
+    const int fd = mkstemp(path);
+    if (fd < 0) throw std::runtime_error("--timings: cannot create a file in /tmp");
+    close(fd);
+    times_path = path;
+    req.options.push_back("--time=" + times_path);
+  }
   const auto t1 = std::chrono::steady_clock::now();
   const backend::CompileResult r = be->compile(req, emit == Emit::Ptx);
   const double compile_ms = ms_since(t1);
@@ -133,12 +169,16 @@ int compile_and_emit(const backend::CompileRequest& req, Emit emit,
   fmt::print(stderr, "compiled for {} with {} {} in {:.0f} ms (generated in {:.1f} ms){}\n",
              req.arch.str(), be->name(), be->version(), compile_ms, generate_ms,
              emit == Emit::Cubin ? fmt::format(", {} bytes to {}", r.cubin.size(), *out) : "");
+  if (timings) {
+    print_phase_times(times_path);
+    std::remove(times_path.c_str());
+  }
   return 0;
 }
 
 // `--op block-select` / `--op block-attention`: the block-sparse prefill modules.
 int emit_block_op(const std::string& name, const ops::BlockProblem& p, Emit emit,
-                  const std::optional<std::string>& out) {
+                  const std::optional<std::string>& out, bool timings) {
   const auto t0 = std::chrono::steady_clock::now();
   std::string ir_text, source;
   backend::CompileRequest req;
@@ -160,7 +200,7 @@ int emit_block_op(const std::string& name, const ops::BlockProblem& p, Emit emit
     fmt::print(stderr, "generated in {:.1f} ms\n", generate_ms);
     return 0;
   }
-  return compile_and_emit(req, emit, out, generate_ms);
+  return compile_and_emit(req, emit, out, generate_ms, timings);
 }
 
 }  // namespace
@@ -168,6 +208,7 @@ int emit_block_op(const std::string& name, const ops::BlockProblem& p, Emit emit
 int run_compile(int argc, char** argv) {
   std::optional<std::string> expr, score, arch, emit_text_arg, out, q_dtype, k_dtype;
   std::optional<int> heads;
+  bool timings = false;
   std::string op_name = "topk";
   ops::BlockProblem block;
   bool key_scale = true;
@@ -219,6 +260,9 @@ int run_compile(int argc, char** argv) {
     } else if (flag == "--absolute") {
       args.no_value();
       p.absolute_indices = true;
+    } else if (flag == "--timings") {
+      args.no_value();
+      timings = true;
     } else {
       winnow::tools::unknown_argument(flag);
     }
@@ -239,7 +283,7 @@ int run_compile(int argc, char** argv) {
     block.heads = heads.value_or(block.heads);
     block.head_dim = p.head_dim;
     block.arch = target();
-    return emit_block_op(op_name, block, emit, out);
+    return emit_block_op(op_name, block, emit, out, timings);
   }
   if (expr.has_value() == score.has_value())
     throw UsageError("give exactly one of --expr TEXT and --score NAME");
@@ -283,5 +327,5 @@ int run_compile(int argc, char** argv) {
     case Emit::Ptx:
     case Emit::Cubin: break;
   }
-  return compile_and_emit(op->compile_request(), emit, out, generate_ms);
+  return compile_and_emit(op->compile_request(), emit, out, generate_ms, timings);
 }
