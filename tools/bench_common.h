@@ -1,5 +1,5 @@
 // Pieces every `winnow bench` workload shares: size lists, CUDA-event timing, and the
-// JSON records of PERF.md (one object per line, on stdout and appended to --out).
+// JSON records of docs/performance.md (one object per line, on stdout and appended to --out).
 #pragma once
 #include <algorithm>
 #include <chrono>

@@ -1,4 +1,4 @@
-// `winnow bench`: the PERF.md workloads, timed on the GPU, one JSON record per
+// `winnow bench`: the docs/performance.md workloads, timed on the GPU, one JSON record per
 // (workload, size, impl) on stdout (and appended to --out), a human table on stderr.
 //
 // Impls: "winnow" (the fused score + exact top-k), "materialize" (winnow's score-only
@@ -176,7 +176,7 @@ Options:
   --no-hint           csa: no sample hint from the previous chunk
   --seed N            random inputs seed [1]
   --ceilings FILE     JSON from bench/ceilings.py (copy_tbps, bf16_tflops, fp8_tflops);
-                      PERF.md's published values when absent
+                      docs/performance.md's published values when absent
   --baselines FILE    JSON from bench/torch_baselines.py, measured in the same visit:
                       adds "materialize+torch.topk" (dsa, csa: this run's materialize
                       time plus torch.topk over the same logits) or "torch" (knn: matmul
@@ -264,7 +264,7 @@ bool parse_args(int argc, char** argv, BenchArgs& a) {
 // Ceilings and the floor
 
 struct Ceilings {
-  // PERF.md's values on this H200 (torch 2.11, CUDA 13.0).
+  // docs/performance.md's values on this H200 (torch 2.11, CUDA 13.0).
   double copy_tbps = 4.23, bf16_tflops = 749, fp8_tflops = 1408;
   int measured = 0;  // how many of the three came from the file
   const char* source() const {
@@ -275,7 +275,7 @@ struct Ceilings {
 Ceilings read_ceilings(const std::string& path) {
   Ceilings c;
   if (path.empty()) return c;
-  const auto file = read_text(path, "ceilings", "using PERF.md's published values");
+  const auto file = read_text(path, "ceilings", "using docs/performance.md's published values");
   if (!file) return c;
   const std::string& text = *file;
   auto take = [&](const char* key, double& slot) {
@@ -296,7 +296,7 @@ struct Shape {
   int causal_ratio;       // 0: dense; row r sees keys [0, (causal_offset + r + 1) / ratio)
   int64_t causal_offset;
   bool weights, kscale;   // inputs the score reads
-  bool corpus_floor;      // knn: the floor is reading the keys once (PERF.md)
+  bool corpus_floor;      // knn: the floor is reading the keys once (docs/performance.md)
 
   int64_t window_end(int64_t row) const {
     return causal_ratio ? std::min(T, (causal_offset + row + 1) / causal_ratio) : T;
@@ -677,7 +677,7 @@ std::optional<Baseline> with_torch(const BenchArgs& a, const Meta& m, const Size
                   tb->ms, r.mat->extra_bytes};
 }
 
-// PERF.md's parameter names per workload family.
+// docs/performance.md's parameter names per workload family.
 std::string params_json(const BenchArgs& a, const Shape& s) {
   const char* t = dtype_flag(*a.dtype);
   switch (a.w().family) {
@@ -741,7 +741,7 @@ std::vector<std::string> size_records(const BenchArgs& a, const Meta& m, const S
   const std::optional<Baseline> torch = with_torch(a, m, r);
   if (torch) wf += fmt::format(", \"{}\": {:.4f}", torch->ratio_field, r.fused.t.median / torch->t.median);
   if (a.w().family == Family::Csa) {
-    // PERF.md's csa floor is the bf16 one, also for fp8 runs.
+    // docs/performance.md's csa floor is the bf16 one, also for fp8 runs.
     const double bf16_floor_ms = s.flop() / (m.ceilings.bf16_tflops * 1e9);
     wf += fmt::format(", \"ratio_to_bf16_floor\": {:.4f}, \"workspace_bytes\": {}, "
                       "\"chunks\": {}, \"chunk_rows\": {}, \"hint\": {}, \"check\": \"{}\"",

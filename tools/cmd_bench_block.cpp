@@ -1,10 +1,11 @@
 // `winnow bench block-select`: FlashPrefill block selection (index building) and the
-// block-sparse attention it feeds, on PERF.md's `structured` and `random` inputs, against
-// dense attention: torch SDPA (cuDNN) timed by bench/sdpa_dense.py and read from --dense,
-// and winnow's own kernel over the dense index (alpha = 0) in the same run.
+// block-sparse attention it feeds, on the `structured` and `random` inputs of
+// docs/performance.md, against dense attention: torch SDPA (cuDNN) timed by
+// bench/sdpa_dense.py and read from --dense, and winnow's own kernel over the dense index
+// (alpha = 0) in the same run.
 //
 // Per (L, input, alpha) the "winnow" record holds the whole call (index + attention, timed
-// together) in ms_median, and index_ms, attention_ms and density. floor_ms is PERF.md's
+// together) in ms_median, and index_ms, attention_ms and density. floor_ms is docs/performance.md's
 // floor: density x dense time. `exact` says the index equals the rule applied on the CPU
 // to the block scores the kernel computed (a second run with the scores output).
 #include <fmt/format.h>
@@ -44,7 +45,7 @@ Options:
   --ceilings FILE   accepted and ignored (the floor is density x dense time)
 )";
 
-// FlashPrefill v2's fused index builder on this H200 (PERF.md), by L.
+// FlashPrefill v2's fused index builder on this H200 (docs/performance.md), by L.
 const std::map<int64_t, double> kFlashPrefillV2IndexMs = {
     {16384, 0.29}, {65536, 1.18}, {131072, 4.12}, {262144, 15.8}};
 

@@ -29,7 +29,7 @@ namespace {
 struct DemoArgs {
   int64_t rows = 2048, keys = 65536;
   int heads = 64, dim = 128, k = 2048, repeats = 10;
-  std::string json;  // append PERF.md records here
+  std::string json;  // append docs/performance.md records here
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {

@@ -23,7 +23,7 @@ Usage: winnow <command> [options]
 
 Commands:
   demo      run a small problem on the GPU and check it against the CPU reference
-  bench     time a PERF.md workload (fused vs materialize vs floor), JSON lines out
+  bench     time a workload of docs/performance.md (fused vs materialize vs floor), JSON out
   compile   print the IR, the generated CUDA source or the PTX of a kernel, or write its cubin
   cache     list, verify or clear the on-disk kernel cache
 
