@@ -168,8 +168,10 @@ winnowStatus_t winnowPlanCreate(winnowContext_t ctx, const winnowProblemDesc_t* 
 winnowStatus_t winnowPlanBuild(winnowPlan_t plan);
 winnowStatus_t winnowPlanGetWorkspaceSize(winnowPlan_t plan, size_t* bytes);
 /* Byte offset in the workspace of two uint32 counters written by the last execute:
- * [0] rows that took the exact fallback path (candidate buffer overflow),
- * [1] rows whose window ran past num_keys (their output is all -1). */
+ * [0] rows (row parts, with key splits) that took the exact fallback path: the candidate
+ *     buffer overflowed, or the sampled threshold kept fewer than k keys;
+ * [1] rows whose window is malformed: start < 0, end > num_keys or start > end (their
+ *     output is all -1). */
 winnowStatus_t winnowPlanGetCounterOffset(winnowPlan_t plan, size_t* offset);
 /* The generated CUDA source of the plan (valid until the plan is destroyed). */
 winnowStatus_t winnowPlanGetSource(winnowPlan_t plan, const char** source);

@@ -4,8 +4,11 @@
 // One CTA takes a block of C::kRows query rows at a time (persistent grid, work items
 // drawn from a counter, heaviest first for causal windows). For each row it
 //   1. scores a sample of its window (the caller's hint keys inside it, and a strided
-//      subset) and takes the sample's k-th best as the low edge of the ThresholdBins (a
-//      subset's k-th best never exceeds the row's; topk_sample.cuh);
+//      subset) and takes a rank of it as the low edge of the ThresholdBins: the strided
+//      keys' (2 k ns / n + 16)-th best, a guess of the row's 2k-th, raised to the whole
+//      sample's k-th best when hint keys are in it (a lower bound of the row's k-th); a
+//      guess that keeps fewer than k keys sends the row to the exact fallback, counted
+//      (topk_sample.cuh);
 //   2. streams the window in key tiles (key_tile_loop.cuh, tile_scoring.cuh): scores each
 //      (row, key), keeps a histogram of bins, and appends keys whose bin is at or above the
 //      row's gate to its CandidateBuffer; the gate rises from the histogram
