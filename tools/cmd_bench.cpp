@@ -34,9 +34,9 @@
 #include <vector>
 
 #include "compiler/backend/backend.h"
-#include "ops/fast_fill.h"
-#include "ops/host_data.h"
-#include "ops/reference.h"
+#include "testing/fast_fill.h"
+#include "testing/host_data.h"
+#include "testing/reference.h"
 #include "ops/stream_topk.h"
 #include "compiler/build_id.h"
 #include "ops/topk.h"
