@@ -329,6 +329,8 @@ ops::TensorView to_view(const winnowTensor_t& t, const char* name) {
 
 extern "C" {
 
+uint32_t winnowGetVersion(void) { return WINNOW_VERSION_CODE; }
+
 const char* winnowGetStatusString(winnowStatus_t status) {
   switch (status) {
     case WINNOW_STATUS_SUCCESS: return "success";
