@@ -3,7 +3,8 @@
 #         -DCUDAToolkit_ROOT=<dir> -DGENERATOR=<generator> -DCC=<C compiler> -P run.cmake
 # 1. cmake --install into PREFIX; 2. `nm -D --defined-only libwinnow.so` lists winnow*
 # names only; 3. tests/install/ configured with find_package(winnow CONFIG), built, both
-# programs run; 4. consumer.c built with `pkg-config --cflags --libs winnow` and run.
+# programs run; 4. consumer.c built with `pkg-config --cflags --libs winnow` and run;
+# 5. the same, statically, with `pkg-config --static --libs winnow`.
 foreach(v BUILD SRC PREFIX GENERATOR CC)
   if(NOT DEFINED ${v})
     message(FATAL_ERROR "run.cmake needs -D${v}=...")
@@ -87,3 +88,18 @@ run(${CC} -std=c99 -Wall -Werror -o ${PREFIX}/consumer_pc ${SRC}/tests/install/c
 set(ENV{LD_LIBRARY_PATH} ${libdir})
 run(${PREFIX}/consumer_pc)
 message(STATUS "consumer_pc (pkg-config --cflags --libs winnow): ${run_output}")
+
+# 5. pkg-config --static: what libwinnow.a needs besides (Libs.private), the archive named
+# explicitly (-l:libwinnow.a) since -lwinnow picks the shared library.
+run(pkg-config --static --libs winnow)
+string(STRIP "${run_output}" flags)
+string(REPLACE "-lwinnow " "-l:libwinnow.a " flags "${flags} ")
+separate_arguments(flags UNIX_COMMAND "${flags}")
+run(pkg-config --cflags winnow)
+string(STRIP "${run_output}" cflags)
+separate_arguments(cflags UNIX_COMMAND "${cflags}")
+run(${CC} -std=c99 -Wall -Werror -o ${PREFIX}/consumer_pc_static ${SRC}/tests/install/consumer.c
+    ${cflags} ${flags})
+unset(ENV{LD_LIBRARY_PATH})
+run(${PREFIX}/consumer_pc_static)
+message(STATUS "consumer_pc_static (pkg-config --static, -l:libwinnow.a): ${run_output}")
