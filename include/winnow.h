@@ -19,8 +19,20 @@
 extern "C" {
 #endif
 
+/* The version of this header; the top-level CMakeLists.txt checks that it is project()'s.
+ * winnowGetVersion() gives the library's: a program can compare the two at run time. */
 #define WINNOW_VERSION_MAJOR 0
 #define WINNOW_VERSION_MINOR 1
+#define WINNOW_VERSION_PATCH 0
+#define WINNOW_VERSION_CODE \
+  (WINNOW_VERSION_MAJOR * 10000 + WINNOW_VERSION_MINOR * 100 + WINNOW_VERSION_PATCH)
+
+/* Marks the C API: libwinnow.so is built with hidden visibility and exports these only. */
+#if defined(__GNUC__) || defined(__clang__)
+#define WINNOW_API __attribute__((visibility("default")))
+#else
+#define WINNOW_API
+#endif
 
 typedef enum winnowStatus_t {
   WINNOW_STATUS_SUCCESS = 0,
@@ -130,7 +142,7 @@ typedef struct winnowProblemDesc_t {
 } winnowProblemDesc_t;
 
 /* Fills d with the defaults above for a relu_mh problem; callers then change fields. */
-void winnowProblemDescInit(winnowProblemDesc_t* d);
+WINNOW_API void winnowProblemDescInit(winnowProblemDesc_t* d);
 
 /* Input roles: winnowExecute's inputs[] is indexed by these. */
 typedef enum winnowInput_t {
@@ -153,36 +165,39 @@ typedef enum winnowInput_t {
 typedef struct winnowContext* winnowContext_t;
 typedef struct winnowPlan* winnowPlan_t;
 
-const char* winnowGetStatusString(winnowStatus_t status);
-const char* winnowGetLastError(void);
+/* The library's WINNOW_VERSION_CODE (major * 10000 + minor * 100 + patch). */
+WINNOW_API uint32_t winnowGetVersion(void);
+WINNOW_API const char* winnowGetStatusString(winnowStatus_t status);
+WINNOW_API const char* winnowGetLastError(void);
 
 /* Uses the device's primary context, so it shares memory with PyTorch and others. With
  * no GPU (or no driver) the context still compiles for an explicit arch. */
-winnowStatus_t winnowCreate(winnowContext_t* ctx, int device_ordinal);
+WINNOW_API winnowStatus_t winnowCreate(winnowContext_t* ctx, int device_ordinal);
 /* Plans borrow their context: destroy every plan of a context before the context. */
-winnowStatus_t winnowDestroy(winnowContext_t ctx);
+WINNOW_API winnowStatus_t winnowDestroy(winnowContext_t ctx);
 
-winnowStatus_t winnowPlanCreate(winnowContext_t ctx, const winnowProblemDesc_t* desc,
-                                winnowPlan_t* plan);
+WINNOW_API winnowStatus_t winnowPlanCreate(winnowContext_t ctx, const winnowProblemDesc_t* desc,
+                                           winnowPlan_t* plan);
 /* Compiles (or loads from the cache) the kernel. Without a device it compiles only. */
-winnowStatus_t winnowPlanBuild(winnowPlan_t plan);
-winnowStatus_t winnowPlanGetWorkspaceSize(winnowPlan_t plan, size_t* bytes);
+WINNOW_API winnowStatus_t winnowPlanBuild(winnowPlan_t plan);
+WINNOW_API winnowStatus_t winnowPlanGetWorkspaceSize(winnowPlan_t plan, size_t* bytes);
 /* Byte offset in the workspace of two uint32 counters written by the last execute:
  * [0] rows (row parts, with key splits) that took the exact fallback path: the candidate
  *     buffer overflowed, or the sampled threshold kept fewer than k keys;
  * [1] rows whose window is malformed: start < 0, end > num_keys or start > end (their
  *     output is all -1). */
-winnowStatus_t winnowPlanGetCounterOffset(winnowPlan_t plan, size_t* offset);
+WINNOW_API winnowStatus_t winnowPlanGetCounterOffset(winnowPlan_t plan, size_t* offset);
 /* The generated CUDA source of the plan (valid until the plan is destroyed). */
-winnowStatus_t winnowPlanGetSource(winnowPlan_t plan, const char** source);
-winnowStatus_t winnowPlanDestroy(winnowPlan_t plan);
+WINNOW_API winnowStatus_t winnowPlanGetSource(winnowPlan_t plan, const char** source);
+WINNOW_API winnowStatus_t winnowPlanDestroy(winnowPlan_t plan);
 
 /* out_indices: int32 [rows, k] (mode TOPK). out_scores: fp32 [rows, k] for TOPK
  * (optional, may be NULL) or [rows, num_keys] for MATERIALIZE. The workspace must be
  * at least winnowPlanGetWorkspaceSize bytes and 256-byte aligned. */
-winnowStatus_t winnowExecute(winnowPlan_t plan, const winnowTensor_t* inputs, int n_inputs,
-                             const winnowTensor_t* out_indices, const winnowTensor_t* out_scores,
-                             void* workspace, size_t workspace_bytes, CUstream stream);
+WINNOW_API winnowStatus_t winnowExecute(winnowPlan_t plan, const winnowTensor_t* inputs,
+                                        int n_inputs, const winnowTensor_t* out_indices,
+                                        const winnowTensor_t* out_scores,
+                                        void* workspace, size_t workspace_bytes, CUstream stream);
 
 /* Per-call options of winnowExecuteEx, for one plan serving many calls, e.g. the chunks of
  * a chunked prefill: each chunk's rows start at a different position of the sequence. */
@@ -200,13 +215,14 @@ typedef struct winnowCallOptions_t {
 } winnowCallOptions_t;
 
 /* Fills o with the defaults: causal_offset -1, accumulate_counters 0. */
-void winnowCallOptionsInit(winnowCallOptions_t* o);
+WINNOW_API void winnowCallOptionsInit(winnowCallOptions_t* o);
 /* winnowExecute with per-call options (NULL: the defaults, the same as winnowExecute). */
-winnowStatus_t winnowExecuteEx(winnowPlan_t plan, const winnowTensor_t* inputs, int n_inputs,
-                               const winnowTensor_t* out_indices,
-                               const winnowTensor_t* out_scores, void* workspace,
-                               size_t workspace_bytes, CUstream stream,
-                               const winnowCallOptions_t* options);
+WINNOW_API winnowStatus_t winnowExecuteEx(winnowPlan_t plan, const winnowTensor_t* inputs,
+                                          int n_inputs,
+                                          const winnowTensor_t* out_indices,
+                                          const winnowTensor_t* out_scores, void* workspace,
+                                          size_t workspace_bytes, CUstream stream,
+                                          const winnowCallOptions_t* options);
 
 /* ---- Block-sparse prefill (FlashPrefill-style block selection + attention) ----
  * Semantics: ops/block_problem.h. q [L, heads, d], k and v [L, kv_heads, d], bf16,
@@ -239,30 +255,31 @@ typedef struct winnowBlockRule_t {
   int32_t min_blocks;   /* 4 */
 } winnowBlockRule_t;
 
-void winnowBlockDescInit(winnowBlockDesc_t* d);
-void winnowBlockRuleInit(winnowBlockRule_t* r);
+WINNOW_API void winnowBlockDescInit(winnowBlockDesc_t* d);
+WINNOW_API void winnowBlockRuleInit(winnowBlockRule_t* r);
 
 typedef struct winnowBlockPlan* winnowBlockPlan_t;
-winnowStatus_t winnowBlockPlanCreate(winnowContext_t ctx, const winnowBlockDesc_t* desc,
-                                     winnowBlockPlan_t* plan);
-winnowStatus_t winnowBlockPlanBuild(winnowBlockPlan_t plan);
+WINNOW_API winnowStatus_t winnowBlockPlanCreate(winnowContext_t ctx, const winnowBlockDesc_t* desc,
+                                                winnowBlockPlan_t* plan);
+WINNOW_API winnowStatus_t winnowBlockPlanBuild(winnowBlockPlan_t plan);
 /* Sizes for one sequence length, which must be one the plan takes, as at execute: a
  * positive multiple of 128 (else WINNOW_STATUS_NOT_SUPPORTED) up to desc.max_seq_len (else
  * WINNOW_STATUS_INVALID_ARGUMENT). */
-winnowStatus_t winnowBlockPlanGetWorkspaceSize(winnowBlockPlan_t plan, int64_t seq_len,
-                                               size_t* bytes);
-winnowStatus_t winnowBlockIndexCapacity(winnowBlockPlan_t plan, int64_t seq_len,
-                                        int64_t* entries);
-winnowStatus_t winnowBlockPlanDestroy(winnowBlockPlan_t plan);
-winnowStatus_t winnowBlockSelect(winnowBlockPlan_t plan, const winnowTensor_t* q,
-                                 const winnowTensor_t* k, const winnowBlockRule_t* rule,
-                                 const winnowTensor_t* out_offsets,
-                                 const winnowTensor_t* out_indices, void* workspace,
-                                 size_t workspace_bytes, CUstream stream);
-winnowStatus_t winnowBlockAttention(winnowBlockPlan_t plan, const winnowTensor_t* q,
-                                    const winnowTensor_t* k, const winnowTensor_t* v,
-                                    const winnowTensor_t* offsets, const winnowTensor_t* indices,
-                                    const winnowTensor_t* out, CUstream stream);
+WINNOW_API winnowStatus_t winnowBlockPlanGetWorkspaceSize(winnowBlockPlan_t plan, int64_t seq_len,
+                                                          size_t* bytes);
+WINNOW_API winnowStatus_t winnowBlockIndexCapacity(winnowBlockPlan_t plan, int64_t seq_len,
+                                                   int64_t* entries);
+WINNOW_API winnowStatus_t winnowBlockPlanDestroy(winnowBlockPlan_t plan);
+WINNOW_API winnowStatus_t winnowBlockSelect(winnowBlockPlan_t plan, const winnowTensor_t* q,
+                                            const winnowTensor_t* k, const winnowBlockRule_t* rule,
+                                            const winnowTensor_t* out_offsets,
+                                            const winnowTensor_t* out_indices, void* workspace,
+                                            size_t workspace_bytes, CUstream stream);
+WINNOW_API winnowStatus_t winnowBlockAttention(winnowBlockPlan_t plan, const winnowTensor_t* q,
+                                               const winnowTensor_t* k, const winnowTensor_t* v,
+                                               const winnowTensor_t* offsets,
+                                               const winnowTensor_t* indices,
+                                               const winnowTensor_t* out, CUstream stream);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
 // The problem shared by block-select and block-sparse attention (FlashPrefill-style
 // long-context prefill), its select rule with the defaults in one place, and their checks.
 //
-// Semantics (one definition; ops/block_reference.cpp implements it on the CPU):
+// Semantics (one definition; testing/block_reference.cpp implements it on the CPU):
 //   L tokens in nb = L / 128 blocks; H query heads share Hkv KV heads (GQA: query head h
 //   reads KV head h / (H / Hkv)); d the head dim; q [L, H, d], k and v [L, Hkv, d], bf16.
 //   Pooled keys:  kbar[g][J] = bf16( (k[128 J][g] + ... + k[128 J + 127][g]) * (1/128) ),

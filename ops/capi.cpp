@@ -16,6 +16,7 @@
 #include "ops/block_attention.h"
 #include "ops/block_select.h"
 #include "ops/errors.h"
+#include "ops/names.h"
 #include "ops/tensor.h"
 #include "ops/topk.h"
 #include "ops/validate.h"
@@ -146,17 +147,7 @@ winnowStatus_t guarded(F&& body) {
   return status;
 }
 
-ops::DType to_dtype(winnowDataType_t t) {
-  switch (t) {
-    case WINNOW_DTYPE_FLOAT32: return ops::DType::F32;
-    case WINNOW_DTYPE_FLOAT16: return ops::DType::F16;
-    case WINNOW_DTYPE_BFLOAT16: return ops::DType::BF16;
-    case WINNOW_DTYPE_FP8_E4M3: return ops::DType::E4M3;
-    case WINNOW_DTYPE_INT32: return ops::DType::I32;
-    case WINNOW_DTYPE_INVALID: break;
-  }
-  return ops::DType::Invalid;
-}
+ops::DType to_dtype(winnowDataType_t t) { return ops::dtype_from_c(t); }
 
 ops::DType desc_dtype(winnowDataType_t t, const char* field) {
   const ops::DType d = to_dtype(t);
@@ -169,35 +160,30 @@ ops::DType desc_dtype(winnowDataType_t t, const char* field) {
 
 // The score program of a descriptor; a bad expression names the position in the text.
 ir::Expr score_program(const winnowProblemDesc_t& d) {
-  switch (d.score) {
-    case WINNOW_SCORE_RELU_MH: return ir::relu_mh(d.key_scale != 0);
-    case WINNOW_SCORE_IP: return ir::ip();
-    case WINNOW_SCORE_L2: return ir::l2();
-    case WINNOW_SCORE_COSINE: return ir::cosine();
-    case WINNOW_SCORE_EXPR: {
-      if (d.expression == nullptr)
-        invalid("desc->expression is null, but desc->score is WINNOW_SCORE_EXPR");
-      // Reads at most one byte past the limit: the caller's string may be huge.
-      const size_t length = strnlen(d.expression, WINNOW_MAX_EXPRESSION_BYTES + 1);
-      if (length > WINNOW_MAX_EXPRESSION_BYTES)
-        invalid(fmt::format("desc->expression is longer than the maximum {} bytes "
-                            "(WINNOW_MAX_EXPRESSION_BYTES): \"{}\"",
-                            WINNOW_MAX_EXPRESSION_BYTES,
-                            ir::text_excerpt(std::string_view(d.expression, 64))));
-      const std::string_view text(d.expression, length);
-      try {
-        return ir::parse(text);
-      } catch (const ir::UserError& e) {
-        if (e.position() < 0)
-          invalid(fmt::format("expression \"{}\": {}", ir::text_excerpt(text), e.what()));
-        std::string shown = ir::text_excerpt(text, e.position());
-        const size_t newline = shown.find('\n');
-        shown.replace(newline, 1, "\n  ");
-        invalid(fmt::format("expression, position {}: {}\n  {}", e.position(), e.what(), shown));
-      }
-    }
+  if (const ops::BuiltinScore* builtin = ops::find_builtin_score(d.score))
+    return builtin->program(d.key_scale != 0);
+  if (d.score != WINNOW_SCORE_EXPR)
+    invalid(fmt::format("desc->score = {} is not a winnowScore_t", static_cast<int>(d.score)));
+  if (d.expression == nullptr)
+    invalid("desc->expression is null, but desc->score is WINNOW_SCORE_EXPR");
+  // Reads at most one byte past the limit: the caller's string may be huge.
+  const size_t length = strnlen(d.expression, WINNOW_MAX_EXPRESSION_BYTES + 1);
+  if (length > WINNOW_MAX_EXPRESSION_BYTES)
+    invalid(fmt::format("desc->expression is longer than the maximum {} bytes "
+                        "(WINNOW_MAX_EXPRESSION_BYTES): \"{}\"",
+                        WINNOW_MAX_EXPRESSION_BYTES,
+                        ir::text_excerpt(std::string_view(d.expression, 64))));
+  const std::string_view text(d.expression, length);
+  try {
+    return ir::parse(text);
+  } catch (const ir::UserError& e) {
+    if (e.position() < 0)
+      invalid(fmt::format("expression \"{}\": {}", ir::text_excerpt(text), e.what()));
+    std::string shown = ir::text_excerpt(text, e.position());
+    const size_t newline = shown.find('\n');
+    shown.replace(newline, 1, "\n  ");
+    invalid(fmt::format("expression, position {}: {}\n  {}", e.position(), e.what(), shown));
   }
-  invalid(fmt::format("desc->score = {} is not a winnowScore_t", static_cast<int>(d.score)));
 }
 
 // The target: the caller's arch, else WINNOW_FORCE_ARCH, else the context's device.
@@ -328,6 +314,8 @@ ops::TensorView to_view(const winnowTensor_t& t, const char* name) {
 }  // namespace
 
 extern "C" {
+
+uint32_t winnowGetVersion(void) { return WINNOW_VERSION_CODE; }
 
 const char* winnowGetStatusString(winnowStatus_t status) {
   switch (status) {

@@ -1,16 +1,12 @@
 #include "ops/tensor.h"
 
+#include "ops/names.h"
+
 namespace winnow::ops {
 
 const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::F32: return "fp32";
-    case DType::F16: return "fp16";
-    case DType::BF16: return "bf16";
-    case DType::E4M3: return "fp8_e4m3";
-    case DType::I32: return "int32";
-    case DType::Invalid: break;
-  }
+  for (const DTypeName& d : dtype_names())
+    if (d.dtype == t) return d.name;
   return "invalid";
 }
 

@@ -5,7 +5,8 @@ set -euo pipefail
 
 # clang and libclang-rt-14-dev (libFuzzer, ASan, UBSan runtimes; only a Recommends of
 # clang, which --no-install-recommends skips): the fuzz target, scripts/fuzz.sh.
-packages=(g++ cmake ninja-build libfmt-dev catch2 libssl-dev clang libclang-rt-14-dev)
+# pkg-config: the install_consumers test builds a C program with `pkg-config --libs winnow`.
+packages=(g++ cmake ninja-build libfmt-dev catch2 libssl-dev pkg-config clang libclang-rt-14-dev)
 
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi

@@ -4,8 +4,8 @@
 #include <cstring>
 #include <random>
 
-#include "ops/block_data.h"
-#include "ops/host_data.h"
+#include "testing/block_data.h"
+#include "testing/host_data.h"
 #include "support.h"
 
 namespace winnow::test {

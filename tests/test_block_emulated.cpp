@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "block_check.h"
-#include "ops/block_reference.h"
+#include "testing/block_reference.h"
 // The emulation goes before the device templates (and after every other header).
 #include "emu/cuda_emulation.h"
 #include "winnow/block_attention_kernel.cuh"

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "block_check.h"
-#include "ops/block_harness.h"
+#include "testing/block_harness.h"
 #include "topk_check.h"
 
 using namespace winnow;

@@ -4,7 +4,7 @@
 #include <numeric>
 
 #include "block_check.h"
-#include "ops/block_reference.h"
+#include "testing/block_reference.h"
 
 using namespace winnow;
 using ops::BlockSelectRule;

@@ -3,7 +3,7 @@
 #include <random>
 #include <vector>
 
-#include "ops/harness.h"
+#include "testing/harness.h"
 #include "capi_tensor.h"
 #include "support.h"
 #include "topk_check.h"

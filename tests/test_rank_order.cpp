@@ -3,7 +3,7 @@
 #include <limits>
 #include <random>
 
-#include "ops/host_data.h"
+#include "testing/host_data.h"
 #include "support.h"
 #include "compiler/ir/ir.h"
 #include "winnow/element_decode.cuh"

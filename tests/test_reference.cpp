@@ -4,8 +4,8 @@
 #include <limits>
 #include <random>
 
-#include "ops/harness.h"
-#include "ops/reference.h"
+#include "testing/harness.h"
+#include "testing/reference.h"
 #include "support.h"
 #include "topk_check.h"
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "ops/harness.h"
-#include "ops/reference.h"
+#include "testing/harness.h"
+#include "testing/reference.h"
 #include "ops/topk.h"
 #include "support.h"
 #include "winnow/rank_order.cuh"

@@ -34,9 +34,9 @@
 #include <vector>
 
 #include "compiler/backend/backend.h"
-#include "ops/fast_fill.h"
-#include "ops/host_data.h"
-#include "ops/reference.h"
+#include "testing/fast_fill.h"
+#include "testing/host_data.h"
+#include "testing/reference.h"
 #include "ops/stream_topk.h"
 #include "compiler/build_id.h"
 #include "ops/topk.h"
@@ -128,13 +128,11 @@ struct BenchArgs {
   const Workload& w() const { return *workload; }
 };
 
+// The short name (ops/names.h): what --q-dtype takes and bench records say.
 const char* dtype_flag(DType t) {
-  switch (t) {
-    case DType::BF16: return "bf16";
-    case DType::F16: return "fp16";
-    case DType::F32: return "fp32";
-    default: return "fp8";
-  }
+  for (const ops::DTypeName& d : ops::dtype_names())
+    if (d.dtype == t) return d.short_name;
+  return "invalid";
 }
 
 constexpr const char* kHelp = R"(winnow bench <workload> [options]
@@ -193,14 +191,6 @@ const Workload& find_workload(const std::string& name) {
   throw UsageError("unknown workload '" + name + "'; the workloads are " + workload_list());
 }
 
-DType parse_dtype(const std::string& v) {
-  if (v == "fp8" || v == "e4m3") return DType::E4M3;
-  if (v == "bf16") return DType::BF16;
-  if (v == "fp16") return DType::F16;
-  if (v == "fp32") return DType::F32;
-  throw UsageError("--q-dtype expects fp8, bf16, fp16 or fp32, got '" + v + "'");
-}
-
 // The workload's defaults for what was not given, then the checks that need them.
 void resolve(BenchArgs& a) {
   const Workload& w = a.w();
@@ -239,7 +229,7 @@ bool parse_args(int argc, char** argv, BenchArgs& a) {
     if (flag == "--T") a.sizes = parse_sizes(flag, args.value());
     else if (flag == "--Q") a.queries = args.int_value();
     else if (flag == "--k") a.ks = parse_sizes(flag, args.value());
-    else if (flag == "--q-dtype" || flag == "--dtype") a.dtype = parse_dtype(args.value());
+    else if (flag == "--q-dtype" || flag == "--dtype") a.dtype = dtype_value(flag, args.value());
     else if (flag == "--d") a.head_dim = args.int_value();
     else if (flag == "--repeats") a.repeats = args.int_value();
     else if (flag == "--warmup") a.warmup = args.int_value();

@@ -17,7 +17,7 @@
 #include <sstream>
 
 #include "compiler/build_id.h"
-#include "ops/block_harness.h"
+#include "testing/block_harness.h"
 #include "ops/topk.h"
 #include "tools/bench_common.h"
 #include "tools/commands.h"

@@ -24,6 +24,7 @@ namespace ops = winnow::ops;
 namespace ir = winnow::ir;
 namespace backend = winnow::backend;
 using winnow::tools::Args;
+using winnow::tools::dtype_value;
 using winnow::tools::UsageError;
 
 namespace {
@@ -76,14 +77,6 @@ Emit parse_emit(const std::string& s) {
   throw UsageError("--emit must be ir, cu, ptx or cubin, not '" + s + "'");
 }
 
-ops::DType parse_dtype(const std::string& flag, const std::string& s) {
-  if (s == "fp8" || s == "fp8_e4m3" || s == "e4m3") return ops::DType::E4M3;
-  if (s == "bf16") return ops::DType::BF16;
-  if (s == "fp16") return ops::DType::F16;
-  if (s == "fp32") return ops::DType::F32;
-  throw UsageError(flag + " must be fp8, bf16, fp16 or fp32, not '" + s + "'");
-}
-
 ops::Mode parse_mode(const std::string& s) {
   if (s == "topk") return ops::Mode::TopK;
   if (s == "materialize") return ops::Mode::Materialize;
@@ -97,12 +90,9 @@ ops::WindowKind parse_window(const std::string& s) {
   throw UsageError("--window must be dense, ranges or causal, not '" + s + "'");
 }
 
-ir::Expr builtin_score(const std::string& name, bool key_scale) {
-  if (name == "relu_mh") return ir::relu_mh(key_scale);
-  if (name == "ip") return ir::ip();
-  if (name == "l2") return ir::l2();
-  if (name == "cosine") return ir::cosine();
-  throw UsageError("--score must be relu_mh, ip, l2 or cosine, not '" + name + "'");
+const ops::BuiltinScore& builtin_score(const std::string& name) {
+  if (const ops::BuiltinScore* s = ops::find_builtin_score(name)) return *s;
+  throw UsageError("--score must be " + ops::builtin_score_choices() + ", not '" + name + "'");
 }
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
@@ -290,7 +280,7 @@ int run_compile(int argc, char** argv) {
   if (!key_scale && score != "relu_mh") throw UsageError("--no-key-scale is for --score relu_mh");
 
   // Multi-head scores default to the DSA indexer's shape, the others to one head in bf16.
-  const bool multi_head = expr || *score == "relu_mh";
+  const bool multi_head = expr || builtin_score(*score).multi_head;
   if (expr) {
     try {
       p.score = ir::parse(*expr);
@@ -304,12 +294,12 @@ int run_compile(int argc, char** argv) {
       return 1;
     }
   } else {
-    p.score = builtin_score(*score, key_scale);
+    p.score = builtin_score(*score).program(key_scale);
   }
   p.heads = heads.value_or(multi_head ? 64 : 1);
-  p.q_dtype = q_dtype ? parse_dtype("--q-dtype", *q_dtype)
+  p.q_dtype = q_dtype ? dtype_value("--q-dtype", *q_dtype)
                       : (multi_head ? ops::DType::E4M3 : ops::DType::BF16);
-  p.k_dtype = k_dtype ? parse_dtype("--k-dtype", *k_dtype) : p.q_dtype;
+  p.k_dtype = k_dtype ? dtype_value("--k-dtype", *k_dtype) : p.q_dtype;
   p.arch = target();
 
   const auto t0 = std::chrono::steady_clock::now();

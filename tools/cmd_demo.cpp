@@ -14,8 +14,8 @@
 #include <string>
 
 #include "compiler/backend/backend.h"
-#include "ops/harness.h"
-#include "ops/reference.h"
+#include "testing/harness.h"
+#include "testing/reference.h"
 #include "compiler/build_id.h"
 #include "ops/topk.h"
 #include "runtime/cuda_driver.h"

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "ops/names.h"
+
 int run_compile(int argc, char** argv);
 int run_cache(int argc, char** argv);
 int run_demo(int argc, char** argv);
@@ -69,6 +71,12 @@ class Args {
   std::string current_;
   std::optional<std::string> inline_value_;
 };
+
+// A q / k dtype flag's value, in any spelling ops/names.h accepts.
+inline ops::DType dtype_value(const std::string& flag, const std::string& value) {
+  if (const std::optional<ops::DType> t = ops::parse_score_dtype(value)) return *t;
+  throw UsageError(flag + " must be " + ops::score_dtype_choices() + ", not '" + value + "'");
+}
 
 [[noreturn]] inline void unknown_argument(const std::string& arg) {
   throw UsageError("unknown argument '" + arg + "'");

@@ -1,10 +1,10 @@
-#include "ops/block_data.h"
+#include "testing/block_data.h"
 
 #include <cmath>
 #include <random>
 
-#include "ops/fast_fill.h"
-#include "ops/host_data.h"
+#include "testing/fast_fill.h"
+#include "testing/host_data.h"
 #include "winnow/element_decode.cuh"
 
 namespace winnow::ops {

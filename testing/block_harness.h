@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "ops/block_attention.h"
-#include "ops/block_data.h"
-#include "ops/block_reference.h"
+#include "testing/block_data.h"
+#include "testing/block_reference.h"
 #include "ops/block_select.h"
 
 namespace winnow::ops {

@@ -1,4 +1,4 @@
-#include "ops/host_data.h"
+#include "testing/host_data.h"
 
 #include <algorithm>
 #include <cmath>

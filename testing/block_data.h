@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "ops/block_reference.h"
+#include "testing/block_reference.h"
 
 namespace winnow::ops {
 

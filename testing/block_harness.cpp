@@ -1,4 +1,4 @@
-#include "ops/block_harness.h"
+#include "testing/block_harness.h"
 
 #include <algorithm>
 

@@ -5,8 +5,8 @@
 #include <random>
 #include <vector>
 
-#include "ops/host_data.h"
-#include "ops/reference.h"
+#include "testing/host_data.h"
+#include "testing/reference.h"
 #include "ops/stream_topk.h"
 #include "ops/topk.h"
 

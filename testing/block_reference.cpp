@@ -1,4 +1,4 @@
-#include "ops/block_reference.h"
+#include "testing/block_reference.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "ops/harness.h"
+#include "testing/harness.h"
 
 #include <algorithm>
 #include <cmath>

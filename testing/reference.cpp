@@ -1,4 +1,4 @@
-#include "ops/reference.h"
+#include "testing/reference.h"
 
 #include <algorithm>
 #include <cmath>
