@@ -224,6 +224,35 @@ WINNOW_API winnowStatus_t winnowExecuteEx(winnowPlan_t plan, const winnowTensor_
                                           size_t workspace_bytes, CUstream stream,
                                           const winnowCallOptions_t* options);
 
+/* Options of winnowExecuteStream: a long sequence (a chunked causal prefill up to S = 1M
+ * positions) in one call, its rows in chunks, one launch each. */
+#define WINNOW_STREAM_OPTIONS_VERSION 1
+typedef struct winnowStreamOptions_t {
+  size_t struct_size; /* sizeof(winnowStreamOptions_t) */
+  uint32_t version;   /* WINNOW_STREAM_OPTIONS_VERSION */
+  /* Rows per launch (the last chunk holds the rest); 0: chosen, 64 waves of the persistent
+   * grid, so the idle tail of a launch costs about 1 %. */
+  int64_t chunk_rows;
+  /* 1: each chunk's sample hint is the previous chunk's selection of its last row (on the
+   * device already; no copy); 0: none. The first chunk takes inputs[SAMPLE_HINT], if any. */
+  int32_t sample_hint;
+} winnowStreamOptions_t;
+
+/* Fills o with the defaults: chunk_rows 0, sample_hint 1. */
+WINNOW_API void winnowStreamOptionsInit(winnowStreamOptions_t* o);
+/* The plan (top-k mode) over the whole sequence's tensors, as winnowExecute takes them, in
+ * chunks of rows: chunk c's rows start at desc.causal_offset + its first row, and its
+ * launch reuses the plan's workspace (winnowPlanGetWorkspaceSize bytes, whatever the row
+ * count). The counters sum over the chunks. The results equal one winnowExecute over all
+ * rows bit for bit. Checks every argument before the first launch; never allocates,
+ * synchronises or compiles, so the chunks' launches can be captured in a CUDA graph.
+ * options NULL: the defaults. */
+WINNOW_API winnowStatus_t winnowExecuteStream(winnowPlan_t plan, const winnowTensor_t* inputs,
+                                              int n_inputs, const winnowTensor_t* out_indices,
+                                              const winnowTensor_t* out_scores, void* workspace,
+                                              size_t workspace_bytes, CUstream stream,
+                                              const winnowStreamOptions_t* options);
+
 /* ---- Block-sparse prefill (FlashPrefill-style block selection + attention) ----
  * Semantics: ops/block_problem.h. q [L, heads, d], k and v [L, kv_heads, d], bf16,
  * contiguous, L a multiple of 128. winnowBlockSelect writes a CSR index: offsets int32

@@ -17,6 +17,7 @@
 #include "ops/block_select.h"
 #include "ops/errors.h"
 #include "ops/names.h"
+#include "ops/stream_topk.h"
 #include "ops/tensor.h"
 #include "ops/topk.h"
 #include "ops/validate.h"
@@ -447,6 +448,37 @@ winnowStatus_t winnowExecute(winnowPlan_t plan, const winnowTensor_t* inputs, in
                          workspace_bytes, stream, nullptr);
 }
 
+namespace {
+
+// The tensors of an execute call, checked for their roles.
+struct CallTensors {
+  ops::TensorView views[WINNOW_NUM_INPUTS];  // trailing roles not passed are absent
+  std::optional<ops::TensorView> indices, scores;
+  ops::TopkInputs inputs() const {
+    return ops::TopkInputs{views[WINNOW_INPUT_Q],           views[WINNOW_INPUT_K],
+                           views[WINNOW_INPUT_WEIGHTS],     views[WINNOW_INPUT_KEY_SCALE],
+                           views[WINNOW_INPUT_WINDOW_START], views[WINNOW_INPUT_WINDOW_END],
+                           views[WINNOW_INPUT_SAMPLE_HINT]};
+  }
+  const ops::TensorView* out_indices() const { return indices ? &*indices : nullptr; }
+  const ops::TensorView* out_scores() const { return scores ? &*scores : nullptr; }
+};
+
+CallTensors call_tensors(const winnowTensor_t* inputs, int n_inputs,
+                         const winnowTensor_t* out_indices, const winnowTensor_t* out_scores) {
+  require_non_null(inputs, "inputs");
+  if (n_inputs < 1 || n_inputs > WINNOW_NUM_INPUTS)
+    invalid(fmt::format("n_inputs = {} must be in 1..{} (WINNOW_NUM_INPUTS)", n_inputs,
+                        static_cast<int>(WINNOW_NUM_INPUTS)));
+  CallTensors t;
+  for (int i = 0; i < n_inputs; ++i) t.views[i] = to_view(inputs[i], input_name(i));
+  if (out_indices) t.indices = to_view(*out_indices, "out_indices");
+  if (out_scores) t.scores = to_view(*out_scores, "out_scores");
+  return t;
+}
+
+}  // namespace
+
 winnowStatus_t winnowExecuteEx(winnowPlan_t plan, const winnowTensor_t* inputs, int n_inputs,
                                const winnowTensor_t* out_indices,
                                const winnowTensor_t* out_scores, void* workspace,
@@ -455,21 +487,42 @@ winnowStatus_t winnowExecuteEx(winnowPlan_t plan, const winnowTensor_t* inputs, 
   return guarded([&] {
     require_non_null(plan, "plan");
     const ops::CallOptions call = to_call_options(options, plan->op->problem());
-    require_non_null(inputs, "inputs");
-    if (n_inputs < 1 || n_inputs > WINNOW_NUM_INPUTS)
-      invalid(fmt::format("n_inputs = {} must be in 1..{} (WINNOW_NUM_INPUTS)", n_inputs,
-                          static_cast<int>(WINNOW_NUM_INPUTS)));
-    ops::TensorView views[WINNOW_NUM_INPUTS];  // trailing roles not passed are absent
-    for (int i = 0; i < n_inputs; ++i) views[i] = to_view(inputs[i], input_name(i));
-    const ops::TopkInputs in{views[WINNOW_INPUT_Q],         views[WINNOW_INPUT_K],
-                             views[WINNOW_INPUT_WEIGHTS],   views[WINNOW_INPUT_KEY_SCALE],
-                             views[WINNOW_INPUT_WINDOW_START], views[WINNOW_INPUT_WINDOW_END],
-                             views[WINNOW_INPUT_SAMPLE_HINT]};
-    std::optional<ops::TensorView> indices, scores;
-    if (out_indices) indices = to_view(*out_indices, "out_indices");
-    if (out_scores) scores = to_view(*out_scores, "out_scores");
-    plan->op->execute(in, indices ? &*indices : nullptr, scores ? &*scores : nullptr, workspace,
-                      workspace_bytes, stream, call);
+    const CallTensors t = call_tensors(inputs, n_inputs, out_indices, out_scores);
+    plan->op->execute(t.inputs(), t.out_indices(), t.out_scores(), workspace, workspace_bytes,
+                      stream, call);
+  });
+}
+
+void winnowStreamOptionsInit(winnowStreamOptions_t* o) {
+  if (o == nullptr) return;
+  *o = winnowStreamOptions_t{};
+  o->struct_size = sizeof(winnowStreamOptions_t);
+  o->version = WINNOW_STREAM_OPTIONS_VERSION;
+  o->chunk_rows = 0;
+  o->sample_hint = 1;
+}
+
+winnowStatus_t winnowExecuteStream(winnowPlan_t plan, const winnowTensor_t* inputs, int n_inputs,
+                                   const winnowTensor_t* out_indices,
+                                   const winnowTensor_t* out_scores, void* workspace,
+                                   size_t workspace_bytes, CUstream stream,
+                                   const winnowStreamOptions_t* options) {
+  return guarded([&] {
+    require_non_null(plan, "plan");
+    winnowStreamOptions_t o;
+    winnowStreamOptionsInit(&o);
+    if (options) {
+      check_version(options->struct_size, sizeof(winnowStreamOptions_t), options->version,
+                    WINNOW_STREAM_OPTIONS_VERSION, "winnowStreamOptionsInit", "options");
+      o = *options;
+    }
+    if (o.chunk_rows < 0)
+      invalid(fmt::format("options->chunk_rows = {} must be >= 0 (0: chosen)", o.chunk_rows));
+    if (o.sample_hint != 0 && o.sample_hint != 1)
+      invalid(fmt::format("options->sample_hint = {} must be 0 or 1", o.sample_hint));
+    const CallTensors t = call_tensors(inputs, n_inputs, out_indices, out_scores);
+    ops::execute_chunked(*plan->op, o.chunk_rows, o.sample_hint == 1, t.inputs(),
+                         t.out_indices(), t.out_scores(), workspace, workspace_bytes, stream);
   });
 }
 

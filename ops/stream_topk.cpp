@@ -50,20 +50,39 @@ ChunkPlan StreamTopk::chunks_for(int64_t rows) const {
 void StreamTopk::execute(const TopkInputs& in, const TensorView* out_indices,
                          const TensorView* out_scores, void* workspace, size_t workspace_bytes,
                          CUstream stream) const {
-  const TopkProblem& p = problem_.topk;
-  const size_t need = this->workspace_bytes();  // throws NotBuilt before a build
+  execute_chunked(*op_, problem_.chunk_rows, problem_.hint, in, out_indices, out_scores,
+                  workspace, workspace_bytes, stream);
+}
+
+void execute_chunked(const TopkOp& op, int64_t chunk_rows, bool hint, const TopkInputs& in,
+                     const TensorView* out_indices, const TensorView* out_scores,
+                     void* workspace, size_t workspace_bytes, CUstream stream) {
+  const TopkProblem& p = op.problem();
+  if (p.mode != Mode::TopK)
+    throw InvalidArgument("the streaming driver runs top-k mode only (materialize writes "
+                          "[rows, num_keys] in one launch)");
+  if (chunk_rows < 0)
+    throw InvalidArgument(fmt::format("chunk_rows = {} must be >= 0 (0: chosen)", chunk_rows));
+  size_t need = 0;
+  bool built = true;
+  try {
+    need = op.workspace_bytes();
+  } catch (const NotBuilt&) {
+    built = false;
+  }
   // The whole call first, so that a bad tensor fails before any chunk runs.
   const CallShape shape = validate_call(p, in.q.device, in, out_indices, out_scores, workspace,
                                         workspace_bytes, need, p.causal_offset,
-                                        op_->max_sample_hint());
+                                        op.max_sample_hint());
+  if (!built) (void)op.workspace_bytes();  // NotBuilt, now that the arguments are checked
   const rt::DriverApi& cu = rt::driver();
-  auto* counters = static_cast<unsigned char*>(workspace) + counter_offset();
+  auto* counters = static_cast<unsigned char*>(workspace) + op.counter_offset();
   rt::check(cu.cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(counters), 0, 2, stream),
             "cuMemsetD32Async (stream counters)");
-  const ChunkPlan plan = chunks_for(shape.rows);
+  const ChunkPlan plan = plan_chunks(shape.rows, chunk_rows, op.rows_per_cta(), op.max_ctas());
   // Relative indices are keys only when every window starts at 0 (dense, causal).
   const bool hint_is_keys = p.absolute_indices || p.window != WindowKind::Ranges;
-  const int64_t hint_len = std::min<int64_t>(p.k, op_->max_sample_hint());
+  const int64_t hint_len = std::min<int64_t>(p.k, op.max_sample_hint());
   for (int64_t c = 0; c < plan.chunks; ++c) {
     const int64_t r0 = c * plan.chunk_rows, n = std::min(plan.chunk_rows, shape.rows - r0);
     TopkInputs part = in;
@@ -73,7 +92,7 @@ void StreamTopk::execute(const TopkInputs& in, const TensorView* out_indices,
     part.window_end = row_slice(in.window_end, r0, n);
     if (c > 0) {
       part.sample_hint = {};
-      if (problem_.hint && hint_is_keys) {
+      if (hint && hint_is_keys) {
         part.sample_hint = row_slice(row_vector(*out_indices, r0 - 1), 0, hint_len);
       }
     }
@@ -83,7 +102,7 @@ void StreamTopk::execute(const TopkInputs& in, const TensorView* out_indices,
     CallOptions opt;
     opt.causal_offset = p.causal_offset + r0;
     opt.accumulate_counters = true;
-    op_->execute(part, &oi, out_scores ? &os : nullptr, workspace, workspace_bytes, stream, opt);
+    op.execute(part, &oi, out_scores ? &os : nullptr, workspace, workspace_bytes, stream, opt);
   }
 }
 

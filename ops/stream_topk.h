@@ -39,6 +39,16 @@ inline constexpr int64_t kChunkWaves = 64;
 // whole row blocks. rows_per_cta and ctas >= 1.
 ChunkPlan plan_chunks(int64_t rows, int64_t requested, int rows_per_cta, int ctas);
 
+// The chunk loop over any built top-k op (StreamTopk's, or a C API plan's): rows in chunks
+// of chunk_rows (0: chosen by plan_chunks), one launch each with its causal offset, each
+// chunk's sample hint (when `hint`) the previous chunk's selection of its last row; the
+// counters summed over the chunks. Validates the whole call before the first launch (the
+// arguments first, then whether the op is built); never allocates, synchronises or
+// compiles.
+void execute_chunked(const TopkOp& op, int64_t chunk_rows, bool hint, const TopkInputs& in,
+                     const TensorView* out_indices, const TensorView* out_scores,
+                     void* workspace, size_t workspace_bytes, CUstream stream);
+
 class StreamTopk {
  public:
   // Validates (as TopkOp::create, and chunk_rows >= 0).

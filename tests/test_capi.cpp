@@ -77,7 +77,14 @@ struct Call {
   void* workspace = fake(0x7000000);
   size_t workspace_bytes = size_t{1} << 32;
   const winnowCallOptions_t* options = nullptr;  // set: through winnowExecuteEx
+  bool streamed = false;                          // through winnowExecuteStream
+  const winnowStreamOptions_t* stream_options = nullptr;
   winnowStatus_t run(winnowPlan_t plan) const {
+    if (streamed) {
+      return winnowExecuteStream(plan, in, n_inputs, pass_indices ? &indices : nullptr,
+                                 pass_scores ? &scores : nullptr, workspace, workspace_bytes,
+                                 nullptr, stream_options);
+    }
     if (options) {
       return winnowExecuteEx(plan, in, n_inputs, pass_indices ? &indices : nullptr,
                              pass_scores ? &scores : nullptr, workspace, workspace_bytes,
@@ -580,6 +587,61 @@ TEST_CASE("execute with call options: per-call causal offset and counters", "[ca
   o.causal_offset = 0;
   REQUIRE_STATUS(cd.run(dense.h), WINNOW_STATUS_INVALID_ARGUMENT,
                  "the plan's window is not WINNOW_WINDOW_CAUSAL");
+}
+
+TEST_CASE("execute in chunks (winnowExecuteStream): options and arguments checked first",
+          "[capi]") {
+  Context ctx;
+  winnowProblemDesc_t d = dsa_desc();
+  d.window = WINNOW_WINDOW_CAUSAL;
+  d.causal_ratio = 4;
+  Plan plan(ctx.h, d);
+  const int64_t rows = 4000;  // position r sees keys t < (r + 1) / 4
+  Call c = valid_call(d, rows, rows / 4);
+  c.streamed = true;
+  winnowStreamOptions_t o;
+  winnowStreamOptionsInit(&o);
+  CHECK(o.struct_size == sizeof o);
+  CHECK(o.version == WINNOW_STREAM_OPTIONS_VERSION);
+  CHECK(o.chunk_rows == 0);
+  CHECK(o.sample_hint == 1);
+  require_passes_validation(c, plan.h);  // NULL options: the defaults
+  c.stream_options = &o;
+  o.chunk_rows = 1000;
+  o.sample_hint = 0;
+  require_passes_validation(c, plan.h);
+  o.chunk_rows = -1;
+  REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT,
+                 "options->chunk_rows = -1 must be >= 0");
+  o.chunk_rows = 0;
+  o.sample_hint = 2;
+  REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT,
+                 "options->sample_hint = 2 must be 0 or 1");
+  o.sample_hint = 1;
+  o.version = 9;
+  REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "options->version = 9");
+  o.version = WINNOW_STREAM_OPTIONS_VERSION;
+  o.struct_size = 4;
+  REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT,
+                 "options->struct_size = 4 is smaller than");
+  o.struct_size = sizeof o;
+  // The whole sequence is checked before any chunk: the last row's window past the keys.
+  Call past = valid_call(d, rows, rows / 4 - 1);
+  past.streamed = true;
+  REQUIRE_STATUS(past.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "past num_keys");
+  // A missing output.
+  c.pass_indices = false;
+  REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "out_indices");
+  REQUIRE_STATUS(winnowExecuteStream(nullptr, c.in, c.n_inputs, nullptr, nullptr, c.workspace,
+                                     c.workspace_bytes, nullptr, nullptr),
+                 WINNOW_STATUS_INVALID_ARGUMENT, "plan");
+  // Materialize writes [rows, num_keys] in one launch: no chunks.
+  winnowProblemDesc_t m = ip_desc();
+  m.mode = WINNOW_MODE_MATERIALIZE;
+  Plan mplan(ctx.h, m);
+  Call cm = valid_call(m, kRows, kKeys);
+  cm.streamed = true;
+  REQUIRE_STATUS(cm.run(mplan.h), WINNOW_STATUS_INVALID_ARGUMENT, "top-k mode only");
 }
 
 TEST_CASE("execute: the sample hint slot", "[capi]") {

@@ -196,3 +196,50 @@ TEST_CASE("C API: chunks with per-call causal offsets equal one call", "[gpu]") 
   CHECK(download() == one.indices);  // exact results do not depend on the chunking
   CHECK(c.bad_windows() == 0);       // no window ran past num_keys in any chunk
 }
+
+TEST_CASE("C API: the sequence in chunks (winnowExecuteStream) equals one call", "[gpu]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  winnowProblemDesc_t desc;
+  winnowProblemDescInit(&desc);  // relu_mh, 64 heads, d = 128, fp8 with key scale
+  desc.k = 256;
+  desc.window = WINNOW_WINDOW_CAUSAL;
+  desc.causal_ratio = 4;
+  ops::TopkProblem p;
+  p.score = ir::relu_mh(true);
+  p.k = desc.k;
+  p.window = ops::WindowKind::Causal;
+  p.causal_ratio = 4;
+  const int64_t rows = 4096, keys = 1024;  // position r sees keys t < (r + 1) / 4
+  const CapiDsa c(desc, p, rows, keys, test::test_seed() + 6);
+  rt::DeviceBuffer idx(rows * p.k * 4);
+  winnowTensor_t in[WINNOW_NUM_INPUTS] = {};
+  c.inputs(0, rows, in);
+  winnowTensor_t oi = capi_tensor(idx.data(), WINNOW_DTYPE_INT32, {rows, p.k});
+  auto download = [&] {
+    std::vector<int> v(rows * p.k);
+    rt::check(rt::driver().cuCtxSynchronize(), "sync");
+    idx.download(v.data(), v.size() * 4);
+    return v;
+  };
+  REQUIRE_OK(winnowExecute(c.plan, in, WINNOW_NUM_INPUTS, &oi, nullptr, c.ws.data(), c.ws_bytes,
+                           nullptr));
+  ops::RunResult one;
+  one.indices = download();
+  test::check_against_reference(p, c.d, one, {0, 3, 1000, 2501, rows - 1}, false);
+  for (const int64_t chunk_rows : {int64_t(1000), int64_t(0)}) {  // uneven chunks; chosen
+    for (const int hint : {1, 0}) {
+      INFO("chunk_rows " << chunk_rows << " sample_hint " << hint);
+      std::vector<int> poison(rows * p.k, 12345);
+      idx.upload(poison.data(), poison.size() * 4);
+      winnowStreamOptions_t o;
+      winnowStreamOptionsInit(&o);
+      o.chunk_rows = chunk_rows;
+      o.sample_hint = hint;
+      REQUIRE_OK(winnowExecuteStream(c.plan, in, WINNOW_NUM_INPUTS, &oi, nullptr, c.ws.data(),
+                                     c.ws_bytes, nullptr, &o));
+      CHECK(download() == one.indices);  // exact results do not depend on the chunking
+      CHECK(c.bad_windows() == 0);
+    }
+  }
+}
