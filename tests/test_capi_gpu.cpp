@@ -1,5 +1,6 @@
 // The whole C API path on the GPU: plan, build, workspace, execute on a stream, and the
 // same execute captured in a CUDA graph and replayed (no allocation, no sync inside).
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -144,102 +145,91 @@ TEST_CASE("C API: execute, then the same call in a CUDA graph, equal the referen
   cu.cuStreamDestroy(stream);
 }
 
-TEST_CASE("C API: chunks with per-call causal offsets equal one call", "[gpu]") {
-  WINNOW_REQUIRE_GPU();
-  INFO("seed " << test::test_seed());
+// The chunked-prefill cases: relu_mh (64 heads, d = 128, fp8 with key scale), k = 256,
+// compressed causal ratio 4 (position r sees keys t < (r + 1) / 4) over 4096 positions and
+// 1024 keys, its one-call result checked against the CPU reference; each case then runs
+// the sequence in chunks and compares with that result.
+struct CausalChunks {
+  static constexpr int64_t rows = 4096, keys = 1024;
   winnowProblemDesc_t desc;
-  winnowProblemDescInit(&desc);  // relu_mh, 64 heads, d = 128, fp8 with key scale
-  desc.k = 256;
-  desc.window = WINNOW_WINDOW_CAUSAL;
-  desc.causal_ratio = 4;
-  desc.causal_offset = 0;
   ops::TopkProblem p;
-  p.score = ir::relu_mh(true);
-  p.k = desc.k;
-  p.window = ops::WindowKind::Causal;
-  p.causal_ratio = 4;
-  const int64_t rows = 4096, keys = 1024;  // position r sees keys t < (r + 1) / 4
-  const CapiDsa c(desc, p, rows, keys, test::test_seed() + 5);
-
-  rt::DeviceBuffer idx(rows * p.k * 4);
+  std::unique_ptr<CapiDsa> c;
+  rt::DeviceBuffer idx;
+  ops::RunResult one;  // the whole sequence in one winnowExecute
+  explicit CausalChunks(uint64_t seed) {
+    winnowProblemDescInit(&desc);
+    desc.k = 256;
+    desc.window = WINNOW_WINDOW_CAUSAL;
+    desc.causal_ratio = 4;
+    desc.causal_offset = 0;
+    p.score = ir::relu_mh(true);
+    p.k = desc.k;
+    p.window = ops::WindowKind::Causal;
+    p.causal_ratio = 4;
+    c = std::make_unique<CapiDsa>(desc, p, rows, keys, seed);
+    idx = rt::DeviceBuffer(rows * p.k * 4);
+    run(0, rows, nullptr);
+    one.indices = download();
+    test::check_against_reference(p, c->d, one, {0, 3, 1000, 2501, rows - 1}, false);
+    std::vector<int> poison(rows * p.k, 12345);
+    idx.upload(poison.data(), poison.size() * 4);
+  }
   // Rows [r0, r1) of the sequence: the inputs and the output start at row r0.
-  auto run = [&](int64_t r0, int64_t r1, const winnowCallOptions_t* options) {
-    winnowTensor_t in[WINNOW_NUM_INPUTS] = {};
-    c.inputs(r0, r1, in);
+  void inputs(int64_t r0, int64_t r1, winnowTensor_t (&in)[WINNOW_NUM_INPUTS],
+              winnowTensor_t* out) const {
+    c->inputs(r0, r1, in);
     int* ob = static_cast<int*>(idx.data()) + r0 * p.k;
-    winnowTensor_t oi = capi_tensor(ob, WINNOW_DTYPE_INT32, {r1 - r0, p.k});
-    REQUIRE_OK(winnowExecuteEx(c.plan, in, WINNOW_NUM_INPUTS, &oi, nullptr, c.ws.data(),
-                               c.ws_bytes, nullptr, options));
-  };
-  auto download = [&] {
+    *out = capi_tensor(ob, WINNOW_DTYPE_INT32, {r1 - r0, p.k});
+  }
+  void run(int64_t r0, int64_t r1, const winnowCallOptions_t* options) const {
+    winnowTensor_t in[WINNOW_NUM_INPUTS] = {}, oi;
+    inputs(r0, r1, in, &oi);
+    REQUIRE_OK(winnowExecuteEx(c->plan, in, WINNOW_NUM_INPUTS, &oi, nullptr, c->ws.data(),
+                               c->ws_bytes, nullptr, options));
+  }
+  std::vector<int> download() const {
     std::vector<int> v(rows * p.k);
     rt::check(rt::driver().cuCtxSynchronize(), "sync");
     idx.download(v.data(), v.size() * 4);
     return v;
-  };
+  }
+};
 
-  run(0, rows, nullptr);  // one call over the whole sequence
-  ops::RunResult one;
-  one.indices = download();
-  test::check_against_reference(p, c.d, one, {0, 3, 1000, 2501, rows - 1}, false);
-
-  std::vector<int> poison(rows * p.k, 12345);
-  idx.upload(poison.data(), poison.size() * 4);
+TEST_CASE("C API: chunks with per-call causal offsets equal one call", "[gpu]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  const CausalChunks s(test::test_seed() + 5);
   winnowCallOptions_t o;
   winnowCallOptionsInit(&o);
-  const int64_t cuts[] = {0, 1000, 2501, rows};  // 2501: a chunk starting at an odd row
+  const int64_t cuts[] = {0, 1000, 2501, s.rows};  // 2501: a chunk starting at an odd row
   for (int i = 0; i < 3; ++i) {
     o.causal_offset = cuts[i];
     o.accumulate_counters = i > 0;  // the first call resets the counters
-    run(cuts[i], cuts[i + 1], &o);
+    s.run(cuts[i], cuts[i + 1], &o);
   }
-  CHECK(download() == one.indices);  // exact results do not depend on the chunking
-  CHECK(c.bad_windows() == 0);       // no window ran past num_keys in any chunk
+  CHECK(s.download() == s.one.indices);  // exact results do not depend on the chunking
+  CHECK(s.c->bad_windows() == 0);        // no window ran past num_keys in any chunk
 }
 
 TEST_CASE("C API: the sequence in chunks (winnowExecuteStream) equals one call", "[gpu]") {
   WINNOW_REQUIRE_GPU();
   INFO("seed " << test::test_seed());
-  winnowProblemDesc_t desc;
-  winnowProblemDescInit(&desc);  // relu_mh, 64 heads, d = 128, fp8 with key scale
-  desc.k = 256;
-  desc.window = WINNOW_WINDOW_CAUSAL;
-  desc.causal_ratio = 4;
-  ops::TopkProblem p;
-  p.score = ir::relu_mh(true);
-  p.k = desc.k;
-  p.window = ops::WindowKind::Causal;
-  p.causal_ratio = 4;
-  const int64_t rows = 4096, keys = 1024;  // position r sees keys t < (r + 1) / 4
-  const CapiDsa c(desc, p, rows, keys, test::test_seed() + 6);
-  rt::DeviceBuffer idx(rows * p.k * 4);
-  winnowTensor_t in[WINNOW_NUM_INPUTS] = {};
-  c.inputs(0, rows, in);
-  winnowTensor_t oi = capi_tensor(idx.data(), WINNOW_DTYPE_INT32, {rows, p.k});
-  auto download = [&] {
-    std::vector<int> v(rows * p.k);
-    rt::check(rt::driver().cuCtxSynchronize(), "sync");
-    idx.download(v.data(), v.size() * 4);
-    return v;
-  };
-  REQUIRE_OK(winnowExecute(c.plan, in, WINNOW_NUM_INPUTS, &oi, nullptr, c.ws.data(), c.ws_bytes,
-                           nullptr));
-  ops::RunResult one;
-  one.indices = download();
-  test::check_against_reference(p, c.d, one, {0, 3, 1000, 2501, rows - 1}, false);
+  CausalChunks s(test::test_seed() + 6);
+  winnowTensor_t in[WINNOW_NUM_INPUTS] = {}, oi;
+  s.inputs(0, s.rows, in, &oi);
   for (const int64_t chunk_rows : {int64_t(1000), int64_t(0)}) {  // uneven chunks; chosen
     for (const int hint : {1, 0}) {
       INFO("chunk_rows " << chunk_rows << " sample_hint " << hint);
-      std::vector<int> poison(rows * p.k, 12345);
-      idx.upload(poison.data(), poison.size() * 4);
+      std::vector<int> poison(s.rows * s.p.k, 12345);
+      s.idx.upload(poison.data(), poison.size() * 4);
       winnowStreamOptions_t o;
       winnowStreamOptionsInit(&o);
       o.chunk_rows = chunk_rows;
       o.sample_hint = hint;
-      REQUIRE_OK(winnowExecuteStream(c.plan, in, WINNOW_NUM_INPUTS, &oi, nullptr, c.ws.data(),
-                                     c.ws_bytes, nullptr, &o));
-      CHECK(download() == one.indices);  // exact results do not depend on the chunking
-      CHECK(c.bad_windows() == 0);
+      REQUIRE_OK(winnowExecuteStream(s.c->plan, in, WINNOW_NUM_INPUTS, &oi, nullptr,
+                                     s.c->ws.data(), s.c->ws_bytes, nullptr, &o));
+      CHECK(s.download() == s.one.indices);  // exact results do not depend on the chunking
+      CHECK(s.c->bad_windows() == 0);
     }
   }
 }
