@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <sstream>
 
 #include "compiler/build_id.h"
@@ -10,6 +11,7 @@
 #include "ops/errors.h"
 #include "ops/loaded_kernels.h"
 #include "runtime/env.h"
+#include "runtime/log.h"
 #include "runtime/sha256.h"
 
 namespace winnow::ops {
@@ -65,8 +67,21 @@ CompiledModule compile_cached(rt::CubinCache& cache, const backend::Backend& be,
   const rt::CubinId id{in.arch, m.key, in.backend};
   auto request = std::make_shared<const backend::CompileRequest>(std::move(req));
   const rt::CubinCache::Compile compile = [&be, request] { return be.compile(*request).cubin; };
+  const auto t0 = std::chrono::steady_clock::now();
   auto got = cache.get(id, description, compile);
   m.cubin = std::move(got.cubin);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  using From = rt::CubinCache::Result::From;
+  if (got.from == From::Compiled) {
+    rt::log(rt::LogLevel::Info, fmt::format("compiled {} for {} with {} in {:.0f} ms ({} bytes)",
+                                            stem, in.arch, in.backend, ms, m.cubin.size()));
+  } else {
+    rt::log(rt::LogLevel::Debug,
+            fmt::format("{} for {} from the {} cache in {:.1f} ms", stem, in.arch,
+                        got.from == From::Memory ? "memory" : "disk", ms));
+  }
+  rt::log(rt::LogLevel::Debug, fmt::format("{} key {}", stem, m.key));
   if (got.from != rt::CubinCache::Result::From::Compiled) {
     m.replace_refused = [&cache, id, description, compile](const std::vector<char>& refused,
                                                            const std::string& why) {

@@ -22,16 +22,12 @@
 
 #include "runtime/cache_fs.h"
 #include "runtime/env.h"
+#include "runtime/log.h"
 #include "runtime/sha256.h"
 
 namespace winnow::rt {
 
-void cache_warning(std::string msg) {
-  if (auto level = env_get("WINNOW_LOG_LEVEL"); level && *level == "error") return;
-  std::replace(msg.begin(), msg.end(), '\n', ' ');
-  std::string line = "winnow: warning: " + msg + "\n";
-  std::fwrite(line.data(), 1, line.size(), stderr);
-}
+void cache_warning(std::string msg) { log(LogLevel::Warn, std::move(msg)); }
 
 namespace {
 

@@ -12,8 +12,8 @@
 
 namespace winnow::rt {
 
-// One line on stderr, "winnow: warning: ...", unless WINNOW_LOG_LEVEL=error. Written in
-// one call so lines of concurrent processes do not mix.
+// One line on stderr, "winnow: warning: ...", unless WINNOW_LOG_LEVEL=error
+// (runtime/log.h).
 void cache_warning(std::string msg);
 
 // One cubin in the cache: its content key with the arch and backend it was keyed on.

@@ -21,24 +21,7 @@ using rt::CubinId;
 using test::TempDir;
 namespace fs = std::filesystem;
 
-// Sets (or unsets) one variable for a scope and restores the old value after.
-struct ScopedEnv {
-  std::string name;
-  std::optional<std::string> old;
-  ScopedEnv(const char* n, const char* value) : name(n) {
-    if (const char* v = std::getenv(n)) old = v;
-    if (value)
-      ::setenv(n, value, 1);
-    else
-      ::unsetenv(n);
-  }
-  ~ScopedEnv() {
-    if (old)
-      ::setenv(name.c_str(), old->c_str(), 1);
-    else
-      ::unsetenv(name.c_str());
-  }
-};
+using test::ScopedEnv;
 
 // Captures what is written to file descriptor 2 while alive.
 struct StderrCapture {

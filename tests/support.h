@@ -6,12 +6,35 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <string>
 
 #include "runtime/cuda_driver.h"
 
 namespace winnow::test {
+
+// Sets (or unsets) one variable for a scope and restores the old value after.
+struct ScopedEnv {
+  std::string name;
+  std::optional<std::string> old;
+  ScopedEnv(const char* n, const char* value) : name(n) {  // value null: unset
+    if (const char* v = std::getenv(n)) old = v;
+    if (value)
+      ::setenv(n, value, 1);
+    else
+      ::unsetenv(n);
+  }
+  ScopedEnv(const char* n, const std::string& value) : ScopedEnv(n, value.c_str()) {}
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  ~ScopedEnv() {
+    if (old)
+      ::setenv(name.c_str(), old->c_str(), 1);
+    else
+      ::unsetenv(name.c_str());
+  }
+};
 
 // [gpu] tests start with this. With no GPU it prints WINNOW_SKIP (ctest reports the test
 // as skipped, never as passed) and returns true: the test then returns.

@@ -93,3 +93,25 @@ TEST_CASE("winnow compile --timings prints NVRTC's time per phase", "[tool]") {
   CHECK(r.exit_code == 0);
   CHECK(r.output.find("NVVM Optimizer") == std::string::npos);
 }
+
+TEST_CASE("WINNOW_LOG_LEVEL: info says what was compiled, debug also the key, warn neither",
+          "[tool]") {
+  {
+    winnow::test::ScopedEnv level("WINNOW_LOG_LEVEL", "info");
+    const ToolRun r = run_tool("demo --rows 2 --keys 4096");
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.output, Contains("winnow: info: compiled winnow_topk for sm_90a"));
+    CHECK(r.output.find("winnow: debug:") == std::string::npos);
+  }
+  {
+    winnow::test::ScopedEnv level("WINNOW_LOG_LEVEL", "debug");
+    const ToolRun r = run_tool("demo --rows 2 --keys 4096");
+    CHECK_THAT(r.output, Contains("winnow: debug: winnow_topk key "));
+  }
+  {
+    winnow::test::ScopedEnv level("WINNOW_LOG_LEVEL", "warn");
+    const ToolRun r = run_tool("demo --rows 2 --keys 4096");
+    CHECK(r.output.find("winnow: info:") == std::string::npos);
+  }
+}
