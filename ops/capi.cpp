@@ -312,6 +312,33 @@ ops::TensorView to_view(const winnowTensor_t& t, const char* name) {
   return v;
 }
 
+// The tensors of an execute call, checked for their roles.
+struct CallTensors {
+  ops::TensorView views[WINNOW_NUM_INPUTS];  // trailing roles not passed are absent
+  std::optional<ops::TensorView> indices, scores;
+  ops::TopkInputs inputs() const {
+    return ops::TopkInputs{views[WINNOW_INPUT_Q],           views[WINNOW_INPUT_K],
+                           views[WINNOW_INPUT_WEIGHTS],     views[WINNOW_INPUT_KEY_SCALE],
+                           views[WINNOW_INPUT_WINDOW_START], views[WINNOW_INPUT_WINDOW_END],
+                           views[WINNOW_INPUT_SAMPLE_HINT]};
+  }
+  const ops::TensorView* out_indices() const { return indices ? &*indices : nullptr; }
+  const ops::TensorView* out_scores() const { return scores ? &*scores : nullptr; }
+};
+
+CallTensors call_tensors(const winnowTensor_t* inputs, int n_inputs,
+                         const winnowTensor_t* out_indices, const winnowTensor_t* out_scores) {
+  require_non_null(inputs, "inputs");
+  if (n_inputs < 1 || n_inputs > WINNOW_NUM_INPUTS)
+    invalid(fmt::format("n_inputs = {} must be in 1..{} (WINNOW_NUM_INPUTS)", n_inputs,
+                        static_cast<int>(WINNOW_NUM_INPUTS)));
+  CallTensors t;
+  for (int i = 0; i < n_inputs; ++i) t.views[i] = to_view(inputs[i], input_name(i));
+  if (out_indices) t.indices = to_view(*out_indices, "out_indices");
+  if (out_scores) t.scores = to_view(*out_scores, "out_scores");
+  return t;
+}
+
 }  // namespace
 
 extern "C" {
@@ -447,37 +474,6 @@ winnowStatus_t winnowExecute(winnowPlan_t plan, const winnowTensor_t* inputs, in
   return winnowExecuteEx(plan, inputs, n_inputs, out_indices, out_scores, workspace,
                          workspace_bytes, stream, nullptr);
 }
-
-namespace {
-
-// The tensors of an execute call, checked for their roles.
-struct CallTensors {
-  ops::TensorView views[WINNOW_NUM_INPUTS];  // trailing roles not passed are absent
-  std::optional<ops::TensorView> indices, scores;
-  ops::TopkInputs inputs() const {
-    return ops::TopkInputs{views[WINNOW_INPUT_Q],           views[WINNOW_INPUT_K],
-                           views[WINNOW_INPUT_WEIGHTS],     views[WINNOW_INPUT_KEY_SCALE],
-                           views[WINNOW_INPUT_WINDOW_START], views[WINNOW_INPUT_WINDOW_END],
-                           views[WINNOW_INPUT_SAMPLE_HINT]};
-  }
-  const ops::TensorView* out_indices() const { return indices ? &*indices : nullptr; }
-  const ops::TensorView* out_scores() const { return scores ? &*scores : nullptr; }
-};
-
-CallTensors call_tensors(const winnowTensor_t* inputs, int n_inputs,
-                         const winnowTensor_t* out_indices, const winnowTensor_t* out_scores) {
-  require_non_null(inputs, "inputs");
-  if (n_inputs < 1 || n_inputs > WINNOW_NUM_INPUTS)
-    invalid(fmt::format("n_inputs = {} must be in 1..{} (WINNOW_NUM_INPUTS)", n_inputs,
-                        static_cast<int>(WINNOW_NUM_INPUTS)));
-  CallTensors t;
-  for (int i = 0; i < n_inputs; ++i) t.views[i] = to_view(inputs[i], input_name(i));
-  if (out_indices) t.indices = to_view(*out_indices, "out_indices");
-  if (out_scores) t.scores = to_view(*out_scores, "out_scores");
-  return t;
-}
-
-}  // namespace
 
 winnowStatus_t winnowExecuteEx(winnowPlan_t plan, const winnowTensor_t* inputs, int n_inputs,
                                const winnowTensor_t* out_indices,

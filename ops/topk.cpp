@@ -56,7 +56,6 @@ int64_t mean_window(const TopkProblem& p, const CallShape& shape, int64_t causal
   return (first + last) / 2;
 }
 
-
 // The key tensor map of the wgmma path's TMA loads: k as bytes, [num_keys rows][d * EB],
 // boxes of 128 bytes x key_tile rows with the 128-byte swizzle (templates/wgmma_tiles.cuh's
 // layout), rows past the key count read as zeros. Encoded on the host from the caller's

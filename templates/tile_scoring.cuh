@@ -303,10 +303,12 @@ __device__ __forceinline__ float score_of(const TopkSmem<C>& s, const ScoreArgs&
 }
 
 // Starts loading keys key_of(0..KT-1) (negative: an empty slot) into stage `stage`: in
-// the stored form by cp.async on the tensor-core path (complete after copy_async_wait),
-// else decoded to fp32 by plain loads.
+// the stored form by cp.async on the mma.sync path (complete after copy_async_wait), else
+// decoded to fp32 by plain loads. (The wgmma path's producer warp loads its own tiles:
+// key_tile_loop.cuh.)
 template <class C, class KeyOf>
 __device__ void load_key_tile(const TopkParams& p, const TopkSmem<C>& s, int stage, KeyOf key_of) {
+  static_assert(!C::kWgmma, "the wgmma path loads key tiles by its producer warp");
   constexpr int D = C::kDim, KT = C::kKeyTile, KS = D + 1;
   if (C::kMma) {
     constexpr int EB = MmaBytes<C>::value, VPR = D * EB / 16, RB = D * EB + 16;
@@ -315,8 +317,7 @@ __device__ void load_key_tile(const TopkParams& p, const TopkSmem<C>& s, int sta
       int key = key_of(j);
       const char* src = static_cast<const char*>(p.k) +
                         (key >= 0 ? key * p.k_row_stride * EB + v * 16 : 0);
-      copy_async_16(dst + (C::kWgmma ? swizzled_chunk<KT>(j, v) : j * RB + v * 16), src,
-                    key >= 0);
+      copy_async_16(dst + (j * RB + v * 16), src, key >= 0);
     };
     constexpr int STEP = VPR > 0 ? C::kThreads / VPR : 1;  // key slots per pass of the CTA
     if constexpr (VPR > 0 && C::kThreads % VPR == 0 && KT % STEP == 0) {

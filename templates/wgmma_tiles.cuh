@@ -27,16 +27,11 @@ WINNOW_HD constexpr int swizzled_at(int row0, int k0) {
 }
 
 #if defined(__CUDA_ARCH__)
-// Shared-memory matrix descriptor (PTX ISA, wgmma "Matrix Descriptor"): start address
-// >> 4, leading byte offset 1 (unused by K-major swizzled tiles), stride byte offset
-// 1024 >> 4 (from one 8-row group to the next), base offset 0, 128-byte swizzle.
-__device__ __forceinline__ unsigned long long wgmma_desc(const void* p) {
-  return (unsigned long long)((shared_address(p) & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) |
-         (1ull << 62);
-}
-
-// The same descriptor as a low word that a k step offsets (start address >> 4 in bits
-// 0-13: an offset inside shared memory never carries out of them) and the fixed high word.
+// Shared-memory matrix descriptor (PTX ISA, wgmma "Matrix Descriptor"), in two words: the
+// low one (start address >> 4 in bits 0-13, leading byte offset 1, unused by K-major
+// swizzled tiles), which a k step offsets (an offset inside shared memory never carries out
+// of bits 0-13), and the fixed high one (stride byte offset 1024 >> 4 from one 8-row group
+// to the next, base offset 0, 128-byte swizzle).
 __device__ __forceinline__ u32 wgmma_desc_lo(const void* p) {
   return ((shared_address(p) & 0x3FFFF) >> 4) | (1u << 16);
 }

@@ -87,6 +87,9 @@ TEST_CASE("winnow compile --timings prints NVRTC's time per phase", "[tool]") {
   CHECK_THAT(r.output, Contains("CUDA C++ Frontend"));
   CHECK_THAT(r.output, Contains("NVVM Optimizer"));
   CHECK_THAT(r.output, Contains("PTX Translation"));
+  r = run_tool("compile --score ip --dim 64 --arch sm_90a --emit ir --timings");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Contains("--timings is for --emit ptx or cubin"));
   // Without the flag, no table.
   r = run_tool("compile --score ip --dim 64 --arch sm_90a --emit ptx -o " + out);
   std::remove(out.c_str());

@@ -261,6 +261,8 @@ int run_compile(int argc, char** argv) {
   if (!emit_text_arg) throw UsageError("--emit is required (ir, cu, ptx or cubin)");
   const Emit emit = parse_emit(*emit_text_arg);
   if (emit == Emit::Cubin && !out) throw UsageError("--emit cubin needs -o FILE");
+  if (timings && (emit == Emit::Ir || emit == Emit::Cu))
+    throw UsageError("--timings is for --emit ptx or cubin (ir and cu run no compiler)");
   const auto target = [&] {
     try {
       return backend::parse_arch(*arch);

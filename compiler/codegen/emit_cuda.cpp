@@ -209,8 +209,8 @@ GeneratedKernel emit_topk(const ir::Expr& score, const plan::KernelSpec& spec,
       spec.heads, spec.head_dim, int(spec.q_type), int(spec.k_type),
       plan::elem_name(spec.q_type), plan::elem_name(spec.k_type), spec.materialize, spec.k,
       int(spec.window), spec.sorted, spec.absolute, u.w, u.kscale, u.qsq, u.ksq,
-      plan.rows_per_cta, plan.key_tile, plan.threads, plan.math_threads(), plan.bins, plan.capacity, plan.sample,
-      plan.mma, plan.head_sums, plan.wgmma,
+      plan.rows_per_cta, plan.key_tile, plan.threads, plan.math_threads(), plan.bins,
+      plan.capacity, plan.sample, plan.mma, plan.head_sums, plan.wgmma,
       emit_score_functor(score, spec.heads), plan.threads, g.entry);
   g.headers = template_headers();
   return g;
