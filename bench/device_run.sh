@@ -18,7 +18,7 @@
 # racecheck.txt, synccheck.txt. Both skip the other steps unless asked for explicitly
 # (DEMO_ARGS, BENCH, NCU). Every step prints its duration ("time: ...").
 set -o pipefail
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export LD_LIBRARY_PATH=${BIN:-.devbin}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export WINNOW_CACHE_DIR=/tmp/winnow-cache
 BIN=${BIN:-.devbin}
 OUT=${OUT:-out}
@@ -127,13 +127,17 @@ if [ -n "${BENCH:-}" ]; then
       "${extra[@]}" --out "$OUT/bench.jsonl" 2>>"$OUT/bench.txt" >/dev/null
     echo "bench $r: rc=$?"
     # BENCH_VARIANT="-DNAME=1 ...": the same run again with these NVRTC options (a kernel
-    # variant, compiled under its own cache key), records in bench_variant.jsonl.
+    # variant, compiled under its own cache key), records in bench_variant.jsonl (each
+    # record names its variant); several variants separated by '|' run one after another.
     # VARIANT_RUNS: a pattern of the runs that get the variant too (default: every one).
     if [ -n "${BENCH_VARIANT:-}" ] && [[ "$r" != block-select* ]] && [[ "$r" == ${VARIANT_RUNS:-*} ]]; then
-      WINNOW_NVRTC_OPTIONS="$BENCH_VARIANT" timeout ${BENCH_TIMEOUT:-300} "$BIN/winnow" bench $r \
-        --ceilings "$OUT/ceilings.json" "${extra[@]}" --out "$OUT/bench_variant.jsonl" \
-        2>>"$OUT/bench.txt" >/dev/null
-      echo "bench $r with $BENCH_VARIANT: rc=$?"
+      IFS='|' read -ra variants <<< "$BENCH_VARIANT"
+      for v in "${variants[@]}"; do
+        WINNOW_NVRTC_OPTIONS="$v" timeout ${BENCH_TIMEOUT:-300} "$BIN/winnow" bench $r \
+          --ceilings "$OUT/ceilings.json" "${extra[@]}" --out "$OUT/bench_variant.jsonl" \
+          2>>"$OUT/bench.txt" >/dev/null
+        echo "bench $r with $v: rc=$?"
+      done
     fi
   done
   tail -n 40 "$OUT/bench.txt"
@@ -145,6 +149,16 @@ if [ -n "${NCU:-}" ]; then
   ncu --import "$OUT/profile.ncu-rep" --page details > "$OUT/ncu_details.txt" 2>&1
   ncu --import "$OUT/profile.ncu-rep" --page source --print-source sass --csv \
     > "$OUT/ncu_sass.csv" 2>&1
+  # The stall reasons (cycles per issued instruction, by reason), largest first.
+  ncu --import "$OUT/profile.ncu-rep" --page raw --csv 2>/dev/null | python3 -c '
+import csv, sys
+rows = list(csv.reader(sys.stdin))
+names, units, vals = rows[0], rows[1], rows[2]
+st = [(float(v.replace(",", "")), n) for n, v in zip(names, vals)
+      if "issue_stalled" in n and n.endswith("_per_issue_active.ratio")]
+for v, n in sorted(st, reverse=True)[:14]:
+    print("%8.3f  %s" % (v, n))' > "$OUT/ncu_stalls.txt" 2>&1
+  cat "$OUT/ncu_stalls.txt"
   grep -E "Duration|Throughput|Warp Cycles|Registers|Achieved Occupancy|Issued|Stall" \
     "$OUT/ncu_details.txt" | head -n 40
   tar -C "$OUT" -czf "$OUT/ncu.tar.gz" ncu_details.txt ncu_sass.csv && \

@@ -15,6 +15,13 @@
 #define WINNOW_HEAD_SUM_FMA 1
 #endif
 
+// Experiment switch: -DWINNOW_RELU_FADD=1 computes the relu of an fp8 dot as x + |x| (one
+// FADD on the FMA pipe; 2 relu(x) for every finite x, NaN for NaN) against weights stored
+// halved (relus_by_add below), where max.NaN takes the ALU pipe at half rate.
+#ifndef WINNOW_RELU_FADD
+#define WINNOW_RELU_FADD 0
+#endif
+
 namespace winnow {
 
 // Dot products on the CUDA cores, four keys per thread (j, j + KT/4, ...: consecutive
@@ -179,9 +186,26 @@ __device__ void mma_head_sums(const TopkSmem<C>& s) {
 // instruction where `dot < 0 ? 0 : dot` takes two; it differs only in relu(-0) = +0, and a
 // zero product never changes a sum that starts at +0 (fma(w, +-0, p) == p, p == +0 too), so
 // the head sums have the same bits either way.
-template <class S>
+// relus_by_add: for e4m3 keys and queries every dot is finite (|dot| <= 448^2 d), so
+// x + |x| is exactly 2 relu(x) (+0 for x <= 0; NaN stays NaN), and with the weights stored
+// halved (exact for every normal weight) fma(w / 2, x + |x|, p) == fma(w, relu(x), p): the
+// same sums, one FADD instead of max.NaN. A subnormal weight loses its last bit when
+// halved; fused and materialize read the same halved weights, so they agree bit for bit.
+template <class C, class S>
+__host__ __device__ constexpr bool relus_by_add() {
+  if constexpr (WINNOW_RELU_FADD && WINNOW_HEAD_SUM_FMA && C::kWgmma && C::kMma == kElemE4M3 &&
+                S::kHeadSum) {
+    return S::kWeightedTerm && S::kReluOfDot;
+  } else {
+    return false;
+  }
+}
+
+template <class C, class S>
 __device__ __forceinline__ float weighted_factor(float dot, float kscale) {
-  if constexpr (S::kReluOfDot) {
+  if constexpr (relus_by_add<C, S>()) {
+    return __fadd_rn(dot, fabsf(dot));
+  } else if constexpr (S::kReluOfDot) {
     float r;
     asm("max.NaN.f32 %0, %1, 0f00000000;\n" : "=f"(r) : "f"(dot));
     return r;
@@ -226,10 +250,10 @@ __device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit,
       if constexpr (S::kWeightedTerm && WINNOW_HEAD_SUM_FMA) {
         // term = w * g(dot): one fused multiply-add per head (one rounding), in the same
         // fixed order in every mode.
-        p0 = __fmaf_rn(w.x, weighted_factor<S>(dr[4 * jj], ks0), p0);
-        p1 = __fmaf_rn(w.x, weighted_factor<S>(dr[4 * jj + 2], ks1), p1);
-        p0 = __fmaf_rn(w.y, weighted_factor<S>(dr[4 * jj + 1], ks0), p0);
-        p1 = __fmaf_rn(w.y, weighted_factor<S>(dr[4 * jj + 3], ks1), p1);
+        p0 = __fmaf_rn(w.x, weighted_factor<C, S>(dr[4 * jj], ks0), p0);
+        p1 = __fmaf_rn(w.x, weighted_factor<C, S>(dr[4 * jj + 2], ks1), p1);
+        p0 = __fmaf_rn(w.y, weighted_factor<C, S>(dr[4 * jj + 1], ks0), p0);
+        p1 = __fmaf_rn(w.y, weighted_factor<C, S>(dr[4 * jj + 3], ks1), p1);
         continue;
       }
       const float a0 = op_add(S::term(dr[4 * jj], w.x, ks0), S::term(dr[4 * jj + 1], w.y, ks0));

@@ -180,7 +180,7 @@ __device__ void topk_kernel(const TopkParams& p, const TmaMap* kmap, unsigned ch
     const int item = C::kWindow == 2 ? items - 1 - w : w;
     const int b = item / splits, split = item % splits;
     clocks.mark(-1);
-    load_rows<C>(p, s, b * C::kRows, split);
+    load_rows<C, S>(p, s, b * C::kRows, split);
     clocks.mark(0);
     ++items_done;
     if (C::kMaterialize) {

@@ -2,6 +2,7 @@
 // window part, loaded into shared memory by the whole CTA.
 #pragma once
 #include "winnow/element_decode.cuh"
+#include "winnow/tile_scoring.cuh"
 #include "winnow/topk_params.cuh"
 #include "winnow/topk_smem.cuh"
 #include "winnow/wgmma_tiles.cuh"
@@ -9,7 +10,7 @@
 namespace winnow {
 
 // Loads the block's query rows (dequantised), weights and |q[h]|^2, and each row's window.
-template <class C>
+template <class C, class S>
 __device__ void load_rows(const TopkParams& p, const TopkSmem<C>& s, int row0, int split) {
   constexpr int R = C::kRows, H = C::kHeads, D = C::kDim;
   const unsigned tid = unhoisted_thread_index();  // once per work item
@@ -36,7 +37,8 @@ __device__ void load_rows(const TopkParams& p, const TopkSmem<C>& s, int row0, i
   }
   for (int e = tid; e < R * H; e += C::kThreads) {
     int r = e / H, h = e % H, row = row0 + r;
-    s.w[e] = (C::kUsesW && row < p.rows) ? p.w[row * p.w_row_stride + h] : 0.0f;
+    const float w = (C::kUsesW && row < p.rows) ? p.w[row * p.w_row_stride + h] : 0.0f;
+    s.w[e] = relus_by_add<C, S>() ? w * 0.5f : w;  // tile_scoring.cuh
   }
   if (tid < R) {
     int r = tid, row = row0 + r;
