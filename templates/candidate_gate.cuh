@@ -51,7 +51,12 @@ __device__ void refresh_gate(const TopkSmem<C>& s, int r, int lane) {
       if (acc >= k) break;
     }
     RowState& st = s.rows[r];
-    if (b > st.gate) st.gate = b;
+    if (b > st.gate) {
+      // Readers may see the new score edge before the new gate: either excludes only keys
+      // below a gate that the histogram has justified.
+      st.gate_score = gate_edge_score(st.bins, b);
+      st.gate = b;
+    }
   }
 }
 

@@ -10,13 +10,12 @@
 #include "winnow/topk_smem.cuh"
 #include "winnow/wgmma_tiles.cuh"
 
-// Switch: the two math warpgroups of the wgmma path take turns on the tensor cores
-// (FlashAttention-3's ping-pong). -DWINNOW_PINGPONG=0 lets each issue its MMAs whenever its
-// stage is ready: measured 2-4 % faster on the H200 (two CTAs per SM already interleave),
-// exact on every checked row, but the [gpu] suite has not yet run with it, so the default
-// stays the configuration that passed it (bench/NOTES.md, session 4).
+// Switch: -DWINNOW_PINGPONG=1 makes the two math warpgroups of the wgmma path take turns
+// on the tensor cores (FlashAttention-3's ping-pong). Off by default: each issues its MMAs
+// whenever its stage is ready, measured 1-4 % faster on the H200 in two visits (two CTAs
+// per SM already interleave four warpgroups; bench/NOTES.md, sessions 4 and 5).
 #ifndef WINNOW_PINGPONG
-#define WINNOW_PINGPONG 1
+#define WINNOW_PINGPONG 0
 #endif
 
 namespace winnow {
@@ -120,8 +119,9 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
   if constexpr (C::kWgmma) {
     // Warp-specialised: the producer warp fills a ring of k_stages() stages (waiting for
     // each stage's `empty` barrier), the two math warpgroups wait for `full`, score, and
-    // release the stage (one arrival per warp) before visiting the next. No CTA barrier
-    // per tile: each warpgroup runs as far ahead as the ring allows.
+    // release the stage (one arrival per warp) as soon as their MMAs have read it, before
+    // the head sums of the last bank and the visits. No CTA barrier per tile: each
+    // warpgroup runs as far ahead as the ring allows.
     constexpr int STAGES = layout_of<C>().k_stages();
     const unsigned pos0 = s.ring_pos;
     s.ring_pos = pos0 + unsigned(tiles);
@@ -130,8 +130,8 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
       // through the generic proxy; the copy engine writes it next.
       fence_async_smem();
       int gathered = -1;
-      for (int t = 0; t < tiles; ++t) {
-        const RingSlot slot = ring_slot(pos0 + unsigned(t), STAGES);
+      RingSlot slot = ring_slot(pos0, STAGES);
+      for (int t = 0; t < tiles; ++t, slot.advance(STAGES)) {
         mbarrier_wait(s.ring_empty + slot.stage, slot.parity ^ 1u);
         produce_key_tile<C>(p, s, slot.stage, tile_base(t), tile_keys(t), gathered);
       }
@@ -150,16 +150,19 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
           else named_barrier_arrive<2, C::kMathThreads>();
         }
       };
-      for (int t = 0; t < tiles; ++t) {
-        const RingSlot slot = ring_slot(pos0 + unsigned(t), STAGES);
-        mbarrier_wait(s.ring_full + slot.stage, slot.parity);
+      const unsigned full0 = shared_address(s.ring_full), empty0 = shared_address(s.ring_empty);
+      RingSlot slot = ring_slot(pos0, STAGES);
+      for (int t = 0; t < tiles; ++t, slot.advance(STAGES)) {
+        mbarrier_wait(full0 + 8u * unsigned(slot.stage), slot.parity);
         if constexpr (WINNOW_PINGPONG) {
           if (wg == 1) named_barrier_sync<3, C::kMathThreads>();
           else if (t > 0) named_barrier_sync<2, C::kMathThreads>();
         }
-        score_loaded_tile<C, S>(p, s, slot.stage, tile_keys(t), visit, hand_over);
-        __syncwarp();  // the warp's reads of the stage are done
-        if ((threadIdx.x & 31) == 0) mbarrier_arrive(s.ring_empty + slot.stage);
+        const unsigned empty = empty0 + 8u * unsigned(slot.stage);
+        score_loaded_tile<C, S>(p, s, slot.stage, tile_keys(t), visit, hand_over, [empty] {
+          __syncwarp();  // the warp's reads of the stage are done
+          if ((threadIdx.x & 31) == 0) mbarrier_arrive(empty);
+        });
         after_tile();
       }
       if constexpr (WINNOW_PINGPONG) {
@@ -178,14 +181,14 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
       }
       copy_async_wait<1>();
       __syncthreads();
-      score_loaded_tile<C, S>(p, s, stage, tile_keys(t), visit, [] {});
+      score_loaded_tile<C, S>(p, s, stage, tile_keys(t), visit, [] {}, [] {});
       after_tile();
     }
   } else {
     for (int t = 0; t < tiles; ++t) {
       load_key_tile<C>(p, s, 0, tile_keys(t));
       __syncthreads();
-      score_loaded_tile<C, S>(p, s, 0, tile_keys(t), visit, [] {});
+      score_loaded_tile<C, S>(p, s, 0, tile_keys(t), visit, [] {}, [] {});
       after_tile();
     }
   }

@@ -48,6 +48,20 @@ __device__ __forceinline__ void mbarrier_wait(u64* bar, unsigned parity) {
       "r"(parity)
       : "memory");
 }
+// The same on a barrier given by its shared-memory address (computed once per loop: no
+// generic-to-shared conversion or 64-bit pointer arithmetic per tile).
+__device__ __forceinline__ void mbarrier_arrive(unsigned bar) {
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar)
+               : "memory");
+}
+__device__ __forceinline__ void mbarrier_wait(unsigned bar, unsigned parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
 // Named barrier `id` (1..15; 0 is __syncthreads) over the first `threads` threads that
 // reach it (a multiple of 32).
 template <int Id, int Threads>
@@ -68,6 +82,13 @@ __device__ __forceinline__ void named_barrier_arrive() {
 struct RingSlot {
   int stage;
   unsigned parity;
+  // The next use: the next stage, the phase flipping on each wrap (no division per tile).
+  WINNOW_HD void advance(int stages) {
+    if (++stage == stages) {
+      stage = 0;
+      parity ^= 1u;
+    }
+  }
 };
 WINNOW_HD RingSlot ring_slot(unsigned pos, int stages) {
   return RingSlot{int(pos % unsigned(stages)), (pos / unsigned(stages)) & 1u};

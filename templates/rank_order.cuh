@@ -41,6 +41,17 @@ struct ThresholdBins {
   }
 };
 
+// The lowest score that can fall in bin `gate` or above: a float e such that every score
+// s with bins.bin(order_key(s)) >= gate has !(s < e) (NaN compares false, so it passes).
+// A superset test: what passes still goes through bin(). gate 0: -inf (everything).
+WINNOW_HD float gate_edge_score(const ThresholdBins& bins, int gate) {
+  if (gate <= 0) return bits_float(0xFF800000u);
+  const unsigned long long edge =
+      (unsigned long long)bins.lo + ((unsigned long long)(gate - 1) << bins.shift);
+  if (edge > 0xFF800000ull) return bits_float(0x7F800000u);  // only +inf and NaN above
+  return order_key_score(u32(edge));
+}
+
 // Bins spanning [lo, hi]; keys above hi share the last bin.
 WINNOW_HD ThresholdBins make_threshold_bins(u32 lo, u32 hi, int count) {
   ThresholdBins t;

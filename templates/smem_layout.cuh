@@ -42,8 +42,11 @@ struct SmemLayout {
   WINNOW_HD constexpr long k_stage_words() const {
     return mma_bytes ? long(key_tile) * raw_row_bytes() / 4 : long(key_tile) * key_stride();
   }
-  // Stages: the wgmma path keeps three (one barrier per tile), mma.sync two, CUDA cores one.
-  WINNOW_HD constexpr int k_stages() const { return swizzled ? 3 : mma_bytes ? 2 : 1; }
+  // Stages: the wgmma path keeps four of 8-bit tiles and three of 16-bit ones (their
+  // 256-byte rows take twice the room), mma.sync two, CUDA cores one.
+  WINNOW_HD constexpr int k_stages() const {
+    return swizzled ? (mma_bytes == 1 ? 4 : 3) : mma_bytes ? 2 : 1;
+  }
   WINNOW_HD constexpr long k_words() const { return k_stage_words() * k_stages(); }
   WINNOW_HD constexpr long k_off() const { return q_words(); }
   WINNOW_HD constexpr long kscale_off() const { return k_off() + k_words(); }

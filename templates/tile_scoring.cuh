@@ -216,20 +216,26 @@ __device__ __forceinline__ float weighted_factor(float dot, float kscale) {
 
 // The head-sum form on warpgroup MMA (sm_90a): warpgroup g scores keys 64 g .. 64 g + 63
 // of the tile (A: the swizzled key tile) against all 128 (row, head) pairs of the block
-// (B: the swizzled q rows), d / k-step wgmma instructions into 64 fp32 accumulators per
-// thread. A thread holds keys key0 and key0 + 8 (the D fragment's rows) and heads
+// (B: the swizzled q rows) in two banks of 64 pairs (the first R / 2 rows, then the rest),
+// each d / k-step wgmma instructions into 32 fp32 accumulators per thread: the head sums of
+// bank 0 run while the tensor cores still work on bank 1 (wgmma_wait<1>), as in DeepGEMM's
+// fp8 MQA logits. A thread holds keys key0 and key0 + 8 (the D fragment's rows) and heads
 // 8 j + 2 t4, + 1 of every row (its columns): it sums term(dot, w) over its 16 heads of
 // a row in a fixed order, and two shuffles leave the row's sum in all four lanes of the
 // quad; the 2 R (row, key) scores of a quad are visited by its lanes in turn, straight
 // from the registers. Fused and materialize kernels run this same code (same bits).
 // issued(): called once the tile's MMAs are issued (the ping-pong hands the tensor cores
-// to the other warpgroup there).
-template <class C, class S, class KeyOf, class Visit, class Issued>
-__device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit, Issued issued) {
+// to the other warpgroup there); drained(): once the warpgroup is done reading the stage
+// (its MMAs complete, its key scales in registers), before the last bank's sums.
+template <class C, class S, class KeyOf, class Visit, class Issued, class Drained>
+__device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit, Issued issued,
+                                Drained drained) {
   constexpr int H = C::kHeads, R = C::kRows, KT = C::kKeyTile;
   constexpr int RB = C::kDim * MmaBytes<C>::value;
   static_assert(R * H == 128 && KT == 128 && C::kMathThreads == 256 && RB % 128 == 0,
                 "wgmma head sums: 128 (row, head) pairs, 2 x 64 keys, whole swizzle rows");
+  static_assert(R % 2 == 0, "two banks of whole rows");
+  constexpr int RH = R / 2;  // rows per bank: 64 (row, head) pairs
   const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
   const int g = lane >> 2, t4 = lane & 3;
   const char* kraw = reinterpret_cast<const char*>(s.k);
@@ -239,9 +245,10 @@ __device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit,
   // (columns h = 8 jj + 2 t4, + 1 of the row's H): term(dot, w) in a fixed order, then two
   // shuffles across the quad.
   float sums[R][2];
-  // The scales of the thread's two keys, for terms that read kscale (dead loads otherwise).
-  const float ks0 = C::kUsesKScale ? s.kscale[key0] : 1.0f;
-  const float ks1 = C::kUsesKScale ? s.kscale[key0 + 8] : 1.0f;
+  // The scales of the thread's two keys (read before the stage is released; dead loads
+  // for scores that read no kscale).
+  float ks0 = C::kUsesKScale ? s.kscale[key0] : 1.0f;
+  float ks1 = C::kUsesKScale ? s.kscale[key0 + 8] : 1.0f;
   auto row_sums = [&](int r, const float* dr) {
     float p0 = 0.0f, p1 = 0.0f;
 #pragma unroll
@@ -267,35 +274,46 @@ __device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit,
     sums[r][1] = op_add(p1, __shfl_xor_sync(0xFFFFFFFFu, p1, 2));
   };
   {
-    float d[64];
+    float d0[RH * H / 2], d1[RH * H / 2];
     // Descriptors: one base per operand, each k step a constant offset of its low word.
     const u32 a_lo = wgmma_desc_lo(kraw + swizzled_at<KT>(wg * 64, 0));
     const u32 b_lo = wgmma_desc_lo(qraw);
+    auto bank = [&](float(&d)[RH * H / 2], int pair0) {
+#pragma unroll
+      for (int k0 = 0; k0 < RB; k0 += 32) {
+        wgmma_m64n<RH * H, C::kMma>(
+            d, wgmma_desc_from_lo(a_lo, swizzled_at<KT>(wg * 64, k0) - swizzled_at<KT>(wg * 64, 0)),
+            wgmma_desc_from_lo(b_lo, swizzled_at<R * H>(pair0, k0)), k0 > 0);
+      }
+      wgmma_commit();
+    };
     wgmma_fence();
-#pragma unroll
-    for (int k0 = 0; k0 < RB; k0 += 32) {
-      wgmma_m64n<128, C::kMma>(
-          d, wgmma_desc_from_lo(a_lo, swizzled_at<KT>(wg * 64, k0) - swizzled_at<KT>(wg * 64, 0)),
-          wgmma_desc_from_lo(b_lo, swizzled_at<R * H>(0, k0)), k0 > 0);
-    }
-    wgmma_commit();
+    bank(d0, 0);
+    bank(d1, RH * H);
     issued();
-    wgmma_wait<0>();
-    wgmma_pin(d);
+    // The scales are in registers before the stage can be released.
+    asm volatile("" : "+f"(ks0), "+f"(ks1));
+    wgmma_wait<1>();
+    wgmma_pin(d0);
 #pragma unroll
-    for (int r = 0; r < R; ++r) row_sums(r, d + r * (H / 2));
+    for (int r = 0; r < RH; ++r) row_sums(r, d0 + r * (H / 2));
+    wgmma_wait<0>();
+    wgmma_pin(d1);
+    drained();
+#pragma unroll
+    for (int r = 0; r < RH; ++r) row_sums(RH + r, d1 + r * (H / 2));
   }
 #pragma unroll
   for (int c = 0; c < 2 * R; c += 4) {
-    const int r = (c + t4) >> 1, j = key0 + 8 * ((c + t4) & 1);
+    const int r = (c + t4) >> 1, second = (c + t4) & 1, j = key0 + 8 * second;
     const int key = key_of(j);
     if (key < 0) continue;
     ScoreArgs a{};  // post reads no per-head value
-    a.kscale = C::kUsesKScale ? s.kscale[j] : 1.0f;
-    float hsum = sums[0][0];  // sums[r][(c + t4) & 1], by constant indices only
+    a.kscale = second ? ks1 : ks0;
+    float hsum = sums[0][0];  // sums[r][second], by constant indices only
 #pragma unroll
     for (int rr = 0; rr < R; ++rr) {
-      if (rr == r) hsum = (t4 & 1) ? sums[rr][1] : sums[rr][0];
+      if (rr == r) hsum = second ? sums[rr][1] : sums[rr][0];
     }
     visit(r, key, S::post(hsum, a));
   }
@@ -376,9 +394,12 @@ __device__ void load_key_tile(const TopkParams& p, const TopkSmem<C>& s, int sta
 
 // Scores the key tile in stage `stage` (loaded, and visible after a barrier) against
 // every row of the block and calls visit(r, key, score) for each. Called by the whole CTA.
-template <class C, class S, class KeyOf, class Visit, class Issued>
+// On the wgmma path (by the math warpgroups) issued() runs once the MMAs are issued and
+// drained() once the warpgroup has read all it reads of the stage (the caller releases
+// it there); the other paths read the stage to the end and call neither.
+template <class C, class S, class KeyOf, class Visit, class Issued, class Drained>
 __device__ void score_loaded_tile(const TopkParams& p, const TopkSmem<C>& s0, int stage,
-                                  KeyOf key_of, Visit visit, Issued issued) {
+                                  KeyOf key_of, Visit visit, Issued issued, Drained drained) {
   constexpr int R = C::kRows, H = C::kHeads, D = C::kDim, KT = C::kKeyTile;
   constexpr int KS = D + 1, DS = H + 1;
   const TopkSmem<C> s = with_stage<C>(s0, stage);
@@ -399,7 +420,7 @@ __device__ void score_loaded_tile(const TopkParams& p, const TopkSmem<C>& s0, in
   if constexpr (C::kWgmma) {
     // Visits from the accumulators. No barrier: the caller keeps the stage from being
     // overwritten before every warpgroup is done with it.
-    wgmma_head_sums<C, S>(s, key_of, visit, issued);
+    wgmma_head_sums<C, S>(s, key_of, visit, issued, drained);
     return;
   } else if constexpr (UsesHeadSums<C, S>::value) {
     mma_head_sums<C, S>(s);

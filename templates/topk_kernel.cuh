@@ -67,6 +67,8 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
       p, s, begin, end,
       [&](int r, int key, float sc) {
         RowState& st = s.rows[r];
+        // Most scores fall below the gate: one float compare decides them (NaN passes).
+        if (sc < st.gate_score) return;
         if (key < st.start || key >= st.end) return;
         const u32 ok = order_key(sc);
         const int b = st.bins.bin(ok);

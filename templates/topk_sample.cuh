@@ -184,6 +184,7 @@ __device__ void sample_rows(const TopkParams& p, const TopkSmem<C>& s, int row0,
       st.bins = gated ? make_threshold_bins(lo, st.sample_max, C::kBins)
                       : make_threshold_bins(0u, 0xFFFFFFFFu, C::kBins);
       st.gate = gated ? 1 : 0;
+      st.gate_score = gate_edge_score(st.bins, st.gate);
     }
     __syncthreads();
     if (threadIdx.x == 0) {

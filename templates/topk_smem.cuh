@@ -21,7 +21,8 @@ struct RowState {
   u32 selected;         // keys written to the selection list
   ThresholdBins bins;   // 3 words
   int origin;           // the whole window's start (relative indices count from it)
-  int pad[4];
+  float gate_score;     // gate_edge_score(bins, gate): scores below it are out at once
+  int pad[3];
 };
 
 // Bytes per element of the tiles the tensor cores read (0: the CUDA-core path).

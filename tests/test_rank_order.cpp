@@ -61,6 +61,51 @@ TEST_CASE("threshold bins are monotone and bin 0 is below lo", "[ref]") {
   CHECK(all.bin(0) == 1);
 }
 
+// The filter's float pre-test (topk_kernel.cuh): a score whose bin reaches the gate never
+// compares below the gate's edge score, for every float (NaN, infinities, -0, subnormals)
+// and every gate; and the edge is tight where it can be (a score one step below the edge's
+// own order key falls below the gate).
+TEST_CASE("a gate's edge score never excludes a score at or above the gate", "[ref]") {
+  std::mt19937_64 rng(test::test_seed());
+  std::uniform_int_distribution<u32> u;
+  std::uniform_int_distribution<int> bins(3, 4096);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const float specials[] = {nan, -nan, inf, -inf, 0.0f, -0.0f, 1e-45f, -1e-45f,
+                            std::numeric_limits<float>::max(), -std::numeric_limits<float>::max()};
+  int tight = 0;
+  for (int t = 0; t < 400; ++t) {
+    // Bins over random spans, some ending in the NaN keys, some spanning every key.
+    u32 lo = u(rng), hi = u(rng);
+    if (lo > hi) std::swap(lo, hi);
+    if (t % 10 == 0) { lo = 0; hi = 0xFFFFFFFFu; }
+    if (t % 10 == 1) hi = 0xFFFFFFFFu;
+    const int count = bins(rng);
+    const ThresholdBins b = make_threshold_bins(lo, hi, count);
+    for (int gate : {0, 1, 2, count / 2, count - 2, count - 1, int(u(rng) % u32(count))}) {
+      const float edge = gate_edge_score(b, gate);
+      INFO("lo " << lo << " hi " << hi << " count " << count << " gate " << gate << " edge " << edge);
+      auto check = [&](float s) {
+        if (b.bin(order_key(s)) >= gate) REQUIRE_FALSE(s < edge);
+      };
+      for (float s : specials) check(s);
+      for (int i = 0; i < 300; ++i) check(bits_float(u(rng)));
+      // Scores at the bin edges, one order key either side.
+      if (gate >= 1) {
+        const unsigned long long e = (unsigned long long)lo + ((unsigned long long)(gate - 1) << b.shift);
+        for (long long d = -2; d <= 2; ++d) {
+          const long long k = (long long)e + d;
+          if (k < 0 || k > 0xFFFFFFFFll) continue;
+          const float s = order_key_score(u32(k));
+          check(s);
+          if (d == -1 && !std::isnan(s) && b.bin(order_key(s)) < gate && s < edge) ++tight;
+        }
+      }
+    }
+  }
+  CHECK(tight > 100);  // the edge is the bin's own lower edge, not a loose bound
+}
+
 TEST_CASE("fp8 e4m3, fp16 and bf16 decode exactly and encode to the nearest", "[ref]") {
   CHECK(decode_e4m3(0x38) == 1.0f);
   CHECK(decode_e4m3(0x7E) == 448.0f);
