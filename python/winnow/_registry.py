@@ -1,4 +1,4 @@
-"""Built plans by id: the torch ops take a plan as an int (an op schema holds no Python
+"""Open plans by id: the torch ops take a plan as an int (an op schema holds no Python
 object), and look it up here at call and at trace time."""
 import itertools
 import weakref
@@ -23,6 +23,6 @@ def get(plan_id, kind):
     """The open plan `plan_id` of class `kind`; ValueError otherwise."""
     plan = _plans.get(plan_id)
     if plan is None or not isinstance(plan, kind):
-        raise ValueError(f"winnow: no built {kind.__name__} with id {plan_id} (build the plan "
-                         "before calling the op; closed plans are forgotten)")
+        raise ValueError(f"winnow: no open {kind.__name__} with id {plan_id} (closed plans are "
+                         "forgotten)")
     return plan

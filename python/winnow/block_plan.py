@@ -45,6 +45,7 @@ class BlockPlan:
         context._plans.add(self)
         self._slots = TensorSlots(6)
         self.id = _registry.new_id()
+        _registry.add(self)  # the ops find it by id; an unbuilt plan's call fails in C
         self.workspace, self._workspace_ptr, self._workspace_bytes = None, None, 0
         self.built = False
         if build:
@@ -71,7 +72,6 @@ class BlockPlan:
         if workspace is not None:
             self._workspace_ptr = workspace.data_ptr()
             self._workspace_bytes = workspace.numel() * workspace.element_size()
-        _registry.add(self)
         return self
 
     def workspace_size(self, seq_len):

@@ -67,6 +67,7 @@ class TopkPlan:
         self._stream_options = _capi.StreamOptions()
         _capi.lib.winnowStreamOptionsInit(ctypes.byref(self._stream_options))
         self.id = _registry.new_id()
+        _registry.add(self)  # the ops find it by id; an unbuilt plan's call fails in C
         self.workspace = None
         self._workspace_ptr, self._workspace_bytes = None, 0
         self.built = False
@@ -90,7 +91,6 @@ class TopkPlan:
         check(_capi.lib.winnowPlanBuild(self.handle))
         self.built = True
         self.set_workspace(workspace)
-        _registry.add(self)
         return self
 
     @property
