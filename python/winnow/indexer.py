@@ -19,15 +19,16 @@ def key_scale_view(k_scale):
 class PrefillIndexer:
     """heads (H), topk, head_dim (128): the plan's shape. absolute: indices are key indices
     (ks + local) instead of offsets from ks. context: a winnow.Context (default: one of its
-    own on `device`)."""
+    own on `device`). arch: the context's device when None; "sm_90a" compiles without a GPU."""
 
     def __init__(self, heads=64, topk=2048, head_dim=128, *, absolute=False, context=None,
-                 device=0):
+                 device=0, arch=None):
         self.context = context if context is not None else Context(device)
         self.heads, self.topk, self.head_dim = heads, topk, head_dim
         self.plan = TopkPlan(self.context, score="relu_mh", heads=heads, head_dim=head_dim,
                              q_dtype="fp8_e4m3", k_dtype="fp8_e4m3", key_scale=True, k=topk,
-                             window="ranges", absolute_indices=absolute)
+                             window="ranges", absolute_indices=absolute,
+                             arch=arch)
 
     def __call__(self, q, k, k_scale, weights, ks, ke, out):
         """Writes rows [0, T) of out (int32 [>= T, >= topk], rows contiguous; columns past

@@ -11,9 +11,10 @@ from .indexer import PrefillIndexer
 class RaggedIndexer:
     """heads, topk, head_dim: the plan's shape; built (compiled) here."""
 
-    def __init__(self, heads=64, topk=2048, head_dim=128, *, context=None, device=0):
+    def __init__(self, heads=64, topk=2048, head_dim=128, *, context=None, device=0,
+                 arch=None):
         self.indexer = PrefillIndexer(heads, topk, head_dim, absolute=True, context=context,
-                                      device=device)
+                                      device=device, arch=arch)
 
     def __call__(self, q, k, k_scale, weights, ks, ke, out=None, offsets=None):
         """int32 [T, topk]: local index + offsets[t] (offsets None: + ks[t]), -1 kept. out:
