@@ -3,7 +3,10 @@
 # benchmark, every output under $OUT. Binaries built on the CPU machine are carried in
 # .devbin/. Env: TESTS (Catch2 filter, "-" to skip), DEMO_ARGS ("-" to skip), BENCH,
 # TORCH_TOPK, TORCH_KNN, BENCH_VARIANT, NCU (a demo argument list to profile with ncu),
-# VARIANT_RUNS, TEST_EACH, CASE_TIMEOUT, TEST_TIMEOUT, ORDER_SEED, C_TEST, SANITIZE.
+# VARIANT_RUNS, TEST_EACH, CASE_TIMEOUT, TEST_TIMEOUT, ORDER_SEED, C_TEST, SANITIZE, PY_TESTS.
+#
+# PY_TESTS=1: also the Python package's tests, overhead and examples (bench/device_python.sh,
+# which needs .devbin/libwinnow.so.0), after the C++ steps.
 #
 # Tests (the pass criterion): the whole TESTS suite (default "[gpu]") in ONE process, in
 # the default order and then in a shuffled one (--order rand, the seed printed; ORDER_SEED
@@ -165,3 +168,8 @@ for v, n in sorted(st, reverse=True)[:14]:
     rm -f "$OUT/ncu_details.txt" "$OUT/ncu_sass.csv" "$OUT/profile.ncu-rep"
 fi
 timing "the rest"
+if [ -n "${PY_TESTS:-}" ]; then
+  OUT="$OUT" bash bench/device_python.sh
+  echo "python (bench/device_python.sh): rc=$?"
+  timing python
+fi

@@ -27,3 +27,13 @@ list(JOIN WINNOW_PC_CUDA_CFLAGS " " WINNOW_PC_CUDA_CFLAGS)
 get_filename_component(WINNOW_NVRTC_DIR ${WINNOW_NVRTC_LIB} DIRECTORY)
 configure_file(${CMAKE_SOURCE_DIR}/cmake/winnow.pc.in ${CMAKE_BINARY_DIR}/winnow.pc @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/winnow.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# pip install . (scikit-build-core, pyproject.toml): the Python package's copy of the shared
+# library, as the file the loader names (python/winnow/_capi.py), in component `python`.
+# pip builds the target winnow_python: `--target winnow` would name the tool's executable
+# (also called winnow) in Ninja.
+if(WINNOW_PYTHON)
+  add_custom_target(winnow_python)
+  add_dependencies(winnow_python winnow)
+  install(FILES $<TARGET_FILE:winnow> DESTINATION winnow RENAME libwinnow.so.0 COMPONENT python)
+endif()

@@ -6,9 +6,18 @@ set -euo pipefail
 # clang and libclang-rt-14-dev (libFuzzer, ASan, UBSan runtimes; only a Recommends of
 # clang, which --no-install-recommends skips): the fuzz target, scripts/fuzz.sh.
 # pkg-config: the install_consumers test builds a C program with `pkg-config --libs winnow`.
-packages=(g++ cmake ninja-build libfmt-dev catch2 libssl-dev pkg-config clang libclang-rt-14-dev)
+# python3-venv: the Python tests' virtual environment (.venv, below).
+packages=(g++ cmake ninja-build libfmt-dev catch2 libssl-dev pkg-config clang libclang-rt-14-dev
+          python3 python3-venv)
 
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
 $sudo apt-get update
 $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${packages[@]}"
+
+# The Python package's build and tests (scripts/test-python.sh): a virtual environment in
+# .venv with scikit-build-core (pip install --no-build-isolation .), pytest and torch (the
+# default PyPI wheel: about 5 GB with its CUDA wheels, a minute or two to install).
+cd "$(dirname "$0")/.."
+if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
+.venv/bin/python -m pip install -q --disable-pip-version-check -r python/requirements-test.txt

@@ -1,0 +1,86 @@
+"""Host time of one winnow op call from Python, and its parts, as JSON:
+  python3 bench/python_overhead.py out.json [--calls 1000]
+With a GPU: torch.ops.winnow.indexer_topk_out and indexer_topk on a small DSA-shaped
+problem (8 rows, 64 heads, 4096 keys, k = 2048, ranges window), the mean host time of a call
+over --calls calls without synchronising (the GPU queue is drained before timing each
+batch; the queue depth stays far below its limit), then the parts anywhere: torch dispatch
+of a no-op op with the same schema, packing the 9 winnowTensor_t, the stream lookup, and a
+ctypes call of a C function (winnowGetVersion)."""
+import argparse
+import json
+import platform
+import sys
+import time
+
+import torch
+
+import winnow
+from winnow import _capi, _device
+
+parser = argparse.ArgumentParser()
+parser.add_argument("out")
+parser.add_argument("--calls", type=int, default=1000)
+args = parser.parse_args()
+
+
+def per_call_us(fn, calls):
+    fn()  # warm
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(5):  # the best of 5 batches: the host's own noise is not the op's
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - start) / calls * 1e6)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+    return best
+
+
+gpu = torch.cuda.is_available()
+device = "cuda" if gpu else "cpu"
+T, H, N, K = 8, 64, 4096, 2048
+q = torch.zeros(T, H, 128, device=device).to(torch.float8_e4m3fn)
+k = torch.zeros(N, 128, device=device).to(torch.float8_e4m3fn)
+w = torch.ones(T, H, device=device)
+scale = torch.ones(N, device=device)
+ks = torch.zeros(T, dtype=torch.int32, device=device)
+ke = torch.full((T,), N, dtype=torch.int32, device=device)
+out = torch.empty(T, K, dtype=torch.int32, device=device)
+
+ctx = winnow.Context()
+plan = ctx.topk_plan(heads=H, k=K, window="ranges", arch=None if gpu else "sm_90a")
+record = {"python": platform.python_version(), "torch": torch.__version__,
+          "winnow": winnow.__version__, "gpu": torch.cuda.get_device_name() if gpu else None,
+          "calls": args.calls, "shape": {"T": T, "H": H, "N": N, "k": K}}
+
+# The parts.
+noop = torch.library.Library("winnow_overhead_probe", "DEF")
+noop.define("probe(int plan, Tensor q, Tensor k, Tensor? weights=None, Tensor? key_scale=None, "
+            "Tensor? window_start=None, Tensor? window_end=None, Tensor? sample_hint=None, *, "
+            "Tensor(a!) out) -> ()")
+noop.impl("probe", lambda *a, **kw: None, "CUDA" if gpu else "CPU")
+probe = torch.ops.winnow_overhead_probe.probe
+parts = {
+    "torch_dispatch_noop_op": per_call_us(
+        lambda: probe(plan.id, q, k, w, scale, ks, ke, None, out=out), args.calls),
+    "pack_9_tensors": per_call_us(
+        lambda: plan._fill(q, k, w, scale, ks, ke, None, out, None), args.calls),
+    "current_stream": per_call_us(lambda: _device.current_stream(0), args.calls),
+    "ctypes_call": per_call_us(_capi.lib.winnowGetVersion, args.calls),
+}
+record["parts_us"] = parts
+if gpu:
+    record["indexer_topk_out_us"] = per_call_us(
+        lambda: torch.ops.winnow.indexer_topk_out(plan.id, q, k, w, scale, ks, ke, out=out),
+        args.calls)
+    record["indexer_topk_us"] = per_call_us(
+        lambda: torch.ops.winnow.indexer_topk(plan.id, q, k, w, scale, ks, ke), args.calls)
+    record["plan_execute_us"] = per_call_us(
+        lambda: plan.execute(q, k, w, scale, ks, ke, out=out), args.calls)
+    record["limit_us"] = 15.0
+    record["within_limit"] = record["indexer_topk_out_us"] <= 15.0
+json.dump(record, open(args.out, "w"), indent=1)
+print(json.dumps(record, indent=1))
+sys.exit(0)

@@ -1,0 +1,187 @@
+"""The torch ops of the `winnow` namespace, over built plans, with fake (meta)
+implementations for torch.compile:
+
+  torch.ops.winnow.indexer_topk(plan, q, k, weights, key_scale, window_start, window_end,
+                                sample_hint) -> int32 [rows, k]
+  torch.ops.winnow.indexer_topk_out(..., out) -> ()       (into the caller's buffer)
+  torch.ops.winnow.knn(plan, q, k) -> (int32 [rows, k], fp32 [rows, k])
+  torch.ops.winnow.stream_topk(plan, q, k, weights, key_scale, chunk_rows, sample_hint)
+  torch.ops.winnow.block_select(plan, q, k, alpha, sink_blocks, local_blocks, last_blocks,
+                                min_blocks) -> (int32 offsets, int32 indices)
+  torch.ops.winnow.block_attention(plan, q, k, v, offsets, indices) -> bf16 [L, heads, d]
+
+`plan` is a built plan's id (TopkPlan.id, BlockPlan.id). The ops compile nothing: a plan is
+built before the first call, so a call can be traced, compiled and captured in a CUDA graph.
+They are defined with torch.library.Library (not custom_op, whose Python dispatch costs
+more per call) and registered for CUDA and CPU (CPU tensors reach the C checks, which
+refuse them with the C message)."""
+import torch
+
+from . import _registry
+from .block_plan import BlockPlan, block_rule
+from .plan import TopkPlan
+
+_lib = torch.library.Library("winnow", "DEF")
+_TOPK_INPUTS = ("Tensor q, Tensor k, Tensor? weights=None, Tensor? key_scale=None, "
+                "Tensor? window_start=None, Tensor? window_end=None, Tensor? sample_hint=None")
+_SCHEMAS = {
+    "indexer_topk": f"indexer_topk(int plan, {_TOPK_INPUTS}) -> Tensor",
+    "indexer_topk_out": f"indexer_topk_out(int plan, {_TOPK_INPUTS}, *, Tensor(a!) out) -> ()",
+    "knn": "knn(int plan, Tensor q, Tensor k) -> (Tensor, Tensor)",
+    "stream_topk": "stream_topk(int plan, Tensor q, Tensor k, Tensor? weights=None, "
+                   "Tensor? key_scale=None, int chunk_rows=0, bool sample_hint=True) -> Tensor",
+    "block_select": "block_select(int plan, Tensor q, Tensor k, float? alpha=None, "
+                    "int? sink_blocks=None, int? local_blocks=None, int? last_blocks=None, "
+                    "int? min_blocks=None) -> (Tensor, Tensor)",
+    "block_attention": "block_attention(int plan, Tensor q, Tensor k, Tensor v, Tensor offsets, "
+                       "Tensor indices) -> Tensor",
+}
+
+
+def _topk_plan(plan_id):
+    plan = _registry.get(plan_id, TopkPlan)
+    if plan.mode != "topk":
+        raise ValueError(f"winnow: plan {plan_id} is a {plan.mode} plan; the ops take top-k "
+                         "plans (TopkPlan.execute writes materialized scores)")
+    return plan
+
+
+def _indices_like(plan, q):
+    return q.new_empty((q.shape[0], plan.k), dtype=torch.int32)
+
+
+def _block_outputs(plan, q):
+    L = q.shape[0]
+    offsets = q.new_empty((plan.heads * (L // 128) + 1,), dtype=torch.int32)
+    return offsets, q.new_empty((plan.index_capacity(L),), dtype=torch.int32)
+
+
+# ---- real implementations ----
+def _indexer_topk(plan, q, k, weights=None, key_scale=None, window_start=None,
+                  window_end=None, sample_hint=None):
+    p = _topk_plan(plan)
+    out = _indices_like(p, q)
+    p.execute(q, k, weights, key_scale, window_start, window_end, sample_hint, out=out)
+    return out
+
+
+def _indexer_topk_out(plan, q, k, weights=None, key_scale=None, window_start=None,
+                      window_end=None, sample_hint=None, *, out):
+    _topk_plan(plan).execute(q, k, weights, key_scale, window_start, window_end, sample_hint,
+                             out=out)
+
+
+def _knn(plan, q, k):
+    p = _topk_plan(plan)
+    out = _indices_like(p, q)
+    scores = q.new_empty((q.shape[0], p.k), dtype=torch.float32)
+    p.execute(q, k, out=out, out_scores=scores)
+    return out, scores
+
+
+def _stream_topk(plan, q, k, weights=None, key_scale=None, chunk_rows=0, sample_hint=True):
+    p = _topk_plan(plan)
+    out = _indices_like(p, q)
+    p.execute_stream(q, k, weights, key_scale, out=out, chunk_rows=chunk_rows,
+                     chunk_sample_hint=sample_hint)
+    return out
+
+
+def _block_select(plan, q, k, alpha=None, sink_blocks=None, local_blocks=None,
+                  last_blocks=None, min_blocks=None):
+    p = _registry.get(plan, BlockPlan)
+    offsets, indices = _block_outputs(p, q)
+    p.select(q, k, block_rule(alpha, sink_blocks, local_blocks, last_blocks, min_blocks),
+             out_offsets=offsets, out_indices=indices)
+    return offsets, indices
+
+
+def _block_attention(plan, q, k, v, offsets, indices):
+    out = torch.empty_like(q)
+    _registry.get(plan, BlockPlan).attention(q, k, v, offsets, indices, out=out)
+    return out
+
+
+# ---- fake implementations: shapes only, from the plan ----
+def _indexer_topk_fake(plan, q, k, weights=None, key_scale=None, window_start=None,
+                       window_end=None, sample_hint=None):
+    return _indices_like(_topk_plan(plan), q)
+
+
+def _indexer_topk_out_fake(plan, q, k, weights=None, key_scale=None, window_start=None,
+                           window_end=None, sample_hint=None, *, out):
+    p = _topk_plan(plan)
+    if out.dim() != 2 or out.shape[0] != q.shape[0] or out.shape[1] != p.k:
+        raise ValueError(f"out_indices: shape {tuple(out.shape)}, expected [rows, k] = "
+                         f"[{q.shape[0]}, {p.k}]")
+
+
+def _knn_fake(plan, q, k):
+    p = _topk_plan(plan)
+    return _indices_like(p, q), q.new_empty((q.shape[0], p.k), dtype=torch.float32)
+
+
+def _stream_topk_fake(plan, q, k, weights=None, key_scale=None, chunk_rows=0,
+                      sample_hint=True):
+    return _indices_like(_topk_plan(plan), q)
+
+
+def _block_select_fake(plan, q, k, alpha=None, sink_blocks=None, local_blocks=None,
+                       last_blocks=None, min_blocks=None):
+    return _block_outputs(_registry.get(plan, BlockPlan), q)
+
+
+def _block_attention_fake(plan, q, k, v, offsets, indices):
+    _registry.get(plan, BlockPlan)
+    return torch.empty_like(q)
+
+
+_IMPLS = {
+    "indexer_topk": (_indexer_topk, _indexer_topk_fake),
+    "indexer_topk_out": (_indexer_topk_out, _indexer_topk_out_fake),
+    "knn": (_knn, _knn_fake),
+    "stream_topk": (_stream_topk, _stream_topk_fake),
+    "block_select": (_block_select, _block_select_fake),
+    "block_attention": (_block_attention, _block_attention_fake),
+}
+for _name, _schema in _SCHEMAS.items():
+    _real, _fake = _IMPLS[_name]
+    _lib.define(_schema)
+    _lib.impl(_name, _real, "CUDA")
+    _lib.impl(_name, _real, "CPU")
+    torch.library.register_fake(f"winnow::{_name}", _fake, lib=_lib)
+
+
+# ---- Python entry points taking plan objects ----
+def indexer_topk(plan, q, k, weights=None, key_scale=None, window_start=None, window_end=None,
+                 sample_hint=None, out=None):
+    """Top-k indices int32 [rows, k] (into `out` when given) of a built TopkPlan."""
+    if out is None:
+        return torch.ops.winnow.indexer_topk(plan.id, q, k, weights, key_scale, window_start,
+                                             window_end, sample_hint)
+    torch.ops.winnow.indexer_topk_out(plan.id, q, k, weights, key_scale, window_start,
+                                      window_end, sample_hint, out=out)
+    return out
+
+
+def knn(plan, q, k):
+    """(indices int32 [rows, k], scores fp32 [rows, k]) of an ip / l2 / cosine TopkPlan."""
+    return torch.ops.winnow.knn(plan.id, q, k)
+
+
+def stream_topk(plan, q, k, weights=None, key_scale=None, chunk_rows=0, sample_hint=True):
+    """A causal TopkPlan over a whole sequence in chunks (winnowExecuteStream)."""
+    return torch.ops.winnow.stream_topk(plan.id, q, k, weights, key_scale, chunk_rows,
+                                        sample_hint)
+
+
+def block_select(plan, q, k, alpha=None, sink_blocks=None, local_blocks=None, last_blocks=None,
+                 min_blocks=None):
+    """(offsets, indices) of the CSR block index of a BlockPlan (None: the C default)."""
+    return torch.ops.winnow.block_select(plan.id, q, k, alpha, sink_blocks, local_blocks,
+                                         last_blocks, min_blocks)
+
+
+def block_attention(plan, q, k, v, offsets, indices):
+    """Causal attention over the selected blocks: bf16 [L, heads, d]."""
+    return torch.ops.winnow.block_attention(plan.id, q, k, v, offsets, indices)

@@ -1,0 +1,200 @@
+"""winnow.TopkPlan: one winnowPlan_t (fused score + top-k, or materialize) with its
+workspace. Compiling happens at build (in the constructor unless build=False), never in
+execute; execute borrows torch tensors (no copies) and launches on the current torch stream.
+A plan, with its workspace, serves one stream at a time."""
+import ctypes
+
+from . import _capi, _device, _registry
+from ._tensors import TensorSlots
+from .errors import InvalidArgument, check
+
+_OUT_INDICES, _OUT_SCORES = _capi.NUM_INPUTS, _capi.NUM_INPUTS + 1
+
+
+def _code(table, value, field):
+    try:
+        return table[value]
+    except KeyError:
+        raise InvalidArgument(1, f"{field} = {value!r} is not one of {sorted(table)}") from None
+
+
+class TopkPlan:
+    """Mirrors winnowProblemDesc_t; every field a keyword (the C defaults: relu_mh, 64 heads,
+    d = 128, fp8 q and k with a key scale, k = 2048, dense window, unsorted, relative
+    indices). score: "relu_mh", "ip", "l2", "cosine", or expression="..." for a text score.
+    workspace: a uint8 CUDA tensor of at least workspace_size bytes, 256-byte aligned; None
+    allocates one at build (with a GPU)."""
+
+    def __init__(self, context, *, score="relu_mh", expression=None, heads=64, head_dim=128,
+                 q_dtype="fp8_e4m3", k_dtype="fp8_e4m3", key_scale=True, mode="topk", k=2048,
+                 sorted=False, absolute_indices=False, window="dense", causal_ratio=1,
+                 causal_offset=0, arch=None, candidate_capacity=0, sample_size=-1,
+                 key_splits=0, max_workspace_bytes=0, workspace=None, build=True):
+        self.context = context
+        self._handle = None
+        desc = _capi.ProblemDesc()
+        _capi.lib.winnowProblemDescInit(ctypes.byref(desc))
+        if expression is not None:
+            desc.score = _capi.SCORE_EXPR
+            self._expression = expression.encode()
+            desc.expression = self._expression
+        else:
+            desc.score = _code(_capi.SCORES, score, "score")
+        desc.heads, desc.head_dim = heads, head_dim
+        desc.q_dtype = _code(_capi.DTYPES, q_dtype, "q_dtype")
+        desc.k_dtype = _code(_capi.DTYPES, k_dtype, "k_dtype")
+        desc.key_scale = 1 if key_scale else 0
+        desc.mode = _code(_capi.MODES, mode, "mode")
+        desc.k = k
+        desc.output_flags = ((_capi.OUTPUT_SORTED if sorted else 0) |
+                             (_capi.OUTPUT_ABSOLUTE_INDICES if absolute_indices else 0))
+        desc.window = _code(_capi.WINDOWS, window, "window")
+        desc.causal_ratio, desc.causal_offset = causal_ratio, causal_offset
+        self._arch = arch.encode() if arch else None
+        desc.arch = self._arch
+        desc.candidate_capacity, desc.sample_size = candidate_capacity, sample_size
+        desc.key_splits, desc.max_workspace_bytes = key_splits, max_workspace_bytes
+        self.desc = desc
+        self.k, self.mode, self.window = k, mode, window
+        handle = ctypes.c_void_p()
+        check(_capi.lib.winnowPlanCreate(context.handle, ctypes.byref(desc),
+                                         ctypes.byref(handle)))
+        self._handle = handle
+        context._plans.add(self)
+        self._slots = TensorSlots(_capi.NUM_INPUTS + 2)
+        self._options = _capi.CallOptions()
+        _capi.lib.winnowCallOptionsInit(ctypes.byref(self._options))
+        self._stream_options = _capi.StreamOptions()
+        _capi.lib.winnowStreamOptionsInit(ctypes.byref(self._stream_options))
+        self.id = _registry.new_id()
+        _registry.add(self)  # the ops find it by id; an unbuilt plan's call fails in C
+        self.workspace = None
+        self._workspace_ptr, self._workspace_bytes = None, 0
+        self.built = False
+        if build:
+            self.build(workspace)
+
+    # ---- lifecycle ----
+    @property
+    def closed(self):
+        return self._handle is None
+
+    @property
+    def handle(self):
+        if self._handle is None:
+            raise ValueError("winnow.TopkPlan is closed")
+        return self._handle
+
+    def build(self, workspace=None):
+        """winnowPlanBuild (compiles, or loads the cached cubin), then the workspace: the
+        caller's, or one allocated now on the context's device (none without a GPU)."""
+        check(_capi.lib.winnowPlanBuild(self.handle))
+        self.built = True
+        self.set_workspace(workspace)
+        return self
+
+    @property
+    def workspace_size(self):
+        n = ctypes.c_size_t()
+        check(_capi.lib.winnowPlanGetWorkspaceSize(self.handle, ctypes.byref(n)))
+        return n.value
+
+    @property
+    def counter_offset(self):
+        n = ctypes.c_size_t()
+        check(_capi.lib.winnowPlanGetCounterOffset(self.handle, ctypes.byref(n)))
+        return n.value
+
+    @property
+    def source(self):
+        """The generated CUDA source."""
+        text = ctypes.c_char_p()
+        check(_capi.lib.winnowPlanGetSource(self.handle, ctypes.byref(text)))
+        return text.value.decode()
+
+    def set_workspace(self, workspace=None):
+        """Uses the caller's uint8 device tensor, or allocates one (workspace_size bytes)."""
+        if workspace is None and _device.gpu_available():
+            workspace = _device.allocate(self.context.device, self.workspace_size)
+        self.workspace = workspace
+        if workspace is None:
+            self._workspace_ptr, self._workspace_bytes = None, 0
+        else:
+            self._workspace_ptr = workspace.data_ptr()
+            self._workspace_bytes = workspace.numel() * workspace.element_size()
+
+    def counters(self):
+        """(fallback rows, malformed-window rows) of the last execute: reads the workspace
+        (synchronises the stream: not for a hot path)."""
+        if self.workspace is None:
+            raise ValueError("the plan has no workspace (no GPU)")
+        offset = self.counter_offset
+        words = self.workspace[offset:offset + 8].cpu().view(dtype=_int32())
+        return int(words[0]), int(words[1])
+
+    def close(self):
+        if getattr(self, "_handle", None) is not None:
+            _registry.remove(self)
+            check(_capi.lib.winnowPlanDestroy(self._handle))
+            self._handle = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+    # ---- calls ----
+    def _fill(self, q, k, weights, key_scale, window_start, window_end, sample_hint, out,
+              out_scores):
+        s = self._slots
+        s.set(0, q, "q")
+        s.set(1, k, "k")
+        s.set(2, weights, "weights")
+        s.set(3, key_scale, "key_scale")
+        s.set(4, window_start, "window_start")
+        s.set(5, window_end, "window_end")
+        s.set(6, sample_hint, "sample_hint")
+        s.set(_OUT_INDICES, out, "out_indices")
+        s.set(_OUT_SCORES, out_scores, "out_scores")
+        return (s.address, _capi.NUM_INPUTS, s.at(_OUT_INDICES) if out is not None else None,
+                s.at(_OUT_SCORES) if out_scores is not None else None)
+
+    def execute(self, q, k, weights=None, key_scale=None, window_start=None, window_end=None,
+                sample_hint=None, *, out, out_scores=None, causal_offset=None,
+                accumulate_counters=False, stream=None):
+        """winnowExecuteEx into the caller's out (int32 [rows, k]) and out_scores (fp32
+        [rows, k], or [rows, num_keys] in materialize mode); rows may be a strided view (for
+        instance the first T rows of an engine's [max_tokens, 2048] buffer)."""
+        args = self._fill(q, k, weights, key_scale, window_start, window_end, sample_hint, out,
+                          out_scores)
+        options = None
+        if causal_offset is not None or accumulate_counters:
+            o = self._options
+            o.causal_offset = -1 if causal_offset is None else causal_offset
+            o.accumulate_counters = 1 if accumulate_counters else 0
+            options = ctypes.addressof(o)
+        if stream is None:
+            stream = _device.current_stream(self.context.device)
+        check(_capi.lib.winnowExecuteEx(self.handle, *args, self._workspace_ptr,
+                                        self._workspace_bytes, stream, options))
+
+    def execute_stream(self, q, k, weights=None, key_scale=None, sample_hint=None, *, out,
+                       out_scores=None, chunk_rows=0, chunk_sample_hint=True, stream=None):
+        """winnowExecuteStream: a causal prefill's whole sequence in chunks of chunk_rows
+        rows (0: chosen), one launch each on this plan's workspace, each chunk's sample hint
+        the previous chunk's selection (chunk_sample_hint); equals one execute bit for bit.
+        sample_hint: the first chunk's, if any."""
+        args = self._fill(q, k, weights, key_scale, None, None, sample_hint, out, out_scores)
+        o = self._stream_options
+        o.chunk_rows = chunk_rows
+        o.sample_hint = 1 if chunk_sample_hint else 0
+        if stream is None:
+            stream = _device.current_stream(self.context.device)
+        check(_capi.lib.winnowExecuteStream(self.handle, *args, self._workspace_ptr,
+                                            self._workspace_bytes, stream, ctypes.addressof(o)))
+
+
+def _int32():
+    import torch
+    return torch.int32
