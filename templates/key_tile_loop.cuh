@@ -120,7 +120,7 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
     // Warp-specialised: the producer warp fills a ring of k_stages() stages (waiting for
     // each stage's `empty` barrier), the two math warpgroups wait for `full`, score, and
     // release the stage (one arrival per warp) as soon as their MMAs have read it, before
-    // the head sums of the last bank and the visits. No CTA barrier per tile: each
+    // the head sums and the visits. No CTA barrier per tile: each
     // warpgroup runs as far ahead as the ring allows.
     constexpr int STAGES = layout_of<C>().k_stages();
     const unsigned pos0 = s.ring_pos;

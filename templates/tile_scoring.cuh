@@ -15,11 +15,12 @@
 #define WINNOW_HEAD_SUM_FMA 1
 #endif
 
-// Experiment switch: -DWINNOW_RELU_FADD=1 computes the relu of an fp8 dot as x + |x| (one
-// FADD on the FMA pipe; 2 relu(x) for every finite x, NaN for NaN) against weights stored
-// halved (relus_by_add below), where max.NaN takes the ALU pipe at half rate.
+// Switch: the relu of an fp8 dot as x + |x| (one FADD on the FMA pipe; 2 relu(x) for
+// every finite x, NaN for NaN) against weights stored halved (relus_by_add below), where
+// max.NaN takes the ALU pipe at half rate: 1-3 % faster in two visits. -DWINNOW_RELU_FADD=0
+// goes back to max.NaN.
 #ifndef WINNOW_RELU_FADD
-#define WINNOW_RELU_FADD 0
+#define WINNOW_RELU_FADD 1
 #endif
 
 namespace winnow {
@@ -216,17 +217,17 @@ __device__ __forceinline__ float weighted_factor(float dot, float kscale) {
 
 // The head-sum form on warpgroup MMA (sm_90a): warpgroup g scores keys 64 g .. 64 g + 63
 // of the tile (A: the swizzled key tile) against all 128 (row, head) pairs of the block
-// (B: the swizzled q rows) in two banks of 64 pairs (the first R / 2 rows, then the rest),
-// each d / k-step wgmma instructions into 32 fp32 accumulators per thread: the head sums of
-// bank 0 run while the tensor cores still work on bank 1 (wgmma_wait<1>), as in DeepGEMM's
-// fp8 MQA logits. A thread holds keys key0 and key0 + 8 (the D fragment's rows) and heads
+// (B: the swizzled q rows), d / k-step m64n128 wgmma instructions into 64 fp32 accumulators
+// per thread. (Two m64n64 banks with the first's sums under the second's MMAs, DeepGEMM's
+// form, measured 1-5 % slower here: each bank reads the key tile again, and shared-memory
+// bandwidth is the tighter limit; bench/NOTES.md, session 5.) A thread holds keys key0 and key0 + 8 (the D fragment's rows) and heads
 // 8 j + 2 t4, + 1 of every row (its columns): it sums term(dot, w) over its 16 heads of
 // a row in a fixed order, and two shuffles leave the row's sum in all four lanes of the
 // quad; the 2 R (row, key) scores of a quad are visited by its lanes in turn, straight
 // from the registers. Fused and materialize kernels run this same code (same bits).
 // issued(): called once the tile's MMAs are issued (the ping-pong hands the tensor cores
 // to the other warpgroup there); drained(): once the warpgroup is done reading the stage
-// (its MMAs complete, its key scales in registers), before the last bank's sums.
+// (its MMAs complete, its key scales in registers), before the head sums.
 template <class C, class S, class KeyOf, class Visit, class Issued, class Drained>
 __device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit, Issued issued,
                                 Drained drained) {
@@ -234,8 +235,6 @@ __device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit,
   constexpr int RB = C::kDim * MmaBytes<C>::value;
   static_assert(R * H == 128 && KT == 128 && C::kMathThreads == 256 && RB % 128 == 0,
                 "wgmma head sums: 128 (row, head) pairs, 2 x 64 keys, whole swizzle rows");
-  static_assert(R % 2 == 0, "two banks of whole rows");
-  constexpr int RH = R / 2;  // rows per bank: 64 (row, head) pairs
   const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
   const int g = lane >> 2, t4 = lane & 3;
   const char* kraw = reinterpret_cast<const char*>(s.k);
@@ -274,34 +273,26 @@ __device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit,
     sums[r][1] = op_add(p1, __shfl_xor_sync(0xFFFFFFFFu, p1, 2));
   };
   {
-    float d0[RH * H / 2], d1[RH * H / 2];
+    float d[64];
     // Descriptors: one base per operand, each k step a constant offset of its low word.
     const u32 a_lo = wgmma_desc_lo(kraw + swizzled_at<KT>(wg * 64, 0));
     const u32 b_lo = wgmma_desc_lo(qraw);
-    auto bank = [&](float(&d)[RH * H / 2], int pair0) {
-#pragma unroll
-      for (int k0 = 0; k0 < RB; k0 += 32) {
-        wgmma_m64n<RH * H, C::kMma>(
-            d, wgmma_desc_from_lo(a_lo, swizzled_at<KT>(wg * 64, k0) - swizzled_at<KT>(wg * 64, 0)),
-            wgmma_desc_from_lo(b_lo, swizzled_at<R * H>(pair0, k0)), k0 > 0);
-      }
-      wgmma_commit();
-    };
     wgmma_fence();
-    bank(d0, 0);
-    bank(d1, RH * H);
+#pragma unroll
+    for (int k0 = 0; k0 < RB; k0 += 32) {
+      wgmma_m64n<128, C::kMma>(
+          d, wgmma_desc_from_lo(a_lo, swizzled_at<KT>(wg * 64, k0) - swizzled_at<KT>(wg * 64, 0)),
+          wgmma_desc_from_lo(b_lo, swizzled_at<R * H>(0, k0)), k0 > 0);
+    }
+    wgmma_commit();
     issued();
     // The scales are in registers before the stage can be released.
     asm volatile("" : "+f"(ks0), "+f"(ks1));
-    wgmma_wait<1>();
-    wgmma_pin(d0);
-#pragma unroll
-    for (int r = 0; r < RH; ++r) row_sums(r, d0 + r * (H / 2));
     wgmma_wait<0>();
-    wgmma_pin(d1);
+    wgmma_pin(d);
     drained();
 #pragma unroll
-    for (int r = 0; r < RH; ++r) row_sums(RH + r, d1 + r * (H / 2));
+    for (int r = 0; r < R; ++r) row_sums(r, d + r * (H / 2));
   }
 #pragma unroll
   for (int c = 0; c < 2 * R; c += 4) {
