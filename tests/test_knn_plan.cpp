@@ -8,6 +8,7 @@
 #include "ops/errors.h"
 #include "ops/topk.h"
 #include "support.h"
+#include "topk_check.h"
 #include "winnow/knn_workspace.cuh"
 
 using namespace winnow;
@@ -15,13 +16,7 @@ using namespace winnow;
 namespace {
 
 ops::TopkProblem knn_problem(ir::Expr score, int dim, int k, ops::DType t) {
-  ops::TopkProblem p;
-  p.score = std::move(score);
-  p.heads = 1;
-  p.head_dim = dim;
-  p.q_dtype = t;
-  p.k_dtype = t;
-  p.k = k;
+  ops::TopkProblem p = test::single_head(std::move(score), dim, k, t);
   p.arch = backend::parse_arch("sm_90a");
   return p;
 }
