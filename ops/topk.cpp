@@ -8,7 +8,10 @@
 #include "compiler/lower/lower.h"
 #include "compiler/plan/kernel_plan.h"
 #include "ops/jit_module.h"
+#include "ops/key_tensor_map.h"
+#include "ops/knn_retrieval.h"
 #include "ops/validate.h"
+#include "winnow/knn_workspace.cuh"
 #include "winnow/topk_params.cuh"
 #include "winnow/topk_workspace.cuh"
 
@@ -56,24 +59,6 @@ int64_t mean_window(const TopkProblem& p, const CallShape& shape, int64_t causal
   return (first + last) / 2;
 }
 
-// The key tensor map of the wgmma path's TMA loads: k as bytes, [num_keys rows][d * EB],
-// boxes of 128 bytes x key_tile rows with the 128-byte swizzle (templates/wgmma_tiles.cuh's
-// layout), rows past the key count read as zeros. Encoded on the host from the caller's
-// pointer, per call: no allocation, no synchronisation (CUDA-graph safe).
-CUtensorMap key_tensor_map(const TensorView& k, int64_t num_keys, int row_bytes, int key_tile) {
-  CUtensorMap map{};
-  const cuuint64_t dims[2] = {cuuint64_t(row_bytes), cuuint64_t(std::max<int64_t>(num_keys, 1))};
-  const cuuint64_t strides[1] = {cuuint64_t(k.strides[0]) * cuuint64_t(dtype_bytes(k.dtype))};
-  const cuuint32_t box[2] = {128u, cuuint32_t(key_tile)};
-  const cuuint32_t element_strides[2] = {1u, 1u};
-  rt::check(rt::driver().cuTensorMapEncodeTiled(
-                &map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, k.data, dims, strides, box,
-                element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-            "cuTensorMapEncodeTiled (k)");
-  return map;
-}
-
 }  // namespace
 
 struct TopkOp::Impl {
@@ -88,6 +73,9 @@ struct TopkOp::Impl {
   int max_ctas = 0;  // resident CTAs on the device: the persistent grid
   size_t workspace = 0;
   size_t partials_offset = 0, block_done_offset = 0;
+  // The retrieval mode (ops/knn_retrieval.h) when the problem suits it: then it is what
+  // build() compiles and execute() runs; the plan above is not built.
+  std::unique_ptr<KnnRetrieval> knn;
 };
 
 TopkOp::TopkOp(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -107,22 +95,36 @@ std::unique_ptr<TopkOp> TopkOp::create(const TopkProblem& p, const rt::Context* 
     throw NotSupported(why);
   }
   impl->generated = codegen::emit_topk(impl->problem.score, impl->spec, impl->plan);
+  if (KnnRetrieval::unsuited(impl->problem, impl->spec).empty())
+    impl->knn = std::make_unique<KnnRetrieval>(impl->problem, impl->spec, ctx);
   return std::unique_ptr<TopkOp>(new TopkOp(std::move(impl)));
 }
 
 const TopkProblem& TopkOp::problem() const { return impl_->problem; }
-const std::string& TopkOp::source() const { return impl_->generated.source; }
-std::string TopkOp::plan_text() const { return plan::describe(impl_->spec, impl_->plan); }
+const std::string& TopkOp::source() const {
+  return impl_->knn ? impl_->knn->source() : impl_->generated.source;
+}
+std::string TopkOp::plan_text() const {
+  return impl_->knn ? impl_->knn->plan_text() : plan::describe(impl_->spec, impl_->plan);
+}
+bool TopkOp::retrieval_mode() const { return impl_->knn != nullptr; }
 const std::string& TopkOp::content_key() const { return impl_->key; }
 bool TopkOp::built() const { return !impl_->cubin.empty(); }
 const std::vector<char>& TopkOp::cubin() const { return impl_->cubin; }
 
 backend::CompileRequest TopkOp::compile_request() const {
+  if (impl_->knn) return impl_->knn->compile_request();
   return make_compile_request(impl_->generated, impl_->problem.arch, "winnow_topk");
 }
 
 void TopkOp::build(rt::CubinCache& cache, const backend::Backend& be) {
   Impl& m = *impl_;
+  if (m.knn) {
+    m.knn->build(cache, be, &m.key, &m.cubin);
+    m.workspace = m.ctx ? m.knn->workspace_bytes() : 0;
+    m.max_ctas = m.knn->grid();
+    return;
+  }
   CompiledModule module =
       compile_cached(cache, be, compile_request(), "winnow_topk",
                      ir::print(m.problem.score) + "\n" + plan::describe(m.spec, m.plan),
@@ -168,7 +170,7 @@ int ctas_within_workspace(size_t bound, int resident, size_t per_cta, size_t fix
 
 int TopkOp::key_splits_for(int64_t rows, int64_t window_keys) const {
   const Impl& m = *impl_;
-  if (m.spec.materialize || rows == 0 || m.max_ctas == 0) return 1;
+  if (m.knn || m.spec.materialize || rows == 0 || m.max_ctas == 0) return 1;
   const int64_t blocks = (rows + m.plan.rows_per_cta - 1) / m.plan.rows_per_cta;
   const int64_t room = std::max<int64_t>(1, m.max_ctas / blocks);
   int64_t want = m.problem.key_splits;
@@ -182,20 +184,26 @@ int TopkOp::key_splits_for(int64_t rows, int64_t window_keys) const {
 }
 
 size_t TopkOp::workspace_bytes() const {
-  if (!impl_->kernel) throw NotBuilt("the workspace size is known once the plan is built on a device");
+  if (!impl_->kernel && !(impl_->knn && impl_->ctx && impl_->workspace > 0))
+    throw NotBuilt("the workspace size is known once the plan is built on a device");
   return impl_->workspace;
 }
 
 size_t TopkOp::counter_offset() const { return 0; }
 int64_t TopkOp::max_sample_hint() const {
+  // The retrieval mode samples the corpus itself: a hint is accepted and ignored.
+  if (impl_->knn) return impl_->knn->hint_limit();
   // The kernel keeps the hint's keys in a row's selection list (2 next_pow2(k) ints).
   return std::min<int64_t>(impl_->plan.capacity, 2 * int64_t(next_pow2(impl_->spec.k)));
 }
 int TopkOp::max_ctas() const { return impl_->max_ctas; }
-int TopkOp::rows_per_cta() const { return impl_->plan.rows_per_cta; }
+int TopkOp::rows_per_cta() const {
+  return impl_->knn ? winnow::kKnnQueries : impl_->plan.rows_per_cta;
+}
 
 std::string TopkOp::launch_info() const {
   const Impl& m = *impl_;
+  if (m.knn) return m.knn->launch_info();
   if (!m.kernel) return "not loaded";
   const int sms = m.ctx->info().sm_count;
   return fmt::format("{} CTAs/SM x {} SMs, {} registers, {} bytes of shared memory, "
@@ -218,6 +226,12 @@ void TopkOp::execute(const TopkInputs& in, const TensorView* out_indices,
   const CallShape shape =
       validate_call(m.problem, device, in, out_indices, out_scores, workspace, workspace_bytes,
                     m.workspace, causal_offset, m.spec.materialize ? 0 : max_sample_hint());
+  if (m.knn) {
+    if (!m.ctx || m.workspace == 0) throw_not_built(!m.cubin.empty());
+    m.ctx->bind();
+    m.knn->execute(in, shape, out_indices, out_scores, workspace, stream, options);
+    return;
+  }
   if (!m.kernel) throw_not_built(!m.cubin.empty());
   m.ctx->bind();
   const rt::DriverApi& cu = rt::driver();

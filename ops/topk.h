@@ -84,6 +84,9 @@ class TopkOp {
 
   const TopkProblem& problem() const;
   const std::string& source() const;        // the generated .cu stub
+  // True when the op runs the retrieval mode (ops/knn_retrieval.h) instead of the topk
+  // kernel: one head, dense window, fp16 / bf16 on sm_90a, unless WINNOW_KNN_RETRIEVAL=0.
+  bool retrieval_mode() const;
   std::string plan_text() const;            // the kernel spec and plan, one line each
   const std::string& content_key() const;   // SHA-256 cache key (after build)
   // What build() hands the backend (also for `winnow compile --emit ptx`).

@@ -12,7 +12,7 @@
 namespace winnow::rt {
 namespace {
 
-constexpr std::array<EnvVar, 9> kRegistry{{
+constexpr std::array<EnvVar, 10> kRegistry{{
     {"HOME", false, "home folder: the cache defaults to $HOME/.cache/winnow"},
     {"TMPDIR", false, "without HOME the cache is $TMPDIR/winnow-cache-<uid> (default /tmp)"},
     {"WINNOW_CACHE_DIR", false, "where the kernel cache lives"},
@@ -20,6 +20,10 @@ constexpr std::array<EnvVar, 9> kRegistry{{
     {"WINNOW_DUMP_DIR", false, "where generated sources are written on compile errors and dumps"},
     // The arch is part of every key already, so forcing it needs no extra key input.
     {"WINNOW_FORCE_ARCH", false, "compile for this arch (sm_90a, sm_100a) instead of the device's"},
+    // Picks between two kernels that have their own keys: no key input needed.
+    {"WINNOW_KNN_RETRIEVAL", false,
+     "\"0\" keeps one-head dense fp16/bf16 top-k (knn) on the topk kernel instead of the "
+     "retrieval mode"},
     {"WINNOW_LOG_LEVEL", false, "error|warn|info|debug"},
     {"WINNOW_NVRTC_OPTIONS", true, "extra NVRTC options, whitespace-separated"},
     {"XDG_CACHE_HOME", false, "the cache defaults to $XDG_CACHE_HOME/winnow"},

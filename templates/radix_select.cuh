@@ -17,8 +17,10 @@ namespace winnow {
 // k-th largest: the k-th largest itself, or, when the digits found so far already admit
 // exactly k, their prefix with the lower index bits zero. Radix select, 8 bits a pass from
 // the top; called by the whole CTA.
-template <class C, class ForEach>
-__device__ u64 radix_kth(const TopkSmem<C>& s, u32 k, ForEach for_each) {
+// Smem: any view with `u32* radix` (256 bins + the kScratchRadix* slots): TopkSmem<C> or
+// the knn select kernels' (templates/knn_select.cuh).
+template <class C, class Smem, class ForEach>
+__device__ u64 radix_kth(const Smem& s, u32 k, ForEach for_each) {
   u32* hist = s.radix;
   u64* prefix_slot = reinterpret_cast<u64*>(s.radix + kScratchRadixPrefix);
   u32* remaining_slot = s.radix + kScratchRadixRemaining;

@@ -186,6 +186,9 @@ TEST_CASE("wgmma head sums: one m64n128 group for 2, 4 and 8 rows of heads", "[n
 TEST_CASE("experiment switches compile and change what they say", "[nvrtc]") {
   // -DWINNOW_RADIX_AGGREGATE=0: no warp-aggregated digit counts.
   const bool aggregate = GENERATE(true, false);
+  // The topk kernel's switch: keep this knn shape off the retrieval mode (whose filter
+  // aggregates its appends with match.any as well).
+  test::ScopedEnv topk_kernel("WINNOW_KNN_RETRIEVAL", "0");
   ops::TopkProblem p;
   p.score = ir::ip();
   p.heads = 1;

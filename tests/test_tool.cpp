@@ -50,7 +50,7 @@ TEST_CASE("winnow bench names every workload, block-select included", "[tool]") 
   ToolRun r = run_tool("bench");
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Contains("which workload? one of dsa-prefill,"));
-  CHECK_THAT(r.output, Contains("knn-l2 and block-select"));
+  CHECK_THAT(r.output, Contains("knn-l2, knn-cosine and block-select"));
   r = run_tool("bench nonesuch");
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Contains("and block-select"));

@@ -80,6 +80,7 @@ ir::Expr scaled_relu_mh(ops::DType) { return ir::relu_mh(true); }
 ir::Expr csa_score(ops::DType t) { return ir::relu_mh(t == ops::DType::E4M3); }
 ir::Expr ip_score(ops::DType) { return ir::ip(); }
 ir::Expr l2_score(ops::DType) { return ir::l2(); }
+ir::Expr cosine_score(ops::DType) { return ir::cosine(); }
 
 using ops::DType;
 const std::vector<DType> kTensorCoreTypes = {DType::E4M3, DType::BF16};
@@ -103,6 +104,8 @@ const Workload kWorkloads[] = {
      kTensorCoreTypes},
     {"knn-ip", Family::Knn, ip_score, 1, 768, 0, {1048576}, kKnnKs, 64, DType::F16, kAllTypes},
     {"knn-l2", Family::Knn, l2_score, 1, 768, 0, {1048576}, kKnnKs, 64, DType::F16, kAllTypes},
+    {"knn-cosine", Family::Knn, cosine_score, 1, 768, 0, {1048576}, kKnnKs, 64, DType::F16,
+     kAllTypes},
 };
 
 // Every workload `bench` runs, block-select (tools/cmd_bench_block.cpp) included.
@@ -152,6 +155,7 @@ Workloads:
                        chunk's sample hint the previous chunk's last selection)
   knn-ip               inner product, d=768, fp16 corpus of N vectors, a batch of queries
   knn-l2               as knn-ip with the negated squared L2 distance
+  knn-cosine           as knn-ip with the cosine similarity
   block-select         FlashPrefill block selection + block-sparse attention (its own
                        options: winnow bench block-select --help)
 
@@ -622,6 +626,7 @@ struct TorchBaseline {
 std::optional<TorchBaseline> torch_baseline(const BenchArgs& a, const Meta& m, const Shape& s) {
   if (m.baselines.empty()) return std::nullopt;
   if (a.w().family == Family::Knn) {
+    // knn-cosine: the inner-product time (torch on pre-normalised vectors).
     const char* kind = std::strcmp(a.w().name, "knn-l2") == 0 ? "knn_l2_ms" : "knn_ip_ms";
     const auto ms = json_number(m.baselines, fmt::format("{}:{}x{}x{}x{}", kind, s.Q, s.T, s.d, s.k));
     if (!ms) return std::nullopt;

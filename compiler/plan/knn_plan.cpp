@@ -1,0 +1,57 @@
+#include "compiler/plan/knn_plan.h"
+
+#include <fmt/format.h>
+
+#include "winnow/knn_workspace.cuh"
+
+namespace winnow::plan {
+
+long long KnnPlan::workspace_bytes() const {
+  return winnow::KnnWorkspace{capacity, sample_cap}.bytes();
+}
+
+std::string knn_unsuited(const KernelSpec& s, int window) {
+  if (s.heads != 1) return fmt::format("{} heads (the retrieval mode scores one)", s.heads);
+  if (window != int(WindowCode::Dense)) return "a window other than dense";
+  if (s.q_type != s.k_type || (s.k_type != ElemType::F16 && s.k_type != ElemType::BF16))
+    return "q and k not both fp16 or both bf16";
+  if (s.head_dim % 64 != 0 || s.head_dim > 1024) return "d not a multiple of 64 up to 1024";
+  if (!s.wgmma_target) return "a target without wgmma (sm_90a)";
+  if (!s.allow_tensor_cores) return "tensor cores not allowed";
+  return "";
+}
+
+bool choose_knn_plan(const KernelSpec& s, long smem_limit, KnnPlan* out, std::string* why) {
+  KnnPlan p;
+  p.dim = s.head_dim;
+  p.elem = s.k_type;
+  p.k = s.materialize ? 1 : s.k;
+  p.materialize = s.materialize;
+  p.sorted = s.sorted;
+  p.capacity = winnow::knn_capacity(p.k);
+  p.sample_cap = winnow::kKnnMaxSampleCap;
+  p.select_smem = winnow::knn_select_smem_bytes(p.k);
+  for (int st = winnow::kKnnMaxStages; st >= 2; --st) {
+    const long bytes = winnow::KnnStreamSmem{p.dim * 2, st}.bytes();
+    if (bytes <= smem_limit) {
+      p.stages = st;
+      p.stream_smem = bytes;
+      *out = p;
+      return true;
+    }
+  }
+  *why = fmt::format("d = {} needs {} bytes of shared memory for the retrieval mode, more "
+                     "than the {} the target allows",
+                     s.head_dim, winnow::KnnStreamSmem{p.dim * 2, 2}.bytes(), smem_limit);
+  return false;
+}
+
+std::string describe(const KnnPlan& p) {
+  return fmt::format(
+      "knn dim={} elem={} topk={} mode={} sorted={} stages={} capacity={} sample_cap={} "
+      "rounds={} stream_smem={} select_smem={}\n",
+      p.dim, elem_name(p.elem), p.k, p.materialize ? "materialize" : "topk", p.sorted,
+      p.stages, p.capacity, p.sample_cap, p.rounds, p.stream_smem, p.select_smem);
+}
+
+}  // namespace winnow::plan

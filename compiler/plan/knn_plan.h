@@ -1,0 +1,35 @@
+// KnnPlan: the retrieval mode's tiling (issue 13): passes of 64 queries, 128-key tiles in
+// chunks of 128 bytes of d through a ring of stages, one CandidateList per query. Plain
+// struct, printed into the cache key beside the canonical IR.
+#pragma once
+#include <string>
+
+#include "compiler/plan/kernel_plan.h"
+
+namespace winnow::plan {
+
+struct KnnPlan {
+  int dim = 768;
+  ElemType elem = ElemType::F16;  // q and k (fp16 or bf16)
+  int k = 128;
+  bool materialize = false, sorted = false;
+  int stages = 4;          // key-chunk ring stages
+  int capacity = 4096;     // CandidateList entries per query
+  int sample_cap = 0;      // sample slots per query
+  int rounds = 3;          // fallback rounds after the first filter
+  long stream_smem = 0, select_smem = 0;  // dynamic shared memory of the kernels
+  long long workspace_bytes() const;
+};
+
+// Why the spec cannot take the retrieval mode ("" when it can): one head, a dense window,
+// fp16 or bf16 q and k of one type, d a multiple of 64 up to 1024, sm_90a, tensor cores
+// allowed.
+std::string knn_unsuited(const KernelSpec& spec, int window);
+
+// The plan for the spec within `smem_limit` bytes of shared memory per block; false (and
+// `why`) when none fits.
+bool choose_knn_plan(const KernelSpec& spec, long smem_limit, KnnPlan* out, std::string* why);
+
+std::string describe(const KnnPlan& plan);
+
+}  // namespace winnow::plan

@@ -1,0 +1,117 @@
+// The retrieval mode's per-query steps, one CTA per query of the pass: the first threshold
+// from the sample, and the exact select over the query's CandidateList with its fallback.
+//
+// Exactness: the list holds every key whose RankKey is at or above the threshold (no
+// overflow) and at least min(k, N) of them, or the row is not answered from it. A row that
+// fails is counted once (counters[kKnnFallbackRows]) and reruns the filter with a new
+// threshold: after an overflow the k-th best of the stored entries (a subset of the
+// corpus, so its k-th best is at or below the true k-th best), after too few survivors 0
+// (every key). Rows still failing after the last round are counted in
+// counters[kKnnUnresolvedRows] and written as -1.
+#pragma once
+#include "winnow/bitonic_sort.cuh"
+#include "winnow/knn_params.cuh"
+#include "winnow/knn_workspace.cuh"
+#include "winnow/radix_select.cuh"
+#include "winnow/rank_order.cuh"
+
+namespace winnow {
+
+// What radix_kth and sort_desc need of the CTA: its width.
+struct KnnSelectCta {
+  static constexpr int kThreads = kKnnSelectThreads;
+};
+
+// The select kernels' shared memory (knn_select_smem_bytes).
+struct KnnSelectSmem {
+  u32* radix;  // [256] bins + the kScratchRadix* slots
+  u32* taken;  // entries gathered into `sel`
+  u64* sel;    // [next_pow2(k)]
+  __device__ explicit KnnSelectSmem(unsigned char* base) {
+    radix = reinterpret_cast<u32*>(base);
+    taken = radix + kScratchWords;
+    sel = reinterpret_cast<u64*>(base + kScratchWords * 4 + 64);
+  }
+};
+
+#if defined(__CUDA_ARCH__)
+// The first threshold of query blockIdx.x: the sample's rank-th best score, every index
+// admitted (RankKeys from (order key << 32) up). No sample: 0, every key.
+template <class C>
+__device__ void knn_threshold(const KnnParams& p, unsigned char* smem) {
+  const KnnSelectSmem s(smem);
+  const int r = blockIdx.x;
+  const u32 m = u32(min(p.sample_rank, p.sample_valid));
+  u64 thr = 0;
+  if (p.sample_tiles > 0 && m > 0) {
+    const u32* v = p.samples + (long long)r * p.sample_cap;
+    const int n = p.sample_tiles * kKnnKeyTile;
+    thr = radix_kth<KnnSelectCta>(s, m, [&](auto f) {
+      for (int i = threadIdx.x; i < n; i += kKnnSelectThreads) f(rank_key(v[i], i));
+    });
+    thr &= 0xFFFFFFFF00000000ull;
+  }
+  if (threadIdx.x == 0) p.rows[r].threshold = thr;
+}
+
+// Query blockIdx.x's outputs, or its next fallback round (see the top of the file).
+template <class C>
+__device__ void knn_select(const KnnParams& p, unsigned char* smem) {
+  constexpr int K = C::kTopK, KP = next_pow2(C::kTopK);
+  const KnnSelectSmem s(smem);
+  const int r = blockIdx.x;
+  KnnRowState* rs = p.rows + r;
+  if (p.round > 0 && rs->retry == 0) return;  // answered in an earlier round
+  const u32 count = rs->count, cap = u32(p.capacity);
+  const u64 old_threshold = rs->threshold;
+  __syncthreads();  // every thread has read the state before thread 0 rewrites it
+  const u32 need = min(u32(K), u32(p.num_keys));
+  const u32 stored = min(count, cap);
+  const u64* list = p.lists + (long long)r * p.capacity;
+  auto scan = [&](auto f) {
+    for (u32 i = threadIdx.x; i < stored; i += kKnnSelectThreads) f(list[i]);
+  };
+  const bool answered = count <= cap && count >= need;
+  int* out_idx = p.out_indices + r * p.out_indices_stride;
+  float* out_sc = p.out_scores ? p.out_scores + r * p.out_scores_stride : nullptr;
+  if (answered || p.round == C::kRounds) {
+    u32 chosen = 0;
+    if (answered && need > 0) {
+      // Exactly `need` distinct RankKeys at or above kth (all of them when stored == need).
+      const u64 kth = stored == need ? 0ull : radix_kth<KnnSelectCta>(s, need, scan);
+      if (threadIdx.x == 0) *s.taken = 0;
+      for (int i = threadIdx.x; i < KP; i += kKnnSelectThreads) s.sel[i] = 0;
+      __syncthreads();
+      scan([&](u64 v) {
+        if (v >= kth) s.sel[atomicAdd(s.taken, 1u)] = v;
+      });
+      __syncthreads();
+      // Sorted: by score; unsorted: by index, ascending (one answer per row either way).
+      sort_desc<KnnSelectCta>(s.sel, KP, !C::kSorted);
+      chosen = need;
+    } else if (!answered && threadIdx.x == 0) {
+      atomicAdd(p.counters + kKnnUnresolvedRows, 1u);
+    }
+    for (int i = threadIdx.x; i < K; i += kKnnSelectThreads) {
+      const bool real = u32(i) < chosen;
+      const u64 v = real ? s.sel[i] : 0ull;
+      out_idx[i] = real ? rank_key_index(v) : -1;
+      if (out_sc) out_sc[i] = real ? order_key_score(rank_key_order(v)) : -__int_as_float(0x7F800000);
+    }
+    if (threadIdx.x == 0) rs->retry = 0;
+    return;
+  }
+  // The fallback: a new threshold and another round.
+  u64 thr = 0;
+  if (count > cap) thr = max(old_threshold, radix_kth<KnnSelectCta>(s, u32(K), scan));
+  if (threadIdx.x == 0) {
+    if (p.round == 0) atomicAdd(p.counters + kKnnFallbackRows, 1u);
+    rs->threshold = thr;
+    rs->count = 0;
+    rs->retry = 1;
+    atomicAdd(p.counters + kKnnRoundRows + p.round + 1, 1u);
+  }
+}
+#endif
+
+}  // namespace winnow

@@ -1,0 +1,227 @@
+// The retrieval mode's corpus stream (issue 13): a persistent grid, each CTA scoring its
+// key tiles against ALL queries of the pass on the tensor cores (wgmma m64n64: 64 keys of
+// a warpgroup on the M side, the 64 queries on the N side), key chunks of 128 bytes of d
+// brought by TMA into a ring of stages that a producer warp fills (mbarrier full/empty
+// handshakes). Three uses of the same scoring code, so their scores have the same bits:
+// the sample pass (every score of the sample tiles into `samples`), the filter (RankKeys
+// at or above the query's threshold appended to its CandidateList by warp-aggregated
+// atomics) and, compiled with kMaterialize, the score matrix.
+#pragma once
+#include "winnow/element_decode.cuh"
+#include "winnow/knn_params.cuh"
+#include "winnow/knn_workspace.cuh"
+#include "winnow/mbarrier.cuh"
+#include "winnow/rank_order.cuh"
+#include "winnow/score_ops.cuh"
+#include "winnow/tma.cuh"
+#include "winnow/wgmma_tiles.cuh"
+
+// Tries of an mbarrier wait before the kernel traps: a handshake bug then ends the launch
+// with an error instead of hanging the device (each try suspends for a short while).
+#ifndef WINNOW_KNN_WAIT_LIMIT
+#define WINNOW_KNN_WAIT_LIMIT (1u << 26)
+#endif
+
+namespace winnow {
+
+#if defined(__CUDA_ARCH__)
+// mbarrier_wait with a bound (WINNOW_KNN_WAIT_LIMIT tries, then __trap).
+__device__ __forceinline__ void knn_wait(u64* bar, unsigned parity) {
+  for (u32 i = 0;; ++i) {
+    u32 done;
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(shared_address(bar)), "r"(parity)
+        : "memory");
+    if (done) return;
+    if (i >= WINNOW_KNN_WAIT_LIMIT) __trap();
+  }
+}
+
+// Sum of squares of 8 fp16 / bf16 elements in order, onto acc (one rounding each: fma).
+template <int ELEM>
+__device__ __forceinline__ float knn_square_sum8(const uint4& v, float acc) {
+  const u32 w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const unsigned short h = (unsigned short)(w[i >> 1] >> ((i & 1) * 16));
+    const float x = ELEM == kElemBF16 ? decode_bf16(h) : decode_f16(h);
+    acc = __fmaf_rn(x, x, acc);
+  }
+  return acc;
+}
+
+// The stream over this CTA's tiles (tile i of the pass's list: i * sample_stride in the
+// sample pass, i otherwise; CTA b takes i = b, b + grid, ...). C: WinnowKnnConfig, S: the
+// score functor.
+template <class C, class S>
+__device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char* smem) {
+  constexpr int RB = C::kDim * 2, NC = RB / kKnnChunkBytes, Q = kKnnQueries, ST = C::kStages;
+  static_assert(RB % kKnnChunkBytes == 0 && C::kThreads == kKnnStreamThreads, "knn tile shape");
+  constexpr KnnStreamSmem L{RB, ST};
+  // A fallback round with nothing to rerun ends at once (the same word for every thread).
+  if (!C::kMaterialize && p.round > 0 && p.counters[kKnnRoundRows + p.round] == 0) return;
+  unsigned char* qs = smem;
+  unsigned char* ring = smem + L.ring_off();
+  u64* thr = reinterpret_cast<u64*>(smem + L.thresholds_off());
+  u32* skip = reinterpret_cast<u32*>(smem + L.skip_off());
+  float* qsq = reinterpret_cast<float*>(smem + L.qsq_off());
+  float* wq = reinterpret_cast<float*>(smem + L.w_off());
+  u64* full = reinterpret_cast<u64*>(smem + L.barriers_off());
+  u64* empty = full + ST;
+  const int tid = threadIdx.x;
+  const bool sample = !C::kMaterialize && p.sample_pass;
+
+  // The queries as the swizzled B operand (rows past the pass's queries are zeros).
+  const unsigned short* qg = static_cast<const unsigned short*>(p.q);
+  for (int i = tid; i < Q * (RB / 2); i += C::kThreads) {
+    const int r = i / (RB / 2), e = i % (RB / 2);
+    const unsigned short v = r < p.queries ? qg[r * p.q_row_stride + e] : (unsigned short)0;
+    *reinterpret_cast<unsigned short*>(qs + swizzled_chunk<Q>(r, (2 * e) >> 4) + ((2 * e) & 15)) = v;
+  }
+  if (tid < Q) {
+    const bool real = tid < p.queries;
+    bool active = real;
+    if (!C::kMaterialize && !sample) {
+      const KnnRowState rs = p.rows[tid];
+      thr[tid] = rs.threshold;
+      active = real && (p.round == 0 || rs.retry != 0);
+    }
+    skip[tid] = active ? 0u : 1u;
+    wq[tid] = C::kUsesW && real ? p.w[tid * p.w_row_stride] : 0.0f;
+    float s = 0.0f;  // |q|^2 in element order (the same in every mode)
+    if (C::kUsesQSq && real) {
+      for (int e = 0; e < C::kDim; ++e) {
+        const float x = decode_element<C::kElem>(qg, tid * p.q_row_stride + e);
+        s = __fmaf_rn(x, x, s);
+      }
+    }
+    qsq[tid] = s;
+  }
+  if (tid == 0) {
+    for (int i = 0; i < ST; ++i) {
+      mbarrier_init(full + i, 1);
+      mbarrier_init(empty + i, 8);  // one arrival per math warp
+    }
+    mbarrier_init_fence();
+  }
+  fence_async_smem();  // the query stores, read by wgmma through the async proxy
+  __syncthreads();
+
+  const int total = sample ? p.sample_tiles : p.key_tiles;
+  const int stride = sample ? p.sample_stride : 1;
+  const int warp_all = tid >> 5, lane = tid & 31;
+  if (warp_all == 8) {  // the producer warp: lane 0 issues every copy
+    if (lane == 0) {
+      tma_prefetch(kmap);
+      unsigned pos = 0;
+      for (int i = blockIdx.x; i < total; i += gridDim.x) {
+        const int tile = i * stride;
+        for (int c = 0; c < NC; ++c, ++pos) {
+          const RingSlot slot = ring_slot(pos, ST);
+          knn_wait(empty + slot.stage, slot.parity ^ 1u);
+          mbarrier_arrive_expect_tx(full + slot.stage, unsigned(kKnnStageBytes));
+          tma_load_2d(ring + slot.stage * kKnnStageBytes, kmap, full + slot.stage,
+                      c * kKnnChunkBytes, tile * kKnnKeyTile);
+        }
+      }
+    }
+    return;
+  }
+
+  const int wg = tid >> 7, warp = warp_all & 3, g = lane >> 2, t4 = lane & 3;
+  const u32 q_lo = wgmma_desc_lo(qs);
+  unsigned pos = 0;
+  for (int i = blockIdx.x; i < total; i += gridDim.x, pos += NC) {
+    const int tile = i * stride;
+    float acc[32];
+    float ksq_half = 0.0f;  // this lane's half of key (16 warp + lane / 2)'s |k|^2
+    int prev_stage = 0;
+#pragma unroll 1
+    for (int c = 0; c < NC; ++c) {
+      const RingSlot slot = ring_slot(pos + unsigned(c), ST);
+      knn_wait(full + slot.stage, slot.parity);
+      const unsigned char* st = ring + slot.stage * kKnnStageBytes;
+      if (C::kUsesKSq) {
+        const int row = wg * 64 + warp * 16 + (lane >> 1);
+#pragma unroll
+        for (int v = 0; v < 4; ++v) {
+          const int chunk = 4 * (lane & 1) + v;
+          const uint4 x = *reinterpret_cast<const uint4*>(st + row * 128 + ((chunk ^ (row & 7)) << 4));
+          ksq_half = knn_square_sum8<C::kElem>(x, ksq_half);
+        }
+      }
+      const u32 a_lo = wgmma_desc_lo(st + wg * 64 * kKnnChunkBytes);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kKnnChunkBytes; kk += 32) {
+        wgmma_m64n<64, C::kElem>(acc, wgmma_desc_from_lo(a_lo, kk),
+                                 wgmma_desc_from_lo(q_lo, swizzled_at<Q>(0, c * kKnnChunkBytes + kk)),
+                                 (c > 0 || kk > 0) ? 1 : 0);
+      }
+      wgmma_commit();
+      if (c > 0) {  // the previous chunk's MMAs are done: its stage goes back to the producer
+        wgmma_wait<1>();
+        __syncwarp();
+        if (lane == 0) mbarrier_arrive(empty + prev_stage);
+      }
+      prev_stage = slot.stage;
+    }
+    wgmma_wait<0>();
+    wgmma_pin(acc);
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(empty + prev_stage);
+
+    // |k|^2 of the thread's two keys (g and g + 8 of the warp's 16), from the lanes that
+    // summed their halves.
+    const float ksq_lane = __fadd_rn(ksq_half, __shfl_xor_sync(0xFFFFFFFFu, ksq_half, 1));
+    float ksq[2];
+    ksq[0] = __shfl_sync(0xFFFFFFFFu, ksq_lane, 2 * g);
+    ksq[1] = __shfl_sync(0xFFFFFFFFu, ksq_lane, 2 * (g + 8));
+    const int key0 = tile * kKnnKeyTile + wg * 64 + warp * 16 + g;
+    const int slot0 = i * kKnnKeyTile + wg * 64 + warp * 16 + g;  // the sample's slot
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        // Accumulator 4 j + e: key g (+ 8 for e >= 2), query 8 j + 2 t4 (+ 1 for odd e).
+        const int n = 8 * j + 2 * t4 + (e & 1), h = e >> 1;
+        const int key = key0 + 8 * h;
+        const bool real = key < p.num_keys && skip[n] == 0;
+        ScoreArgs a;
+        const float dot = acc[4 * j + e];
+        a.dot = &dot;
+        a.w = wq + n;
+        a.kscale = C::kUsesKScale && real ? p.kscale[key] : 1.0f;
+        a.qsq = qsq + n;
+        a.ksq = ksq[h];
+        const float score = S::eval(a);
+        if constexpr (C::kMaterialize) {
+          if (real) p.out_scores[n * p.out_scores_stride + key] = score;
+        } else if (sample) {
+          if (n < p.queries)
+            p.samples[(long long)n * p.sample_cap + slot0 + 8 * h] = real ? order_key(score) : 0u;
+        } else {
+          const u64 rk = rank_key(order_key(score), key);
+          const bool in = real && rk >= thr[n];
+          const unsigned ballot = __ballot_sync(0xFFFFFFFFu, in);
+          if (in) {
+            // One atomic per query among the warp's survivors.
+            const unsigned peers = __match_any_sync(ballot, n);
+            const int leader = __ffs(peers) - 1;
+            u32 base = 0;
+            if (lane == leader) base = atomicAdd(&p.rows[n].count, u32(__popc(peers)));
+            base = __shfl_sync(peers, base, leader);
+            const u32 at = base + u32(__popc(peers & ((1u << lane) - 1u)));
+            if (at < u32(p.capacity)) p.lists[(long long)n * p.capacity + at] = rk;
+          }
+        }
+      }
+    }
+  }
+}
+#endif
+
+}  // namespace winnow

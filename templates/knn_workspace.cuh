@@ -1,0 +1,90 @@
+// The retrieval mode's sizes, for the host (plan, workspace) and the kernels alike: the
+// tile shape, the workspace regions, the stream kernel's shared memory and the sample.
+#pragma once
+#include "winnow/knn_params.cuh"
+#include "winnow/portable.cuh"
+#include "winnow/smem_layout.cuh"
+#include "winnow/topk_workspace.cuh"
+
+namespace winnow {
+
+inline constexpr int kKnnKeyTile = 128;     // keys per tile: two warpgroups of 64 (wgmma M)
+inline constexpr int kKnnChunkBytes = 128;  // bytes of d per ring stage (one swizzle atom)
+inline constexpr int kKnnQueries = 64;      // queries per pass: the wgmma N side
+inline constexpr int kKnnStageBytes = kKnnKeyTile * kKnnChunkBytes;
+inline constexpr int kKnnStreamThreads = 256 + 32;  // two math warpgroups + the producer warp
+inline constexpr int kKnnSelectThreads = 256;
+inline constexpr int kKnnMaxStages = 8;
+// The sample region: at most 16 MB less the counters and row states.
+inline constexpr int kKnnMaxSampleCap = 65408;  // multiple of kKnnKeyTile
+
+// CandidateList entries per query: 4 max(k, 1024) (the issue's workspace bound).
+WINNOW_HD int knn_capacity(int k) { return 4 * (k > 1024 ? k : 1024); }
+
+struct KnnWorkspace {
+  int capacity, sample_cap;
+  WINNOW_HD static constexpr long long counters_bytes() { return 256; }
+  WINNOW_HD constexpr long long rows_offset() const { return counters_bytes(); }
+  WINNOW_HD constexpr long long lists_offset() const {
+    return rows_offset() + kKnnQueries * (long long)sizeof(KnnRowState);
+  }
+  WINNOW_HD constexpr long long samples_offset() const {
+    return lists_offset() + (long long)kKnnQueries * capacity * 8;
+  }
+  WINNOW_HD constexpr long long bytes() const {
+    return samples_offset() + (long long)kKnnQueries * sample_cap * 4;
+  }
+};
+
+// The stream kernel's shared memory: the pass's queries (the wgmma B operand, swizzled),
+// the key-chunk ring, per-query thresholds, skip flags, |q|^2 and w, the ring barriers.
+struct KnnStreamSmem {
+  int dim_bytes, stages;
+  WINNOW_HD constexpr long queries_bytes() const { return long(kKnnQueries) * dim_bytes; }
+  WINNOW_HD constexpr long ring_off() const { return queries_bytes(); }
+  WINNOW_HD constexpr long thresholds_off() const { return ring_off() + long(stages) * kKnnStageBytes; }
+  WINNOW_HD constexpr long skip_off() const { return thresholds_off() + kKnnQueries * 8; }
+  WINNOW_HD constexpr long qsq_off() const { return skip_off() + kKnnQueries * 4; }
+  WINNOW_HD constexpr long w_off() const { return qsq_off() + kKnnQueries * 4; }
+  WINNOW_HD constexpr long barriers_off() const { return w_off() + kKnnQueries * 4; }
+  WINNOW_HD constexpr long bytes() const { return barriers_off() + 2L * stages * 8; }
+};
+
+// The select kernels' shared memory: the radix bins and scratch, then the sort list.
+WINNOW_HD constexpr long knn_select_smem_bytes(int k) {
+  return long(kScratchWords) * 4 + 64 + long(next_pow2(k)) * 8;
+}
+
+// The sample pass: `tiles` key tiles, tile j * stride for j < tiles (a strided subset of
+// the corpus), `valid` real keys among them; the first threshold is their rank-th best
+// score. The rank aims the expected survivors N rank / valid at sqrt(k capacity), the
+// geometric middle of [k, capacity]: fewer than k (a fallback round) or more than the
+// capacity (another) are then several standard deviations away. No sample (tiles 0,
+// threshold 0) when the whole corpus fits the list.
+struct KnnSample {
+  int tiles, stride, valid, rank;
+};
+WINNOW_HD KnnSample knn_sample(long long num_keys, int k, int capacity, int max_cap) {
+  KnnSample s{0, 1, 0, 0};
+  if (num_keys <= capacity) return s;
+  const long long key_tiles = (num_keys + kKnnKeyTile - 1) / kKnnKeyTile;
+  const long long kk = k > 1024 ? k : 1024;
+  long long want = (32 * num_keys / kk + kKnnKeyTile - 1) / kKnnKeyTile;
+  long long tiles = want < max_cap / kKnnKeyTile ? want : max_cap / kKnnKeyTile;
+  if (tiles > key_tiles) tiles = key_tiles;
+  if (tiles < 1) tiles = 1;
+  s.tiles = int(tiles);
+  s.stride = int(key_tiles / tiles);
+  const bool last_sampled = (tiles - 1) * s.stride == key_tiles - 1;
+  s.valid = int(tiles * kKnnKeyTile - (last_sampled ? key_tiles * kKnnKeyTile - num_keys : 0));
+  double mid = 1.0;  // sqrt(k * capacity), by Newton steps (no libm on the host side here)
+  const double target = double(k) * double(capacity);
+  for (int i = 0; i < 64; ++i) mid = 0.5 * (mid + target / mid);
+  long long rank = (long long)(mid * double(s.valid) / double(num_keys) + 0.5);
+  if (rank < 1) rank = 1;
+  if (rank > s.valid) rank = s.valid;
+  s.rank = int(rank);
+  return s;
+}
+
+}  // namespace winnow

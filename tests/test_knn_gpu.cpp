@@ -1,0 +1,101 @@
+// The retrieval mode (ops/knn_retrieval.h) on the GPU: fused == materialize + exact select
+// bit for bit (the materialize variant of the same kernel), and the CPU double reference
+// on the first and last rows. Fresh random inputs on every run (the seed is printed).
+#include "support.h"
+#include "topk_check.h"
+
+using namespace winnow;
+using winnow::test::GpuFixture;
+using test::run_and_check;
+using test::single_head;
+
+namespace {
+
+// Builds the op and requires that it took the retrieval mode.
+void require_retrieval(const ops::TopkProblem& p) {
+  auto op = GpuFixture::get().build(p);
+  REQUIRE(op->retrieval_mode());
+  UNSCOPED_INFO(op->launch_info());
+}
+
+ir::Expr score_named(const std::string& name) {
+  if (name == "l2") return ir::l2();
+  if (name == "cosine") return ir::cosine();
+  return ir::ip();
+}
+
+}  // namespace
+
+TEST_CASE("knn retrieval: ip, l2, cosine at batch 1, 16, 64, 256, unaligned N", "[gpu][knn]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  const std::string score = GENERATE("ip", "l2", "cosine");
+  const int rows = GENERATE(1, 16, 64, 256);
+  const int k = GENERATE(1, 128, 1024);
+  const ops::DType t = rows == 16 ? ops::DType::BF16 : ops::DType::F16;
+  INFO(score << " rows " << rows << " k " << k);
+  auto p = single_head(score_named(score), 768, k, t);
+  require_retrieval(p);
+  const int64_t keys = test::sized(60013, 9001);  // > capacity: sample, filter, select
+  run_and_check(p, rows, keys, {}, {0, rows - 1}, false);
+}
+
+TEST_CASE("knn retrieval: k = 8192, sorted, absolute, d = 128 and 1024", "[gpu][knn]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  const int dim = GENERATE(128, 1024);
+  auto p = single_head(ir::ip(), dim, 8192, ops::DType::BF16);
+  p.sorted = true;
+  p.absolute_indices = true;
+  require_retrieval(p);
+  run_and_check(p, 40, test::sized(100003, 40000), {}, {0, 39}, false);
+}
+
+TEST_CASE("knn retrieval: k = N, k > N, N below a tile, N = capacity + 1", "[gpu][knn]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  auto p = single_head(ir::l2(), 64, 1000, ops::DType::F16);
+  require_retrieval(p);
+  const int64_t keys = GENERATE(1, 100, 1000, 4097);
+  INFO("keys " << keys);
+  run_and_check(p, 9, keys, {}, {}, false);
+}
+
+TEST_CASE("knn retrieval: heavy ties and all-equal scores take counted fallback rounds, exact",
+          "[gpu][knn]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  const int levels = GENERATE(1, 4);  // 1: every score 0 (ties broken by index alone)
+  const int k = GENERATE(1, 1024);
+  auto p = single_head(ir::ip(), 128, k, ops::DType::F16);
+  p.sorted = levels == 4;
+  require_retrieval(p);
+  ops::DataOptions opt;
+  opt.levels = levels;
+  const ops::RunResult r = run_and_check(p, 64, test::sized(30011, 9001), opt, {0, 63}, true);
+  UNSCOPED_INFO("fallback rows " << r.fallback_rows);
+  // Every score equal: the sample's threshold admits every key, so every row overflows
+  // its list and needs the fallback (k = 1 included).
+  if (levels == 1) CHECK(r.fallback_rows == 64);
+}
+
+TEST_CASE("knn retrieval: NaN and inf scores rank as torch.topk ranks them", "[gpu][knn]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  auto p = single_head(ir::ip(), 256, GENERATE(1, 300), ops::DType::F16);
+  p.sorted = true;
+  require_retrieval(p);
+  ops::DataOptions opt;
+  opt.nan_fraction = 0.01;
+  opt.inf_fraction = 0.01;
+  run_and_check(p, 24, test::sized(20000, 9000), opt, {}, false);
+}
+
+TEST_CASE("knn: WINNOW_KNN_RETRIEVAL=0 keeps the topk kernel, still exact", "[gpu][knn]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  test::ScopedEnv off("WINNOW_KNN_RETRIEVAL", "0");
+  auto p = single_head(ir::ip(), 768, 128, ops::DType::F16);
+  REQUIRE_FALSE(GpuFixture::get().build(p)->retrieval_mode());
+  run_and_check(p, 16, 20011, {}, {0, 15}, false);
+}
