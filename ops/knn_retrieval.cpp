@@ -24,8 +24,10 @@ struct KnnRetrieval::Impl {
 };
 
 std::string KnnRetrieval::unsuited(const TopkProblem& p, const plan::KernelSpec& spec) {
-  if (const auto v = rt::env_get("WINNOW_KNN_RETRIEVAL"); v && *v == "0")
-    return "WINNOW_KNN_RETRIEVAL=0";
+  // Opt-in until the [gpu][knn] cases have passed on the H200 in one suite run (bench/NOTES.md,
+  // session 5: the first visit ran 30 of their sections, all exact, but not to the end).
+  if (const auto v = rt::env_get("WINNOW_KNN_RETRIEVAL"); !v || *v != "1")
+    return "the retrieval mode is opt-in (WINNOW_KNN_RETRIEVAL=1)";
   std::string why = plan::knn_unsuited(spec, int(p.window));
   if (!why.empty()) return why;
   if (p.max_workspace_bytes > 0) {

@@ -22,8 +22,8 @@ constexpr std::array<EnvVar, 10> kRegistry{{
     {"WINNOW_FORCE_ARCH", false, "compile for this arch (sm_90a, sm_100a) instead of the device's"},
     // Picks between two kernels that have their own keys: no key input needed.
     {"WINNOW_KNN_RETRIEVAL", false,
-     "\"0\" keeps one-head dense fp16/bf16 top-k (knn) on the topk kernel instead of the "
-     "retrieval mode"},
+     "\"1\" runs one-head dense fp16/bf16 top-k (knn) in the retrieval mode instead of the "
+     "topk kernel (opt-in until its GPU tests have passed)"},
     {"WINNOW_LOG_LEVEL", false, "error|warn|info|debug"},
     {"WINNOW_NVRTC_OPTIONS", true, "extra NVRTC options, whitespace-separated"},
     {"XDG_CACHE_HOME", false, "the cache defaults to $XDG_CACHE_HOME/winnow"},

@@ -28,6 +28,7 @@ ir::Expr score_named(const std::string& name) {
 
 TEST_CASE("knn retrieval: ip, l2, cosine at batch 1, 16, 64, 256, unaligned N", "[gpu][knn]") {
   WINNOW_REQUIRE_GPU();
+  test::ScopedEnv on("WINNOW_KNN_RETRIEVAL", "1");
   INFO("seed " << test::test_seed());
   const std::string score = GENERATE("ip", "l2", "cosine");
   const int rows = GENERATE(1, 16, 64, 256);
@@ -42,6 +43,7 @@ TEST_CASE("knn retrieval: ip, l2, cosine at batch 1, 16, 64, 256, unaligned N", 
 
 TEST_CASE("knn retrieval: k = 8192, sorted, absolute, d = 128 and 1024", "[gpu][knn]") {
   WINNOW_REQUIRE_GPU();
+  test::ScopedEnv on("WINNOW_KNN_RETRIEVAL", "1");
   INFO("seed " << test::test_seed());
   const int dim = GENERATE(128, 1024);
   auto p = single_head(ir::ip(), dim, 8192, ops::DType::BF16);
@@ -53,6 +55,7 @@ TEST_CASE("knn retrieval: k = 8192, sorted, absolute, d = 128 and 1024", "[gpu][
 
 TEST_CASE("knn retrieval: k = N, k > N, N below a tile, N = capacity + 1", "[gpu][knn]") {
   WINNOW_REQUIRE_GPU();
+  test::ScopedEnv on("WINNOW_KNN_RETRIEVAL", "1");
   INFO("seed " << test::test_seed());
   auto p = single_head(ir::l2(), 64, 1000, ops::DType::F16);
   require_retrieval(p);
@@ -64,6 +67,7 @@ TEST_CASE("knn retrieval: k = N, k > N, N below a tile, N = capacity + 1", "[gpu
 TEST_CASE("knn retrieval: heavy ties and all-equal scores take counted fallback rounds, exact",
           "[gpu][knn]") {
   WINNOW_REQUIRE_GPU();
+  test::ScopedEnv on("WINNOW_KNN_RETRIEVAL", "1");
   INFO("seed " << test::test_seed());
   const int levels = GENERATE(1, 4);  // 1: every score 0 (ties broken by index alone)
   const int k = GENERATE(1, 1024);
@@ -81,6 +85,7 @@ TEST_CASE("knn retrieval: heavy ties and all-equal scores take counted fallback 
 
 TEST_CASE("knn retrieval: NaN and inf scores rank as torch.topk ranks them", "[gpu][knn]") {
   WINNOW_REQUIRE_GPU();
+  test::ScopedEnv on("WINNOW_KNN_RETRIEVAL", "1");
   INFO("seed " << test::test_seed());
   auto p = single_head(ir::ip(), 256, GENERATE(1, 300), ops::DType::F16);
   p.sorted = true;
@@ -93,6 +98,7 @@ TEST_CASE("knn retrieval: NaN and inf scores rank as torch.topk ranks them", "[g
 
 TEST_CASE("knn: WINNOW_KNN_RETRIEVAL=0 keeps the topk kernel, still exact", "[gpu][knn]") {
   WINNOW_REQUIRE_GPU();
+  test::ScopedEnv on("WINNOW_KNN_RETRIEVAL", "1");
   INFO("seed " << test::test_seed());
   test::ScopedEnv off("WINNOW_KNN_RETRIEVAL", "0");
   auto p = single_head(ir::ip(), 768, 128, ops::DType::F16);

@@ -25,6 +25,13 @@ ops::TopkProblem knn_problem(ir::Expr score, int dim, int k, ops::DType t) {
 
 TEST_CASE("the op takes the retrieval mode only for one-head dense fp16/bf16 on sm_90a",
           "[knn][codegen]") {
+  {
+    // Opt-in: without WINNOW_KNN_RETRIEVAL=1 every problem keeps the topk kernel.
+    test::ScopedEnv unset("WINNOW_KNN_RETRIEVAL", nullptr);
+    CHECK_FALSE(ops::TopkOp::create(knn_problem(ir::ip(), 768, 128, ops::DType::F16), nullptr)
+                    ->retrieval_mode());
+  }
+  test::ScopedEnv on("WINNOW_KNN_RETRIEVAL", "1");
   CHECK(ops::TopkOp::create(knn_problem(ir::ip(), 768, 128, ops::DType::F16), nullptr)
             ->retrieval_mode());
   CHECK(ops::TopkOp::create(knn_problem(ir::l2(), 1024, 8192, ops::DType::BF16), nullptr)
@@ -58,6 +65,7 @@ TEST_CASE("the op takes the retrieval mode only for one-head dense fp16/bf16 on 
 
 TEST_CASE("retrieval workspace within batch x 4 max(k, 1024) x 8 bytes + 16 MB at batch 64",
           "[knn][codegen]") {
+  test::ScopedEnv on("WINNOW_KNN_RETRIEVAL", "1");
   for (int k : {1, 128, 1024, 4096, 8192}) {
     INFO("k " << k);
     const int cap = knn_capacity(k);
@@ -76,6 +84,7 @@ TEST_CASE("retrieval workspace within batch x 4 max(k, 1024) x 8 bytes + 16 MB a
 
 TEST_CASE("the sample: a strided tile subset whose rank-th best leaves k..capacity survivors",
           "[knn][codegen]") {
+  test::ScopedEnv on("WINNOW_KNN_RETRIEVAL", "1");
   for (long long n : {4096LL, 4097LL, 20011LL, 1048576LL, 5000000LL, 5242880LL}) {
     for (int k : {1, 128, 1024, 8192}) {
       INFO("N " << n << " k " << k);
@@ -108,6 +117,7 @@ TEST_CASE("the sample: a strided tile subset whose rank-th best leaves k..capaci
 
 TEST_CASE("the retrieval kernels compile for sm_90a: wgmma m64n64, TMA, no spills",
           "[knn][nvrtc]") {
+  test::ScopedEnv on("WINNOW_KNN_RETRIEVAL", "1");
   auto be = backend::make_nvrtc_backend();
   struct Case {
     ir::Expr score;
