@@ -27,8 +27,8 @@ if not torch.cuda.is_available():
 
 # The last 16 tokens of each request, each seeing its request's keys up to itself (causal).
 rows_per_request = 16
-q, _, _, weights, _, _ = data.indexer_inputs(R * rows_per_request, H, 1, seed=1)
-_, k, k_scale, _, _, _ = data.indexer_inputs(1, H, R * L, seed=2)
+q, _, _, weights, _, _ = data.indexer_inputs(R * rows_per_request, H, 1, seed=1, ranges=False)
+_, k, k_scale, _, _, _ = data.indexer_inputs(1, H, R * L, seed=2, ranges=False)
 ks = torch.arange(R).repeat_interleave(rows_per_request).to(torch.int32) * L
 ke = ks + L - rows_per_request + torch.arange(rows_per_request).repeat(R).to(torch.int32) + 1
 

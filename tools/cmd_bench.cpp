@@ -41,6 +41,7 @@
 #include "compiler/build_id.h"
 #include "ops/topk.h"
 #include "runtime/cuda_driver.h"
+#include "runtime/env.h"
 #include "runtime/kernel_cache.h"
 #include "tools/bench_common.h"
 #include "tools/commands.h"
@@ -614,6 +615,8 @@ struct Meta {
   std::string gpu, commit, date;
   Ceilings ceilings;
   std::string baselines;  // bench/torch_baselines.py's JSON, or empty
+  // WINNOW_NVRTC_OPTIONS of the run (a kernel variant), recorded as "variant"; empty: none.
+  std::string variant;
 };
 
 // The PyTorch baseline of one size from --baselines, by the keys torch_baselines.py
@@ -711,13 +714,15 @@ double ceiling_tflops(const Ceilings& c, DType t) {
 std::string record(const BenchArgs& a, const Meta& m, const SizeResult& r, const char* impl,
                    const Timing& t, double bytes, size_t extra_mem, std::string extra_fields) {
   const Shape& s = r.shape;
+  const std::string variant =
+      m.variant.empty() ? "" : fmt::format("\"variant\": {}, ", json_string(m.variant));
   return fmt::format(
-      "{{\"workload\": \"{}\", \"impl\": \"{}\", \"params\": {}, "
+      "{{\"workload\": \"{}\", {}\"impl\": \"{}\", \"params\": {}, "
       "\"ms_median\": {:.4f}, \"ms_min\": {:.4f}, \"ms_max\": {:.4f}, \"tflops\": {:.2f}, "
       "\"gbps\": {:.2f}, \"floor_ms\": {:.4f}, \"ratio_to_floor\": {:.4f}, "
       "\"extra_mem_bytes\": {}{}, \"repeats\": {}, \"warmup\": {}, \"gpu\": {}, "
       "\"commit\": \"{}\", \"date\": \"{}\"}}",
-      a.w().name, impl, params_json(a, s), t.median, t.min, t.max, s.flop() / t.median / 1e9,
+      a.w().name, variant, impl, params_json(a, s), t.median, t.min, t.max, s.flop() / t.median / 1e9,
       bytes / t.median / 1e6, r.floor_ms, t.median / r.floor_ms, extra_mem, extra_fields,
       a.repeats, a.warmup, json_string(m.gpu), m.commit, m.date);
 }
@@ -1001,7 +1006,8 @@ int bench_main(int argc, char** argv) {
   }
   if (!bench_gpu_present()) return 1;
   rt::Context ctx(0);
-  Meta meta{ctx.info().name, winnow::build_id(), utc_date(), read_ceilings(a.ceilings_path), ""};
+  Meta meta{ctx.info().name, winnow::build_id(), utc_date(), read_ceilings(a.ceilings_path), "",
+            rt::env_get("WINNOW_NVRTC_OPTIONS").value_or("")};
   if (!a.baselines_path.empty())
     meta.baselines = read_text(a.baselines_path, "baselines", "no torch records").value_or("");
   const ops::TopkProblem base = make_problem(a, ctx);

@@ -21,7 +21,7 @@ def indexer_inputs(T, H, N, *, d=128, seed=0, device="cpu", ranges=True):
     k_scale = (2.0 ** torch.randint(-1, 2, (N,), generator=g).to(torch.float32)).to(device)
     weights = small_ints((T, H), -2, 2, g, torch.float32, device)
     if ranges:
-        ks = torch.randint(0, N // 2, (T,), generator=g, dtype=torch.int32)
+        ks = torch.randint(0, max(N // 2, 1), (T,), generator=g, dtype=torch.int32)
         ke = torch.minimum(ks + torch.randint(0, N, (T,), generator=g, dtype=torch.int32),
                            torch.tensor(N, dtype=torch.int32))
         ks[0], ke[0] = 5, 5  # an empty window: all -1
