@@ -2,8 +2,8 @@
 attention) with a workspace for its longest sequence, allocated once at build."""
 import ctypes
 
-from . import _capi, _device, _registry
-from ._tensors import TensorSlots
+from . import _capi, _device
+from ._plan_handle import PlanHandle
 from .errors import check
 
 
@@ -20,9 +20,12 @@ def block_rule(alpha=None, sink_blocks=None, local_blocks=None, last_blocks=None
     return r
 
 
-class BlockPlan:
+class BlockPlan(PlanHandle):
     """Mirrors winnowBlockDesc_t (the C defaults where a field is None): heads, kv_heads,
     head_dim, max_seq_len, arch. q [L, heads, d], k and v [L, kv_heads, d], bf16."""
+
+    _kind = "BlockPlan"
+    _destroy = staticmethod(lambda h: _capi.lib.winnowBlockPlanDestroy(h))
 
     def __init__(self, context, *, heads=None, kv_heads=None, head_dim=None, max_seq_len=None,
                  arch=None, workspace=None, build=True):
@@ -41,37 +44,16 @@ class BlockPlan:
         handle = ctypes.c_void_p()
         check(_capi.lib.winnowBlockPlanCreate(context.handle, ctypes.byref(desc),
                                               ctypes.byref(handle)))
-        self._handle = handle
-        context._plans.add(self)
-        self._slots = TensorSlots(6)
-        self.id = _registry.new_id()
-        _registry.add(self)  # the ops find it by id; an unbuilt plan's call fails in C
-        self.workspace, self._workspace_ptr, self._workspace_bytes = None, None, 0
-        self.built = False
+        self._adopt(context, handle, 6)
         if build:
             self.build(workspace)
-
-    @property
-    def closed(self):
-        return self._handle is None
-
-    @property
-    def handle(self):
-        if self._handle is None:
-            raise ValueError("winnow.BlockPlan is closed")
-        return self._handle
 
     def build(self, workspace=None):
         """winnowBlockPlanBuild, then the workspace for max_seq_len: the caller's, or one
         allocated now (none without a GPU)."""
         check(_capi.lib.winnowBlockPlanBuild(self.handle))
         self.built = True
-        if workspace is None and _device.gpu_available():
-            workspace = _device.allocate(self.context.device, self.workspace_size(self.max_seq_len))
-        self.workspace = workspace
-        if workspace is not None:
-            self._workspace_ptr = workspace.data_ptr()
-            self._workspace_bytes = workspace.numel() * workspace.element_size()
+        self._use_workspace(workspace, lambda: self.workspace_size(self.max_seq_len))
         return self
 
     def workspace_size(self, seq_len):
@@ -110,15 +92,3 @@ class BlockPlan:
             stream = _device.current_stream(self.context.device)
         check(_capi.lib.winnowBlockAttention(self.handle, s.at(0), s.at(1), s.at(2), s.at(3),
                                              s.at(4), s.at(5), stream))
-
-    def close(self):
-        if getattr(self, "_handle", None) is not None:
-            _registry.remove(self)
-            check(_capi.lib.winnowBlockPlanDestroy(self._handle))
-            self._handle = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass

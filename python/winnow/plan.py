@@ -4,8 +4,8 @@ execute; execute borrows torch tensors (no copies) and launches on the current t
 A plan, with its workspace, serves one stream at a time."""
 import ctypes
 
-from . import _capi, _device, _registry
-from ._tensors import TensorSlots
+from . import _capi, _device
+from ._plan_handle import PlanHandle
 from .errors import InvalidArgument, check
 
 _OUT_INDICES, _OUT_SCORES = _capi.NUM_INPUTS, _capi.NUM_INPUTS + 1
@@ -18,12 +18,15 @@ def _code(table, value, field):
         raise InvalidArgument(1, f"{field} = {value!r} is not one of {sorted(table)}") from None
 
 
-class TopkPlan:
+class TopkPlan(PlanHandle):
     """Mirrors winnowProblemDesc_t; every field a keyword (the C defaults: relu_mh, 64 heads,
     d = 128, fp8 q and k with a key scale, k = 2048, dense window, unsorted, relative
     indices). score: "relu_mh", "ip", "l2", "cosine", or expression="..." for a text score.
     workspace: a uint8 CUDA tensor of at least workspace_size bytes, 256-byte aligned; None
     allocates one at build (with a GPU)."""
+
+    _kind = "TopkPlan"
+    _destroy = staticmethod(lambda h: _capi.lib.winnowPlanDestroy(h))
 
     def __init__(self, context, *, score="relu_mh", expression=None, heads=64, head_dim=128,
                  q_dtype="fp8_e4m3", k_dtype="fp8_e4m3", key_scale=True, mode="topk", k=2048,
@@ -59,31 +62,15 @@ class TopkPlan:
         handle = ctypes.c_void_p()
         check(_capi.lib.winnowPlanCreate(context.handle, ctypes.byref(desc),
                                          ctypes.byref(handle)))
-        self._handle = handle
-        context._plans.add(self)
-        self._slots = TensorSlots(_capi.NUM_INPUTS + 2)
+        self._adopt(context, handle, _capi.NUM_INPUTS + 2)
         self._options = _capi.CallOptions()
         _capi.lib.winnowCallOptionsInit(ctypes.byref(self._options))
         self._stream_options = _capi.StreamOptions()
         _capi.lib.winnowStreamOptionsInit(ctypes.byref(self._stream_options))
-        self.id = _registry.new_id()
-        _registry.add(self)  # the ops find it by id; an unbuilt plan's call fails in C
-        self.workspace = None
-        self._workspace_ptr, self._workspace_bytes = None, 0
-        self.built = False
         if build:
             self.build(workspace)
 
     # ---- lifecycle ----
-    @property
-    def closed(self):
-        return self._handle is None
-
-    @property
-    def handle(self):
-        if self._handle is None:
-            raise ValueError("winnow.TopkPlan is closed")
-        return self._handle
 
     def build(self, workspace=None):
         """winnowPlanBuild (compiles, or loads the cached cubin), then the workspace: the
@@ -114,14 +101,7 @@ class TopkPlan:
 
     def set_workspace(self, workspace=None):
         """Uses the caller's uint8 device tensor, or allocates one (workspace_size bytes)."""
-        if workspace is None and _device.gpu_available():
-            workspace = _device.allocate(self.context.device, self.workspace_size)
-        self.workspace = workspace
-        if workspace is None:
-            self._workspace_ptr, self._workspace_bytes = None, 0
-        else:
-            self._workspace_ptr = workspace.data_ptr()
-            self._workspace_bytes = workspace.numel() * workspace.element_size()
+        self._use_workspace(workspace, lambda: self.workspace_size)
 
     def counters(self):
         """(fallback rows, malformed-window rows) of the last execute: reads the workspace
@@ -131,18 +111,6 @@ class TopkPlan:
         offset = self.counter_offset
         words = self.workspace[offset:offset + 8].cpu().view(dtype=_int32())
         return int(words[0]), int(words[1])
-
-    def close(self):
-        if getattr(self, "_handle", None) is not None:
-            _registry.remove(self)
-            check(_capi.lib.winnowPlanDestroy(self._handle))
-            self._handle = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown
-            pass
 
     # ---- calls ----
     def _fill(self, q, k, weights, key_scale, window_start, window_end, sample_hint, out,

@@ -1,0 +1,56 @@
+"""The life of a C plan handle, shared by TopkPlan and BlockPlan: adopted from its Create
+call, registered with its context and with the ops' id registry, its workspace (the
+caller's tensor or one allocated once), destroyed by close() or at collection."""
+from . import _device, _registry
+from ._tensors import TensorSlots
+from .errors import check
+
+
+class PlanHandle:
+    _kind = "plan"  # the class name in messages
+    _destroy = None  # the C function that destroys the handle
+
+    def _adopt(self, context, handle, slots):
+        """Takes the handle a Create call returned; slots: the tensor descriptors a call packs."""
+        self._handle = handle
+        context._plans.add(self)
+        self._slots = TensorSlots(slots)
+        self.id = _registry.new_id()
+        _registry.add(self)  # the ops find it by id; an unbuilt plan's call fails in C
+        self.workspace = None
+        self._workspace_ptr, self._workspace_bytes = None, 0
+        self.built = False
+
+    @property
+    def closed(self):
+        return self._handle is None
+
+    @property
+    def handle(self):
+        if self._handle is None:
+            raise ValueError(f"winnow.{self._kind} is closed")
+        return self._handle
+
+    def _use_workspace(self, workspace, size):
+        """The caller's uint8 device tensor, or one of size() bytes allocated now on the
+        context's device (none without a GPU)."""
+        if workspace is None and _device.gpu_available():
+            workspace = _device.allocate(self.context.device, size())
+        self.workspace = workspace
+        if workspace is None:
+            self._workspace_ptr, self._workspace_bytes = None, 0
+        else:
+            self._workspace_ptr = workspace.data_ptr()
+            self._workspace_bytes = workspace.numel() * workspace.element_size()
+
+    def close(self):
+        if getattr(self, "_handle", None) is not None:
+            _registry.remove(self)
+            check(type(self)._destroy(self._handle))
+            self._handle = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
