@@ -38,6 +38,16 @@
 #include "winnow/topk_select.cuh"
 #include "winnow/topk_smem.cuh"
 
+// Experiment switch: how many key tiles apart the filter raises each row's gate (a power
+// of two; default 4). A refresh costs one warp about a hundred instructions per row; a
+// longer interval lets more keys through to the histogram and the buffer meanwhile.
+#ifndef WINNOW_GATE_REFRESH_TILES
+#define WINNOW_GATE_REFRESH_TILES 4
+#endif
+static_assert(WINNOW_GATE_REFRESH_TILES > 0 &&
+                  (WINNOW_GATE_REFRESH_TILES & (WINNOW_GATE_REFRESH_TILES - 1)) == 0,
+              "WINNOW_GATE_REFRESH_TILES: a power of two");
+
 namespace winnow {
 
 // Sample, then filter, for every row of the block; then select each row.
@@ -80,14 +90,15 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
         if (pos < u32(CAP)) ws[W.candidates(r) + pos] = rank_key(ok, key);
       },
       [&] {
-        // Every 4 tiles warp r raises row r's gate from the histogram, with no barrier:
-        // counts still being added only make the gate looser, and it only rises. Every
+        // Every WINNOW_GATE_REFRESH_TILES tiles warp r raises row r's gate from the
+        // histogram, with no barrier: counts still being added only make the gate looser,
+        // and it only rises. Every
         // kCheckTiles tiles the whole CTA checks the buffers (a consistent count needs a
         // barrier) and compacts those past 3/4, which leaves room for kCheckTiles more
         // tiles of appends when the capacity allows.
         constexpr int kCheckTiles = CAP / 4 >= 16 * C::kKeyTile ? 16 : 4;
         ++tile;
-        if ((tile & 3) == 0) {
+        if ((tile & (WINNOW_GATE_REFRESH_TILES - 1)) == 0) {
           if constexpr (C::kWgmma) {
             // Rows alternate between the two math warpgroups (warps 0, 4, 1, 5, ...), so
             // that neither carries every refresh (R <= 8: 128 (row, head) pairs).

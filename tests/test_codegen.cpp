@@ -205,6 +205,21 @@ TEST_CASE("experiment switches compile and change what they say", "[nvrtc]") {
   CHECK(r.cubin.size() > 1000);
 }
 
+// -DWINNOW_GATE_REFRESH_TILES=N: the gate refresh every N tiles, N a power of two.
+TEST_CASE("the gate refresh interval switch compiles for powers of two only", "[nvrtc]") {
+  ops::TopkProblem p;
+  p.score = ir::relu_mh(true);
+  p.arch = backend::parse_arch("sm_90a");
+  auto op = ops::TopkOp::create(p, nullptr);
+  auto be = backend::make_nvrtc_backend();
+  backend::CompileRequest every16 = op->compile_request();
+  every16.options.push_back("-DWINNOW_GATE_REFRESH_TILES=16");
+  CHECK(be->compile(every16, /*emit_ptx=*/false).cubin.size() > 1000);
+  backend::CompileRequest every3 = op->compile_request();
+  every3.options.push_back("-DWINNOW_GATE_REFRESH_TILES=3");
+  CHECK_THROWS_WITH(be->compile(every3, /*emit_ptx=*/false), Catch::Contains("a power of two"));
+}
+
 // Both spellings of a key-scaled head sum get the head-sum / wgmma plan. They are different
 // programs (kscale per head or once; canonicalise cannot merge them exactly, see
 // compiler/ir/canonicalise.cpp), so the kernel takes the written form: a head-sum term may
