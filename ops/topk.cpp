@@ -91,7 +91,7 @@ std::unique_ptr<TopkOp> TopkOp::create(const TopkProblem& p, const rt::Context* 
   const long smem_limit = ctx ? ctx->info().max_smem_optin : kDefaultSmemLimit;
   std::string why;
   if (!plan::choose_plan(impl->spec, smem_limit, p.candidate_capacity, p.sample_size,
-                         &impl->plan, &why)) {
+                         &impl->plan, &why, p.plan_knobs)) {
     throw NotSupported(why);
   }
   impl->generated = codegen::emit_topk(impl->problem.score, impl->spec, impl->plan);
@@ -135,7 +135,8 @@ void TopkOp::build(rt::CubinCache& cache, const backend::Backend& be) {
   m.workspace = 0;
   if (!m.ctx) return;
   m.kernel = load_entry(*m.ctx, module, m.generated.entry.c_str(), int(m.plan.smem_bytes()));
-  const int per_sm = m.kernel->max_blocks_per_sm(m.plan.threads);
+  int per_sm = m.kernel->max_blocks_per_sm(m.plan.threads);
+  if (m.problem.max_ctas_per_sm > 0) per_sm = std::min(per_sm, m.problem.max_ctas_per_sm);
   if (per_sm < 1) {
     throw NotSupported(fmt::format("the kernel cannot run on this device ({} bytes of shared "
                                    "memory, {} registers per thread)",
@@ -197,6 +198,7 @@ int64_t TopkOp::max_sample_hint() const {
   return std::min<int64_t>(impl_->plan.capacity, 2 * int64_t(next_pow2(impl_->spec.k)));
 }
 int TopkOp::max_ctas() const { return impl_->max_ctas; }
+const plan::KernelPlan& TopkOp::kernel_plan() const { return impl_->plan; }
 int TopkOp::rows_per_cta() const {
   return impl_->knn ? winnow::kKnnQueries : impl_->plan.rows_per_cta;
 }

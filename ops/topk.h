@@ -10,6 +10,7 @@
 #include "compiler/backend/arch.h"
 #include "compiler/backend/backend.h"
 #include "compiler/ir/ir.h"
+#include "compiler/plan/kernel_plan.h"
 #include "ops/errors.h"
 #include "ops/tensor.h"
 #include "runtime/cuda_driver.h"
@@ -49,6 +50,10 @@ struct TopkProblem {
   // An upper bound on the workspace (0: none). The plan then keeps fewer CTAs resident
   // (each takes more row blocks in turn); build() fails if one CTA does not fit.
   size_t max_workspace_bytes = 0;
+  // A tuned point's fixed rows per CTA, key tile and bins (0: the heuristic's), and a cap
+  // on resident CTAs per SM (0: as many as fit). ops/topk_space.h lists the valid ones.
+  plan::PlanKnobs plan_knobs;
+  int max_ctas_per_sm = 0;
 };
 
 // How many CTAs a workspace of `bound` bytes (0: no bound) holds, given `resident` CTAs
@@ -106,6 +111,8 @@ class TopkOp {
   int key_splits_for(int64_t rows, int64_t window_keys) const;
   int max_ctas() const;  // resident CTAs of the persistent grid (after build on a device)
   int rows_per_cta() const;
+  // The topk kernel's plan (meaningless in the retrieval mode).
+  const plan::KernelPlan& kernel_plan() const;
   // Validates the tensors against the problem, then launches on `stream`. Never
   // allocates, synchronises or compiles.
   void execute(const TopkInputs& in, const TensorView* out_indices,

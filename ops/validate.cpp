@@ -83,6 +83,17 @@ void validate_problem(const TopkProblem& p) {
   if (p.key_splits < 0 || p.key_splits > kMaxKeySplits)
     fail(fmt::format("key_splits = {} is outside 0..{} (0: chosen per call)", p.key_splits,
                      kMaxKeySplits));
+  const plan::PlanKnobs& kn = p.plan_knobs;
+  if (kn.rows_per_cta < 0 || kn.rows_per_cta > 16)
+    fail(fmt::format("rows_per_cta = {} is outside 0..16 (0: heuristic)", kn.rows_per_cta));
+  if (kn.key_tile != 0 && kn.key_tile != 16 && kn.key_tile != 32 && kn.key_tile != 64 &&
+      kn.key_tile != 128)
+    fail(fmt::format("key_tile = {} must be 16, 32, 64 or 128 (0: heuristic)", kn.key_tile));
+  if (kn.bins < 0 || kn.bins > 2048 || kn.bins % 32 != 0)
+    fail(fmt::format("bins = {} must be a multiple of 32 in 32..2048 (0: heuristic)", kn.bins));
+  if (p.max_ctas_per_sm < 0 || p.max_ctas_per_sm > kMaxCtasPerSm)
+    fail(fmt::format("max_ctas_per_sm = {} is outside 0..{} (0: as many as fit)",
+                     p.max_ctas_per_sm, kMaxCtasPerSm));
   try {
     ir::verify(p.score, p.heads, p.expression);
   } catch (const ir::UserError& e) {

@@ -17,6 +17,7 @@ namespace winnow::ops {
 inline constexpr int kMaxCandidateCapacity = 262144;
 inline constexpr int kMaxSampleSize = 65536;
 inline constexpr int kMaxKeySplits = 1024;
+inline constexpr int kMaxCtasPerSm = 32;  // the most resident CTAs an SM of sm_90 / sm_100 runs
 
 // The problem alone: the arch (sm_90a or sm_100a), k in [1, kMaxK] (TopK mode), heads in
 // [1, kMaxHeads], head_dim a multiple of 16 in [16, kMaxHeadDim], dtypes, causal_ratio >= 1

@@ -59,6 +59,7 @@ DriverState load_driver() {
                 "DriverApi::" #f " is not declared with the ABI of version " #abi);    \
   if (!resolve(get, #f, abi, reinterpret_cast<void**>(&a.f), &s.why_not)) return s
   WINNOW_RESOLVE(cuInit, 2000);
+  WINNOW_RESOLVE(cuDriverGetVersion, 2020);
   WINNOW_RESOLVE(cuGetErrorString, 6000);
   WINNOW_RESOLVE(cuDeviceGetCount, 2000);
   WINNOW_RESOLVE(cuDeviceGet, 2000);
@@ -191,6 +192,7 @@ Context::Context(int ordinal) {
     attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &info_.sm_count);
     attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, &info_.max_smem_optin);
     attr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, &info_.l2_bytes);
+    check(d.cuDriverGetVersion(&info_.driver_version), "cuDriverGetVersion");
   } catch (...) {
     release_primary(dev_, ctx_);
     throw;

@@ -31,6 +31,7 @@ bool gpu_available(std::string* why = nullptr);
 // The driver entry points winnow uses, resolved once (cuGetProcAddress).
 struct DriverApi {
   CUresult (*cuInit)(unsigned);
+  CUresult (*cuDriverGetVersion)(int*);
   CUresult (*cuGetErrorString)(CUresult, const char**);
   CUresult (*cuDeviceGetCount)(int*);
   CUresult (*cuDeviceGet)(CUdevice*, int);
@@ -89,6 +90,7 @@ struct DeviceInfo {
   int sm_count = 0;
   int max_smem_optin = 0;  // bytes per block after cuFuncSetAttribute
   int l2_bytes = 0;
+  int driver_version = 0;  // cuDriverGetVersion: 1000 major + 10 minor
 };
 
 // The primary context of one device (shared with PyTorch and the runtime API), retained

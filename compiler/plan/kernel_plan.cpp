@@ -34,7 +34,7 @@ static int tensor_core_type(const KernelSpec& s, int rows) {
 }
 
 bool choose_plan(const KernelSpec& spec, long smem_limit, int candidate_capacity,
-                 int sample_size, KernelPlan* out, std::string* why) {
+                 int sample_size, KernelPlan* out, std::string* why, const PlanKnobs& knobs) {
   KernelPlan p;
   p.k = spec.k;
   // Few heads: several rows share each key tile, so the CTA has enough dot products; on
@@ -44,12 +44,16 @@ bool choose_plan(const KernelSpec& spec, long smem_limit, int candidate_capacity
   // Up to 16 rows, so that even one head fills a 16-row mma fragment (retrieval).
   const int mma_rows = std::clamp(128 / std::max(spec.heads, 1), 1, 16);
   if (tensor_core_type(spec, mma_rows) != 0) p.rows_per_cta = mma_rows;
+  if (knobs.rows_per_cta > 0) p.rows_per_cta = knobs.rows_per_cta;
   p.capacity = candidate_capacity > 0 ? candidate_capacity : std::max(4 * spec.k, 4096);
   // The first threshold is the sample's 2 k ns / n-th best (templates/topk_kernel.cuh).
   p.sample = sample_size >= 0 ? sample_size : std::max(2048, spec.k);
-  for (int rows = p.rows_per_cta; rows >= 1; rows /= 2) {
+  // A fixed knob is tried alone: a point that does not fit is refused, not replaced.
+  const int last_rows = knobs.rows_per_cta > 0 ? p.rows_per_cta : 1;
+  for (int rows = p.rows_per_cta; rows >= last_rows; rows /= 2) {
     p.mma = tensor_core_type(spec, rows);
     p.bins = rows > 8 ? 512 : 2048;  // the histograms of 16 rows would fill shared memory
+    if (knobs.bins > 0) p.bins = knobs.bins;
     // q fragments of a 16-head block stay in registers: 256 bytes of d at most.
     const int mma_bytes = p.mma == 0 ? 0 : (p.mma == int(ElemType::E4M3) ? 1 : 2);
     p.head_sums = p.mma != 0 && spec.head_sum_form && spec.heads % 16 == 0 &&
@@ -60,6 +64,7 @@ bool choose_plan(const KernelSpec& spec, long smem_limit, int candidate_capacity
     p.wgmma = p.head_sums && spec.wgmma_target && rows * spec.heads == 128 &&
               (spec.head_dim * mma_bytes) % 128 == 0;
     for (int tile : {128, 64, 32, 16}) {
+      if (knobs.key_tile > 0 && tile != knobs.key_tile) continue;
       if (tile == 128 && !p.mma) continue;  // larger tiles only pay off with cheap dots
       if (p.wgmma && tile != 128) p.wgmma = false;  // 2 x 64 keys per tile
       p.threads = p.wgmma ? 256 + 32 : 256;            // + the producer warp
@@ -73,6 +78,13 @@ bool choose_plan(const KernelSpec& spec, long smem_limit, int candidate_capacity
         return true;
       }
     }
+  }
+  if (!(knobs == PlanKnobs{})) {
+    *why = fmt::format("rows_per_cta = {}, key_tile = {}, bins = {} (0: heuristic) do not fit "
+                       "{} bytes of shared memory for heads * head_dim = {} * {}",
+                       knobs.rows_per_cta, knobs.key_tile, knobs.bins, smem_limit, spec.heads,
+                       spec.head_dim);
+    return false;
   }
   winnow::SmemLayout L{1, spec.heads, spec.head_dim, 16, p.bins};
   *why = fmt::format("heads * head_dim = {} * {} needs {} bytes of shared memory per block, "

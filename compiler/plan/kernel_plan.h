@@ -28,6 +28,15 @@ struct KernelSpec {
   bool wgmma_target = false;       // the target runs warpgroup MMA (sm_90a)
 };
 
+// Fixed choices that replace choose_plan's heuristics (a tuned point, ops/topk_space.h);
+// 0 keeps the heuristic. A knob that cannot be met makes choose_plan fail with a reason.
+struct PlanKnobs {
+  int rows_per_cta = 0;  // 1..16
+  int key_tile = 0;      // 16, 32, 64 or 128 (128 needs tensor cores)
+  int bins = 0;          // a multiple of 32, 32..2048
+  bool operator==(const PlanKnobs&) const = default;
+};
+
 struct KernelPlan {
   int rows_per_cta = 1;   // query rows sharing each key tile
   int key_tile = 64;      // keys scored per tile (a multiple of 4)
@@ -49,14 +58,17 @@ struct KernelPlan {
   int k = 2048;           // copy of the spec's k (the workspace depends on it)
  private:
   long smem_ = 0;
-  friend bool choose_plan(const KernelSpec&, long, int, int, KernelPlan*, std::string*);
+  friend bool choose_plan(const KernelSpec&, long, int, int, KernelPlan*, std::string*,
+                          const PlanKnobs&);
 };
 
 // Chooses a plan for the spec that fits `smem_limit` bytes of shared memory per block.
 // candidate_capacity / sample_size: the caller's overrides (0 / -1: defaults).
+// knobs: fixed rows per CTA, key tile or bins instead of the heuristic's (default: none).
 // Returns false (and leaves `why`) when no plan fits.
 bool choose_plan(const KernelSpec& spec, long smem_limit, int candidate_capacity,
-                 int sample_size, KernelPlan* out, std::string* why);
+                 int sample_size, KernelPlan* out, std::string* why,
+                 const PlanKnobs& knobs = {});
 
 // Canonical text of spec + plan, for the cache key and `winnow compile --emit ir`.
 std::string describe(const KernelSpec& spec, const KernelPlan& plan);
