@@ -1,0 +1,143 @@
+// The tuner's loop (runtime/tuner.h) against a fake compiler and timer: it times the
+// shortlist, keeps every timing, picks the lowest median, records failures and skips them.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "tests/fake_tuner.h"
+
+using namespace winnow;
+using rt::tune::Candidate;
+using rt::tune::Outcome;
+
+namespace {
+
+std::vector<Candidate> five() {
+  // predicted costs rank them 3, 1, 4, 0, 2; candidate 0 is the baseline.
+  return {{"p0", 40, true}, {"p1", 20, false}, {"p2", 50, false}, {"p3", 10, false},
+          {"p4", 30, false}};
+}
+
+rt::tune::Settings quick() {
+  rt::tune::Settings s;
+  s.top_n = 10;
+  s.warmup = 2;
+  s.repeats = 5;
+  s.compile_threads = 2;
+  return s;
+}
+
+const rt::tune::Measurement& of(const rt::tune::Result& r, std::size_t candidate) {
+  for (const auto& m : r.tried)
+    if (m.candidate == candidate) return m;
+  FAIL("candidate " << candidate << " was not tried");
+  return r.tried.front();
+}
+
+}  // namespace
+
+TEST_CASE("tuner: median of an odd and an even count", "[tune]") {
+  CHECK(rt::tune::median({}) == 0);
+  CHECK(rt::tune::median({5, 1, 3}) == 3);
+  CHECK(rt::tune::median({4, 1, 3, 2}) == 2.5);
+}
+
+TEST_CASE("tuner: the shortlist is the baseline and the cheapest top_n", "[tune]") {
+  const auto all = five();
+  CHECK(rt::tune::shortlist(all, 2) == std::vector<std::size_t>{0, 3, 1});
+  CHECK(rt::tune::shortlist(all, 0) == std::vector<std::size_t>{0});
+  CHECK(rt::tune::shortlist(all, 99) == std::vector<std::size_t>{0, 3, 1, 4, 2});
+}
+
+TEST_CASE("tuner: picks the lowest median and keeps every timing", "[tune]") {
+  const auto all = five();
+  test::FakeCompiler compiler;
+  test::FakeTimer timer;
+  // Candidate 4 has the lowest median (12) though 2 has the lowest single run (1).
+  timer.times = {{0, {20, 20, 20, 20, 20, 20, 20}}, {1, {15, 15, 15, 15, 15, 15, 15}},
+                 {2, {90, 90, 1, 90, 90, 90, 90}},  {3, {14, 14, 14, 14, 14, 14, 14}},
+                 {4, {99, 99, 12, 12, 12, 99, 99}}};
+  const rt::tune::Result r = rt::tune::run_tuner(all, compiler, timer, quick());
+  REQUIRE(r.best >= 0);
+  CHECK(r.tried[std::size_t(r.best)].candidate == 4);
+  CHECK(r.tried[std::size_t(r.best)].median_us == 12);
+  REQUIRE(r.baseline == 0);
+  CHECK(r.tried[0].candidate == 0);
+  CHECK(r.tried[0].median_us == 20);
+  for (const auto& m : r.tried) {
+    CHECK(m.outcome == Outcome::Timed);
+    CHECK(m.timings_us.size() == 5);                 // R runs kept
+    CHECK(timer.runs[m.candidate] == 2 + 5);         // after two warm-up runs
+    CHECK(m.info == "fake launch " + std::to_string(m.candidate));
+  }
+  // The warm-up runs are not among the kept ones: candidate 4's runs 2..6.
+  CHECK(of(r, 4).timings_us == std::vector<double>{12, 12, 12, 99, 99});
+  CHECK(timer.released.size() == 5);
+}
+
+TEST_CASE("tuner: compile and launch failures are recorded and skipped", "[tune]") {
+  const auto all = five();
+  test::FakeCompiler compiler;
+  compiler.fail = {3};        // the cheapest by prediction
+  test::FakeTimer timer;
+  timer.fail_prepare = {1};
+  timer.fail_run = {4};
+  timer.times = {{0, {20}}, {1, {1}}, {2, {30}}, {3, {1}}, {4, {1}}};
+  const rt::tune::Result r = rt::tune::run_tuner(all, compiler, timer, quick());
+  CHECK(of(r, 3).outcome == Outcome::CompileFailed);
+  CHECK_THAT(of(r, 3).error, Catch::Contains("fake compile error 3"));
+  CHECK(of(r, 1).outcome == Outcome::LaunchFailed);
+  CHECK_THAT(of(r, 1).error, Catch::Contains("fake launch refused 1"));
+  CHECK(of(r, 4).outcome == Outcome::LaunchFailed);
+  CHECK_THAT(of(r, 4).error, Catch::Contains("fake launch error 4"));
+  // A candidate that failed to compile is never loaded.
+  CHECK(std::count(timer.prepared.begin(), timer.prepared.end(), 3u) == 0);
+  REQUIRE(r.best >= 0);
+  CHECK(r.tried[std::size_t(r.best)].candidate == 0);  // 20 beats 30; the failed 1 us do not count
+}
+
+TEST_CASE("tuner: nothing timed gives no winner", "[tune]") {
+  const auto all = five();
+  test::FakeCompiler compiler;
+  compiler.fail = {0, 1, 2, 3, 4};
+  test::FakeTimer timer;
+  const rt::tune::Result r = rt::tune::run_tuner(all, compiler, timer, quick());
+  CHECK(r.best == -1);
+  CHECK(timer.prepared.empty());
+}
+
+TEST_CASE("tuner: compiles run in parallel", "[tune]") {
+  std::vector<Candidate> all;
+  for (int i = 0; i < 8; ++i) all.push_back({"p" + std::to_string(i), double(i), false});
+  test::FakeCompiler compiler;
+  compiler.sleep_ms = 50;
+  test::FakeTimer timer;
+  for (std::size_t i = 0; i < 8; ++i) timer.times[i] = {double(10 - i)};
+  rt::tune::Settings s = quick();
+  s.compile_threads = 4;
+  const rt::tune::Result r = rt::tune::run_tuner(all, compiler, timer, s);
+  CHECK(compiler.calls == 8);
+  CHECK(compiler.most_at_once > 1);
+  CHECK(compiler.most_at_once <= 4);
+  CHECK(r.tried[std::size_t(r.best)].candidate == 7);
+}
+
+TEST_CASE("tuner: past the budget only the baseline is timed", "[tune]") {
+  const auto all = five();
+  test::FakeCompiler compiler;
+  test::FakeTimer timer;
+  timer.times = {{0, {20}}, {1, {1}}, {2, {1}}, {3, {1}}, {4, {1}}};
+  rt::tune::Settings s = quick();
+  s.budget_s = 0;
+  std::vector<std::size_t> progress;
+  s.progress = [&](std::size_t done, std::size_t total, double) {
+    progress.push_back(done);
+    CHECK(total == 10);
+  };
+  const rt::tune::Result r = rt::tune::run_tuner(all, compiler, timer, s);
+  CHECK(of(r, 0).outcome == Outcome::Timed);
+  for (std::size_t i : {1, 2, 3, 4}) CHECK(of(r, i).outcome == Outcome::OverBudget);
+  CHECK(r.tried[std::size_t(r.best)].candidate == 0);
+  CHECK(progress.size() == 10);
+  CHECK(progress.back() == 10);
+}
