@@ -7,7 +7,8 @@ set -euo pipefail
 # clang, which --no-install-recommends skips): the fuzz target, scripts/fuzz.sh.
 # pkg-config: the install_consumers test builds a C program with `pkg-config --libs winnow`.
 # python3-venv: the Python tests' virtual environment (.venv, below).
-packages=(g++ cmake ninja-build libfmt-dev catch2 libssl-dev pkg-config clang libclang-rt-14-dev
+# libsqlite3-dev: the tuning database (runtime/tuning_db.cpp).
+packages=(g++ cmake ninja-build libfmt-dev catch2 libssl-dev libsqlite3-dev pkg-config clang libclang-rt-14-dev
           python3 python3-venv)
 
 sudo=""
