@@ -1,0 +1,212 @@
+#include "ops/topk_space.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <sstream>
+
+#include "ops/validate.h"
+
+namespace winnow::ops {
+
+std::string TopkPoint::text() const {
+  return fmt::format("rows_per_cta={} key_tile={} bins={} sample_size={} candidate_capacity={} "
+                     "key_splits={} max_ctas_per_sm={}",
+                     rows_per_cta, key_tile, bins, sample_size, candidate_capacity, key_splits,
+                     max_ctas_per_sm);
+}
+
+std::optional<TopkPoint> parse_topk_point(const std::string& text) {
+  TopkPoint p;
+  std::istringstream in(text);
+  std::string word;
+  std::set<std::string> seen;
+  while (in >> word) {
+    const auto eq = word.find('=');
+    if (eq == std::string::npos) return std::nullopt;
+    const std::string name = word.substr(0, eq);
+    int value = 0;
+    try {
+      std::size_t used = 0;
+      value = std::stoi(word.substr(eq + 1), &used);
+      if (used != word.size() - eq - 1) return std::nullopt;
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+    int* field = name == "rows_per_cta"         ? &p.rows_per_cta
+                 : name == "key_tile"           ? &p.key_tile
+                 : name == "bins"               ? &p.bins
+                 : name == "sample_size"        ? &p.sample_size
+                 : name == "candidate_capacity" ? &p.candidate_capacity
+                 : name == "key_splits"         ? &p.key_splits
+                 : name == "max_ctas_per_sm"    ? &p.max_ctas_per_sm
+                                                : nullptr;
+    if (field == nullptr || !seen.insert(name).second) return std::nullopt;
+    *field = value;
+  }
+  if (seen.size() != 7) return std::nullopt;
+  return p;
+}
+
+TopkPoint point_of(const TopkProblem& p) {
+  TopkPoint t;
+  t.rows_per_cta = p.plan_knobs.rows_per_cta;
+  t.key_tile = p.plan_knobs.key_tile;
+  t.bins = p.plan_knobs.bins;
+  t.sample_size = p.sample_size;
+  t.candidate_capacity = p.candidate_capacity;
+  t.key_splits = p.key_splits;
+  t.max_ctas_per_sm = p.max_ctas_per_sm;
+  return t;
+}
+
+TopkProblem with_point(TopkProblem p, const TopkPoint& t) {
+  p.plan_knobs.rows_per_cta = t.rows_per_cta;
+  p.plan_knobs.key_tile = t.key_tile;
+  p.plan_knobs.bins = t.bins;
+  p.sample_size = t.sample_size;
+  p.candidate_capacity = t.candidate_capacity;
+  p.key_splits = t.key_splits;
+  p.max_ctas_per_sm = t.max_ctas_per_sm;
+  return p;
+}
+
+int64_t shape_causal_offset(const TopkProblem& p, const TopkShape& shape) {
+  if (p.window != WindowKind::Causal) return 0;
+  return std::max<int64_t>(0, shape.num_keys * p.causal_ratio - shape.rows);
+}
+
+int64_t mean_window_keys(const TopkProblem& p, const TopkShape& shape) {
+  if (p.window != WindowKind::Causal || shape.rows == 0) return shape.num_keys;
+  const int64_t offset = shape_causal_offset(p, shape);
+  const int64_t first = std::min(shape.num_keys, (offset + 1) / p.causal_ratio);
+  const int64_t last = std::min(shape.num_keys, (offset + shape.rows) / p.causal_ratio);
+  return (first + last) / 2;
+}
+
+DeviceModel device_model(const rt::Context* ctx) {
+  DeviceModel d;
+  if (ctx) {
+    d.sm_count = ctx->info().sm_count;
+    d.smem_per_sm = std::max<long>(ctx->info().max_smem_optin, 1024);
+  }
+  return d;
+}
+
+double topk_cost_us(const TopkProblem& p, const plan::KernelPlan& plan, const TopkPoint& point,
+                    const TopkShape& shape, const DeviceModel& dev) {
+  const double rows = double(std::max<int64_t>(shape.rows, 1));
+  const double n = double(std::max<int64_t>(mean_window_keys(p, shape), 1));
+  const double d = p.head_dim, h = p.heads, b = dtype_bytes(p.k_dtype);
+  const double blocks = std::ceil(rows / plan.rows_per_cta);
+  const double memory = n * d * b / dev.hbm_bytes_per_s + blocks * n * d * b / dev.l2_bytes_per_s;
+  double rate = dev.cuda_core_flop_per_s;
+  if (plan.mma != 0) {
+    rate = dev.tensor_flop_per_s * (plan.mma == int(plan::ElemType::E4M3) ? 2 : 1);
+    if (!plan.wgmma) rate /= 2;
+  }
+  const double math = 2 * rows * h * d * (n + plan.sample) / rate;
+  const double epilogue = rows * n * (plan.head_sums ? std::max(h / 16, 1.0) : h) /
+                          dev.cuda_core_flop_per_s;
+  // Key splits as execute would choose them (TopkOp::key_splits_for without the device's
+  // cap): parts of at least four tiles and 2k keys.
+  double splits = point.key_splits;
+  if (splits == 0) {
+    const double min_part = std::max(4.0 * plan.key_tile, 2.0 * p.k);
+    splits = std::max(1.0, std::floor(n / min_part));
+  }
+  const long per_cta_smem = plan.smem_bytes() + 1024;
+  long per_sm = std::min<long>(dev.smem_per_sm / std::max<long>(per_cta_smem, 1),
+                               2048 / std::max(plan.threads, 1));
+  if (point.max_ctas_per_sm > 0) per_sm = std::min<long>(per_sm, point.max_ctas_per_sm);
+  const double resident = double(std::max<long>(per_sm, 1)) * dev.sm_count;
+  // Splits beyond what fills the grid are not taken (TopkOp::key_splits_for).
+  splits = std::max(1.0, std::min(splits, std::floor(resident / blocks)));
+  const double items = blocks * splits;
+  const double utilisation = items / (std::ceil(items / resident) * resident);
+  const double select = rows * (plan.bins + plan.capacity) * 4.0 / dev.l2_bytes_per_s +
+                        (splits > 1 ? rows * p.k * splits * 8.0 / dev.hbm_bytes_per_s : 0);
+  return (std::max(memory, math + epilogue) / utilisation + select) * 1e6;
+}
+
+namespace {
+
+// The point's op, or null with `why`.
+std::unique_ptr<TopkOp> point_op(const TopkProblem& p, const TopkPoint& point,
+                                 const rt::Context* ctx, std::string* why) {
+  // A candidate buffer smaller than k would take the fallback on every row.
+  const int capacity = point.candidate_capacity > 0 ? point.candidate_capacity
+                                                    : std::max(4 * p.k, 4096);
+  if (p.mode == Mode::TopK && capacity < p.k) {
+    *why = fmt::format("candidate_capacity = {} is below k = {}", capacity, p.k);
+    return nullptr;
+  }
+  try {
+    // create validates the problem (every field's limit) and chooses the plan with the
+    // point's knobs against the device's shared memory: the same path a build takes.
+    return TopkOp::create(with_point(p, point), ctx);
+  } catch (const std::exception& e) {
+    *why = e.what();
+    return nullptr;
+  }
+}
+
+}  // namespace
+
+std::string topk_point_refusal(const TopkProblem& p, const TopkPoint& point,
+                               const rt::Context* ctx) {
+  std::string why;
+  point_op(p, point, ctx, &why);
+  return why;
+}
+
+TopkSpace topk_space(const TopkProblem& p, const rt::Context* ctx, const TopkShape& shape) {
+  TopkSpace space;
+  const DeviceModel dev = device_model(ctx);
+  std::set<std::string> seen;
+  const auto add = [&](const TopkPoint& point, bool baseline) {
+    if (!baseline) ++space.considered;
+    std::string why;
+    std::unique_ptr<TopkOp> op = point_op(p, point, ctx, &why);
+    if (!op) {
+      if (baseline) throw NotSupported(why);  // the caller's own problem: create failed too
+      if (space.pruned++ == 0) space.first_pruned_reason = point.text() + ": " + why;
+      return;
+    }
+    // What the build and the launch would differ in: the plan and the two launch knobs.
+    const std::string identity = op->plan_text() + fmt::format("splits={} ctas={}",
+                                                               point.key_splits,
+                                                               point.max_ctas_per_sm);
+    if (!seen.insert(identity).second) {
+      ++space.duplicates;
+      return;
+    }
+    if (baseline) space.retrieval_mode = op->retrieval_mode();
+    TopkCandidate c;
+    c.point = point;
+    c.baseline = baseline;
+    c.plan_text = op->plan_text();
+    c.predicted_us = topk_cost_us(p, op->kernel_plan(), point, shape, dev);
+    space.candidates.push_back(std::move(c));
+  };
+  const TopkPoint base = point_of(p);
+  add(base, true);
+  if (p.mode != Mode::TopK || space.retrieval_mode) return space;
+
+  const int default_capacity = std::max(4 * p.k, 4096);
+  const std::vector<int> samples = {-1, std::min(2 * std::max(2048, p.k), kMaxSampleSize)};
+  const std::vector<int> capacities = {0, std::min(2 * default_capacity, kMaxCandidateCapacity)};
+  for (int rows : {1, 2, 4, 8, 16})
+    for (int tile : {16, 32, 64, 128})
+      for (int bins : {512, 1024, 2048})
+        for (int sample : samples)
+          for (int capacity : capacities)
+            for (int splits : {0, 1, 4})
+              for (int ctas : {0, 1, 2})
+                add(TopkPoint{rows, tile, bins, sample, capacity, splits, ctas}, false);
+  return space;
+}
+
+}  // namespace winnow::ops

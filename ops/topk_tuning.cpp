@@ -1,0 +1,113 @@
+#include "ops/topk_tuning.h"
+
+#include <fmt/format.h>
+
+#include "compiler/ir/ir.h"
+#include "ops/topk_device_timer.h"
+#include "runtime/log.h"
+#include "runtime/sha256.h"
+
+namespace winnow::ops {
+
+namespace {
+
+const char* window_word(WindowKind w) {
+  switch (w) {
+    case WindowKind::Dense: return "dense";
+    case WindowKind::Ranges: return "ranges";
+    case WindowKind::Causal: return "causal";
+  }
+  return "?";
+}
+
+}  // namespace
+
+rt::TuningKey topk_tuning_key(const TopkProblem& p, const rt::Context* ctx,
+                              const backend::Backend& be, const TopkShape& shape) {
+  rt::TuningKey k;
+  k.op = "topk";
+  // The canonical program (as the op lowers it), so equal programs share plans.
+  k.score_hash = rt::sha256_hex(ir::print(p.score));
+  k.dtypes = fmt::format("q={} k={}", dtype_name(p.q_dtype), dtype_name(p.k_dtype));
+  k.window = p.window == WindowKind::Causal ? fmt::format("causal/{}", p.causal_ratio)
+                                            : window_word(p.window);
+  k.arch = p.arch.str();
+  k.gpu = ctx ? ctx->info().name : "none";
+  k.sm_count = ctx ? ctx->info().sm_count : 0;
+  k.driver = ctx ? std::to_string(ctx->info().driver_version) : "none";
+  k.compiler = be.name() + " " + be.version();
+  k.shape = rt::shape_bucket(p.heads, p.head_dim, shape.rows, shape.num_keys);
+  k.k_bucket = rt::k_bucket(p.k);
+  return k;
+}
+
+std::optional<TunedPoint> find_tuned_point(const rt::TuningDb& db, const rt::TuningKey& key,
+                                           const TopkProblem& p, const rt::Context* ctx) {
+  std::optional<rt::TunedRecord> r = db.find(key);
+  if (!r) return std::nullopt;
+  const std::optional<TopkPoint> point = parse_topk_point(r->params);
+  if (!point) {
+    rt::log(rt::LogLevel::Warn, fmt::format("the tuning database's plan \"{}\" is not one this "
+                                            "winnow reads; using the heuristic plan",
+                                            r->params));
+    return std::nullopt;
+  }
+  if (std::string why = topk_point_refusal(p, *point, ctx); !why.empty()) {
+    rt::log(rt::LogLevel::Warn, fmt::format("the tuning database's plan \"{}\" no longer fits "
+                                            "({}); using the heuristic plan",
+                                            r->params, why));
+    return std::nullopt;
+  }
+  return TunedPoint{*point, *r};
+}
+
+void TopkCandidateCompiler::compile(std::size_t i) {
+  // Compile only (no context): the cubin lands in the cache for the timer's build.
+  std::unique_ptr<TopkOp> op = TopkOp::create(with_point(problem_, candidates_[i].point), nullptr);
+  op->build(cache_, be_);
+}
+
+TopkTuneResult tune_topk(const TopkSpace& space, rt::tune::CandidateCompiler& compiler,
+                         rt::tune::Timer& timer, const rt::tune::Settings& settings,
+                         const rt::TuningDb* db, const rt::TuningKey& key) {
+  TopkTuneResult out;
+  out.space = space;
+  std::vector<rt::tune::Candidate> all;
+  for (const TopkCandidate& c : out.space.candidates)
+    all.push_back({c.point.text(), c.predicted_us, c.baseline});
+  out.run = rt::tune::run_tuner(all, compiler, timer, settings);
+  for (const rt::tune::Measurement& m : out.run.tried) {
+    std::string times;
+    for (double t : m.timings_us) times += fmt::format("{}{:.3f}", times.empty() ? "" : ",", t);
+    out.timings += fmt::format("{} | {} | {}{}\n", all[m.candidate].params,
+                               rt::tune::outcome_name(m.outcome), times,
+                               m.error.empty() ? "" : " | " + m.error);
+  }
+  if (out.run.baseline >= 0)
+    out.baseline_us = out.run.tried[std::size_t(out.run.baseline)].median_us;
+  if (out.run.best < 0) return out;
+  const rt::tune::Measurement& best = out.run.tried[std::size_t(out.run.best)];
+  out.best = out.space.candidates[best.candidate].point;
+  out.best_us = best.median_us;
+  if (db) {
+    rt::TunedRecord r;
+    r.params = out.best->text();
+    r.time_us = out.best_us;
+    r.heuristic_us = out.baseline_us;
+    r.timings = out.timings;
+    out.stored = db->store(key, r);
+  }
+  return out;
+}
+
+TopkTuneResult tune_topk_on_device(const TopkProblem& p, const rt::Context& ctx,
+                                   rt::CubinCache& cache, const backend::Backend& be,
+                                   const TopkShape& shape, const rt::tune::Settings& settings,
+                                   const rt::TuningDb* db) {
+  const TopkSpace space = topk_space(p, &ctx, shape);
+  TopkCandidateCompiler compiler(p, space.candidates, cache, be);
+  TopkDeviceTimer timer(p, space.candidates, ctx, cache, be, shape);
+  return tune_topk(space, compiler, timer, settings, db, topk_tuning_key(p, &ctx, be, shape));
+}
+
+}  // namespace winnow::ops

@@ -1,0 +1,207 @@
+// The topk op's tunable space (ops/topk_space.h): the heuristic plan is unchanged and is the
+// baseline, every point that survives pruning fits the limits, points that break one are
+// pruned with a reason, and a point's text reads back. Then tune_topk over a real space
+// with the fake timer (tests/fake_tuner.h): the winner is the fastest and lands in the
+// database, where plan build finds it.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <set>
+
+#include "compiler/backend/arch.h"
+#include "compiler/backend/backend.h"
+#include "compiler/plan/kernel_plan.h"
+#include "ops/jit_module.h"
+#include "ops/names.h"
+#include "ops/topk_space.h"
+#include "ops/topk_tuning.h"
+#include "ops/validate.h"
+#include "tests/cache_support.h"
+#include "tests/fake_tuner.h"
+
+using namespace winnow;
+
+namespace {
+
+ops::TopkProblem dsa_problem() {  // relu_mh, 64 heads, d 128, fp8 with key scales, k 2048
+  ops::TopkProblem p;
+  p.score = ops::find_builtin_score(WINNOW_SCORE_RELU_MH)->program(true);
+  p.arch = backend::parse_arch("sm_90a");
+  p.window = ops::WindowKind::Causal;
+  return p;
+}
+
+ops::TopkProblem cuda_core_problem() {  // fp32: CUDA-core dots
+  ops::TopkProblem p = dsa_problem();
+  p.q_dtype = p.k_dtype = ops::DType::F32;
+  p.heads = 8;
+  p.score = ops::find_builtin_score(WINNOW_SCORE_RELU_MH)->program(false);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("plan knobs: none keep the heuristic plan; its own values give the same plan",
+          "[tune]") {
+  for (const ops::TopkProblem& p : {dsa_problem(), cuda_core_problem()}) {
+    const auto heuristic = ops::TopkOp::create(p, nullptr);
+    const plan::KernelPlan& h = heuristic->kernel_plan();
+    ops::TopkProblem same = p;
+    same.plan_knobs = {h.rows_per_cta, h.key_tile, h.bins};
+    CHECK(ops::TopkOp::create(same, nullptr)->plan_text() == heuristic->plan_text());
+    CHECK(ops::TopkOp::create(same, nullptr)->source() == heuristic->source());
+  }
+  // The heuristic plan of DSA on sm_90a, as before the knobs existed.
+  const auto dsa = ops::TopkOp::create(dsa_problem(), nullptr);
+  CHECK(dsa->kernel_plan().rows_per_cta == 2);
+  CHECK(dsa->kernel_plan().key_tile == 128);
+  CHECK(dsa->kernel_plan().wgmma);
+}
+
+TEST_CASE("plan knobs: a point that does not fit is refused, not replaced", "[tune]") {
+  ops::TopkProblem p = dsa_problem();
+  p.q_dtype = p.k_dtype = ops::DType::F32;
+  p.plan_knobs.rows_per_cta = 16;  // 16 rows x 64 heads x 128 fp32 of q: 512 KiB
+  const std::string why = ops::topk_point_refusal(p, ops::point_of(p), nullptr);
+  CHECK_THAT(why, Catch::Contains("do not fit"));
+  ops::TopkProblem bad = dsa_problem();
+  bad.plan_knobs.key_tile = 48;
+  CHECK_THROWS_WITH(ops::TopkOp::create(bad, nullptr),
+                    Catch::Contains("key_tile = 48 must be 16, 32, 64 or 128"));
+  bad = dsa_problem();
+  bad.plan_knobs.bins = 100;
+  CHECK_THROWS_WITH(ops::TopkOp::create(bad, nullptr), Catch::Contains("bins = 100"));
+  bad = dsa_problem();
+  bad.max_ctas_per_sm = 99;
+  CHECK_THROWS_WITH(ops::TopkOp::create(bad, nullptr), Catch::Contains("max_ctas_per_sm = 99"));
+  // CUDA-core dots never take the 128-key tile.
+  ops::TopkProblem cc = cuda_core_problem();
+  cc.plan_knobs.key_tile = 128;
+  CHECK_FALSE(ops::topk_point_refusal(cc, ops::point_of(cc), nullptr).empty());
+}
+
+TEST_CASE("tunable space: pruned by the limits, baseline first, no duplicates", "[tune]") {
+  for (const ops::TopkProblem& p : {dsa_problem(), cuda_core_problem()}) {
+    const ops::TopkShape shape{4096, 65536};
+    const ops::TopkSpace space = ops::topk_space(p, nullptr, shape);
+    INFO(ops::TopkOp::create(p, nullptr)->plan_text());
+    REQUIRE(space.candidates.size() > 10);
+    CHECK(space.considered == 5 * 4 * 3 * 2 * 2 * 3 * 3);
+    CHECK(space.pruned > 0);
+    CHECK_FALSE(space.first_pruned_reason.empty());
+    CHECK(space.considered ==
+          space.pruned + space.duplicates + space.candidates.size() - 1);  // - the baseline
+    REQUIRE(space.candidates[0].baseline);
+    CHECK(space.candidates[0].plan_text == ops::TopkOp::create(p, nullptr)->plan_text());
+    std::set<std::string> seen;
+    for (const ops::TopkCandidate& c : space.candidates) {
+      INFO(c.point.text());
+      CHECK(ops::topk_point_refusal(p, c.point, nullptr).empty());
+      const auto op = ops::TopkOp::create(ops::with_point(p, c.point), nullptr);
+      CHECK(op->kernel_plan().smem_bytes() <= ops::kDefaultSmemLimit);
+      CHECK(op->kernel_plan().capacity >= p.k);
+      if (op->kernel_plan().mma == 0) CHECK(op->kernel_plan().key_tile != 128);
+      CHECK(c.predicted_us > 0);
+      CHECK(seen.insert(c.plan_text + c.point.text()).second);
+    }
+  }
+}
+
+TEST_CASE("tunable space: the cost model prefers fewer key re-reads", "[tune]") {
+  // More rows per CTA: fewer row blocks, each streaming the keys once.
+  const ops::TopkProblem p = cuda_core_problem();
+  ops::TopkPoint one{1, 64, 2048, -1, 0, 1, 0}, eight{8, 64, 2048, -1, 0, 1, 0};
+  const auto op1 = ops::TopkOp::create(ops::with_point(p, one), nullptr);
+  const auto op8 = ops::TopkOp::create(ops::with_point(p, eight), nullptr);
+  const ops::TopkShape shape{65536, 65536};
+  const ops::DeviceModel dev;
+  CHECK(ops::topk_cost_us(p, op8->kernel_plan(), eight, shape, dev) <
+        ops::topk_cost_us(p, op1->kernel_plan(), one, shape, dev));
+}
+
+TEST_CASE("tunable space: a point's text reads back; other text does not", "[tune]") {
+  const ops::TopkPoint p{4, 32, 1024, 4096, 16384, 1, 2};
+  const auto back = ops::parse_topk_point(p.text());
+  REQUIRE(back);
+  CHECK(*back == p);
+  CHECK_FALSE(ops::parse_topk_point(""));
+  CHECK_FALSE(ops::parse_topk_point("rows_per_cta=4"));
+  CHECK_FALSE(ops::parse_topk_point(p.text() + " extra=1"));
+  CHECK_FALSE(ops::parse_topk_point(p.text() + " key_tile=64"));  // twice
+  std::string junk = p.text();
+  junk.replace(junk.find("=32"), 3, "=3x");
+  CHECK_FALSE(ops::parse_topk_point(junk));
+}
+
+TEST_CASE("tune_topk with a fake timer: the fastest point is stored and found again",
+          "[tune]") {
+  test::TempDir dir;
+  const auto be = backend::make_nvrtc_backend();
+  const ops::TopkProblem p = dsa_problem();
+  const ops::TopkShape shape{4096, 65536};
+  const ops::TopkSpace space = ops::topk_space(p, nullptr, shape);
+  rt::tune::Settings s;
+  s.top_n = 6;
+  s.repeats = 3;
+  s.warmup = 1;
+  std::vector<rt::tune::Candidate> all;
+  for (const auto& c : space.candidates) all.push_back({c.point.text(), c.predicted_us, c.baseline});
+  const std::vector<std::size_t> picked = rt::tune::shortlist(all, s.top_n);
+  REQUIRE(picked.size() == 7);
+  REQUIRE(picked[0] == 0);  // the baseline
+  // The baseline takes 100 us, the others 89..84: the shortlist's last is the fastest. Its
+  // compile fails in one run, then the next fastest wins.
+  test::FakeTimer timer;
+  for (std::size_t j = 0; j < picked.size(); ++j)
+    timer.times[picked[j]] = {j == 0 ? 100.0 : 90.0 - double(j)};
+  rt::TuningDb db(dir.path);
+  const rt::TuningKey key = ops::topk_tuning_key(p, nullptr, *be, shape);
+  test::FakeCompiler compiler;
+  const std::size_t second = picked[picked.size() - 2];
+  SECTION("all compile") {
+    const ops::TopkTuneResult r = ops::tune_topk(space, compiler, timer, s, &db, key);
+    REQUIRE(r.best);
+    CHECK(*r.best == space.candidates[picked.back()].point);
+    CHECK(r.best_us == 90.0 - double(picked.size() - 1));
+    CHECK(r.baseline_us == 100.0);
+    CHECK(r.stored);
+  }
+  SECTION("the fastest fails to compile") {
+    compiler.fail = {picked.back()};
+    const ops::TopkTuneResult r = ops::tune_topk(space, compiler, timer, s, &db, key);
+    REQUIRE(r.best);
+    CHECK(*r.best == space.candidates[second].point);
+    CHECK_THAT(r.timings, Catch::Contains("compile failed"));
+  }
+  // The record names the winner, keeps every candidate's timings, and plan build finds it.
+  const auto found = ops::find_tuned_point(db, key, p, nullptr);
+  REQUIRE(found);
+  const std::size_t winner = compiler.fail.empty() ? picked.back() : second;
+  CHECK(found->point == space.candidates[winner].point);
+  CHECK(found->record.heuristic_us == 100.0);
+  CHECK(std::count(found->record.timings.begin(), found->record.timings.end(), '\n') == 7);
+  // Another shape bucket misses.
+  CHECK_FALSE(ops::find_tuned_point(db, ops::topk_tuning_key(p, nullptr, *be, {8192, 65536}), p,
+                                    nullptr));
+}
+
+TEST_CASE("find_tuned_point: a stored point that no longer fits is a miss with a warning",
+          "[tune]") {
+  test::TempDir dir;
+  const auto be = backend::make_nvrtc_backend();
+  const ops::TopkProblem p = dsa_problem();
+  const rt::TuningKey key = ops::topk_tuning_key(p, nullptr, *be, {4096, 65536});
+  rt::TuningDb db(dir.path);
+  rt::TunedRecord r;
+  r.params = ops::TopkPoint{16, 128, 2048, -1, 0, 0, 0}.text();  // does not fit
+  r.time_us = 1;
+  REQUIRE(db.store(key, r));
+  cache_test::StderrCapture err;
+  CHECK_FALSE(ops::find_tuned_point(db, key, p, nullptr));
+  r.params = "rows_per_cta=banana";
+  REQUIRE(db.store(key, r));
+  CHECK_FALSE(ops::find_tuned_point(db, key, p, nullptr));
+  const std::string text = err.finish();
+  CHECK_THAT(text, Catch::Contains("no longer fits"));
+  CHECK_THAT(text, Catch::Contains("not one this winnow reads"));
+}
