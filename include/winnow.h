@@ -181,6 +181,56 @@ WINNOW_API winnowStatus_t winnowPlanCreate(winnowContext_t ctx, const winnowProb
 /* Compiles (or loads from the cache) the kernel. Without a device it compiles only. */
 WINNOW_API winnowStatus_t winnowPlanBuild(winnowPlan_t plan);
 WINNOW_API winnowStatus_t winnowPlanGetWorkspaceSize(winnowPlan_t plan, size_t* bytes);
+
+/* ---- Tuned plans ----
+ * A plan's tiling comes from built-in heuristics or from the tuning database (tuned plans
+ * measured on this GPU, kept beside the kernel cache; `winnow tune` fills and lists it).
+ * The policy is a build option, not a winnowProblemDesc_t field, so that descriptors of
+ * earlier callers keep their size. Execute never tunes and never reads the database. */
+typedef enum winnowTuningPolicy_t {
+  WINNOW_TUNING_HEURISTIC = 0,        /* the heuristics; the database is not read */
+  WINNOW_TUNING_TUNED_IF_PRESENT = 1, /* the database's plan for the shape, else the
+                                         heuristics (the default) */
+  WINNOW_TUNING_TUNE_ON_MISS = 2      /* as TUNED_IF_PRESENT; on a miss, tune inside
+                                         winnowPlanBuildEx (needs a GPU: else
+                                         WINNOW_STATUS_NO_DEVICE) within tune_budget_s,
+                                         and store the winner */
+} winnowTuningPolicy_t;
+
+#define WINNOW_BUILD_OPTIONS_VERSION 1
+typedef struct winnowBuildOptions_t {
+  size_t struct_size; /* sizeof(winnowBuildOptions_t) */
+  uint32_t version;   /* WINNOW_BUILD_OPTIONS_VERSION */
+  winnowTuningPolicy_t tuning_policy;
+  /* The call shape the plan mostly serves, which selects the tuned plan: rows per call and
+   * num_keys (K's rows; causal windows: the last `rows` positions of num_keys x
+   * causal_ratio). Sizes share a tuned plan by bucket: rows and num_keys rounded up to a
+   * power of two (num_keys at least 1024), k likewise. 0 and 0: no shape, so the
+   * heuristic plan (TUNE_ON_MISS needs both). */
+  int64_t rows;
+  int64_t num_keys;
+  double tune_budget_s; /* TUNE_ON_MISS: wall-clock seconds for the tuning, > 0 */
+} winnowBuildOptions_t;
+
+/* Fills o with the defaults: TUNED_IF_PRESENT, no shape, tune_budget_s 60. */
+WINNOW_API void winnowBuildOptionsInit(winnowBuildOptions_t* o);
+/* winnowPlanBuild with options (NULL: the defaults, the same as winnowPlanBuild). */
+WINNOW_API winnowStatus_t winnowPlanBuildEx(winnowPlan_t plan, const winnowBuildOptions_t* options);
+
+#define WINNOW_PLAN_TUNING_VERSION 1
+typedef struct winnowPlanTuning_t {
+  size_t struct_size; /* sizeof(winnowPlanTuning_t): set by the caller */
+  uint32_t version;   /* WINNOW_PLAN_TUNING_VERSION: set by the caller */
+  /* The policy whose rule produced the plan: HEURISTIC (the heuristics, also when the
+   * database had no plan), TUNED_IF_PRESENT (read from the database) or TUNE_ON_MISS
+   * (tuned by this build). */
+  winnowTuningPolicy_t produced_by;
+  double expected_us; /* the tuned plan's measured median in microseconds; -1: none */
+} winnowPlanTuning_t;
+
+/* Where the built plan came from. */
+WINNOW_API winnowStatus_t winnowPlanGetTuning(winnowPlan_t plan, winnowPlanTuning_t* tuning);
+
 /* Byte offset in the workspace of two uint32 counters written by the last execute:
  * [0] rows (row parts, with key splits) that took the exact fallback path: the candidate
  *     buffer overflowed, or the sampled threshold kept fewer than k keys;

@@ -20,10 +20,12 @@
 #include "ops/stream_topk.h"
 #include "ops/tensor.h"
 #include "ops/topk.h"
+#include "ops/topk_tuning.h"
 #include "ops/validate.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/env.h"
 #include "runtime/kernel_cache.h"
+#include "runtime/tuning_db.h"
 #include "winnow.h"
 
 using namespace winnow;
@@ -41,15 +43,21 @@ struct winnowContext {
   std::unique_ptr<rt::Context> cuda;  // null when there is no GPU: compile only
   rt::CubinCache cache;
   std::unique_ptr<backend::Backend> compiler;
+  std::unique_ptr<rt::TuningDb> tuning;  // beside the disk cache; null when that is off
 
   winnowContext(int ordinal, std::unique_ptr<rt::Context> c, std::optional<rt::DiskStore> disk)
       : device(ordinal), cuda(std::move(c)), cache(std::move(disk)),
-        compiler(backend::make_nvrtc_backend()) {}
+        compiler(backend::make_nvrtc_backend()) {
+    if (cache.disk()) tuning = std::make_unique<rt::TuningDb>(cache.disk()->root());
+  }
 };
 
 struct winnowPlan {
   winnowContext* ctx = nullptr;  // borrowed: plans are destroyed before their context
+  ops::TopkProblem problem;      // as the caller described it (a tuned point replaces knobs)
   std::unique_ptr<ops::TopkOp> op;
+  winnowTuningPolicy_t produced_by = WINNOW_TUNING_HEURISTIC;
+  double expected_us = -1;
 };
 
 struct winnowBlockPlan {
@@ -339,6 +347,85 @@ CallTensors call_tensors(const winnowTensor_t* inputs, int n_inputs,
   return t;
 }
 
+// A caller's build options, checked.
+winnowBuildOptions_t build_options(const winnowBuildOptions_t& o) {
+  check_version(o.struct_size, sizeof(winnowBuildOptions_t), o.version,
+                WINNOW_BUILD_OPTIONS_VERSION, "winnowBuildOptionsInit", "options");
+  if (o.tuning_policy != WINNOW_TUNING_HEURISTIC &&
+      o.tuning_policy != WINNOW_TUNING_TUNED_IF_PRESENT &&
+      o.tuning_policy != WINNOW_TUNING_TUNE_ON_MISS)
+    invalid(fmt::format("options->tuning_policy = {} is not a winnowTuningPolicy_t",
+                        static_cast<int>(o.tuning_policy)));
+  if (o.rows < 0 || o.num_keys < 0 || (o.rows == 0) != (o.num_keys == 0))
+    invalid(fmt::format("options->rows = {} and num_keys = {} must both be positive (a shape) "
+                        "or both 0 (none)",
+                        o.rows, o.num_keys));
+  if (o.tuning_policy == WINNOW_TUNING_TUNE_ON_MISS) {
+    if (o.rows == 0)
+      invalid("options->tuning_policy is WINNOW_TUNING_TUNE_ON_MISS, which tunes for a shape: "
+              "set options->rows and options->num_keys");
+    if (!(o.tune_budget_s > 0) || o.tune_budget_s > 86400)
+      invalid(fmt::format("options->tune_budget_s = {} must be in (0, 86400] seconds",
+                          o.tune_budget_s));
+  }
+  return o;
+}
+
+// Builds the plan by the policy: the database's point for the shape when the policy reads
+// it and has one, else (TUNE_ON_MISS) one tuned now and stored, else the heuristic plan.
+void build_with_policy(winnowPlan& plan, const winnowBuildOptions_t& o) {
+  winnowContext& ctx = *plan.ctx;
+  const ops::TopkProblem& base = plan.problem;
+  std::unique_ptr<ops::TopkOp> tuned;
+  winnowTuningPolicy_t produced_by = WINNOW_TUNING_HEURISTIC;
+  double expected_us = -1;
+  // Tuned plans are top-k plans of a shape; materialize mode keeps the heuristic plan.
+  if (o.tuning_policy != WINNOW_TUNING_HEURISTIC && o.rows > 0 && base.mode == ops::Mode::TopK) {
+    const ops::TopkShape shape{o.rows, o.num_keys};
+    const rt::TuningKey key = ops::topk_tuning_key(base, ctx.cuda.get(), *ctx.compiler, shape);
+    if (ctx.tuning) {
+      if (auto found = ops::find_tuned_point(*ctx.tuning, key, base, ctx.cuda.get())) {
+        tuned = ops::TopkOp::create(ops::with_point(base, found->point), ctx.cuda.get());
+        produced_by = WINNOW_TUNING_TUNED_IF_PRESENT;
+        expected_us = found->record.time_us;
+      }
+    }
+    if (!tuned && o.tuning_policy == WINNOW_TUNING_TUNE_ON_MISS) {
+      if (!ctx.cuda)
+        throw StatusError{WINNOW_STATUS_NO_DEVICE,
+                          "WINNOW_TUNING_TUNE_ON_MISS times candidate plans on the GPU, and this "
+                          "context has none; the tuning database has no plan for this problem "
+                          "and shape (use WINNOW_TUNING_TUNED_IF_PRESENT or HEURISTIC)"};
+      rt::tune::Settings settings;
+      settings.budget_s = o.tune_budget_s;
+      const ops::TopkTuneResult r = ops::tune_topk_on_device(
+          base, *ctx.cuda, ctx.cache, *ctx.compiler, shape, settings, ctx.tuning.get());
+      if (!r.best) {
+        std::string why = "no candidate could be timed";
+        for (const rt::tune::Measurement& m : r.run.tried)
+          if (!m.error.empty()) {
+            why += ": " + m.error;
+            break;
+          }
+        throw StatusError{WINNOW_STATUS_CUDA_ERROR, "tuning failed: " + why};
+      }
+      tuned = ops::TopkOp::create(ops::with_point(base, *r.best), ctx.cuda.get());
+      produced_by = WINNOW_TUNING_TUNE_ON_MISS;
+      expected_us = r.best_us;
+    }
+  }
+  if (tuned) {
+    tuned->build(ctx.cache, *ctx.compiler);
+    plan.op = std::move(tuned);
+  } else {
+    // The plan winnowPlanCreate made: a heuristic one (or the caller's own knobs).
+    if (plan.produced_by != WINNOW_TUNING_HEURISTIC) plan.op = ops::TopkOp::create(base, ctx.cuda.get());
+    plan.op->build(ctx.cache, *ctx.compiler);
+  }
+  plan.produced_by = produced_by;
+  plan.expected_us = expected_us;
+}
+
 }  // namespace
 
 extern "C" {
@@ -416,15 +503,44 @@ winnowStatus_t winnowPlanCreate(winnowContext_t ctx, const winnowProblemDesc_t* 
     const ops::TopkProblem problem = to_problem(*ctx, *desc);
     auto made = std::make_unique<winnowPlan>();
     made->ctx = ctx;
+    made->problem = problem;
     made->op = ops::TopkOp::create(problem, ctx->cuda.get());
     *plan = made.release();
   });
 }
 
-winnowStatus_t winnowPlanBuild(winnowPlan_t plan) {
+void winnowBuildOptionsInit(winnowBuildOptions_t* o) {
+  if (o == nullptr) return;
+  *o = winnowBuildOptions_t{};
+  o->struct_size = sizeof(winnowBuildOptions_t);
+  o->version = WINNOW_BUILD_OPTIONS_VERSION;
+  o->tuning_policy = WINNOW_TUNING_TUNED_IF_PRESENT;
+  o->rows = 0;
+  o->num_keys = 0;
+  o->tune_budget_s = 60;
+}
+
+winnowStatus_t winnowPlanBuild(winnowPlan_t plan) { return winnowPlanBuildEx(plan, nullptr); }
+
+winnowStatus_t winnowPlanBuildEx(winnowPlan_t plan, const winnowBuildOptions_t* options) {
   return guarded([&] {
     require_non_null(plan, "plan");
-    plan->op->build(plan->ctx->cache, *plan->ctx->compiler);
+    winnowBuildOptions_t o;
+    winnowBuildOptionsInit(&o);
+    if (options != nullptr) o = build_options(*options);
+    build_with_policy(*plan, o);
+  });
+}
+
+winnowStatus_t winnowPlanGetTuning(winnowPlan_t plan, winnowPlanTuning_t* tuning) {
+  return guarded([&] {
+    require_non_null(plan, "plan");
+    require_non_null(tuning, "tuning");
+    check_version(tuning->struct_size, sizeof(winnowPlanTuning_t), tuning->version,
+                  WINNOW_PLAN_TUNING_VERSION, "sizeof and WINNOW_PLAN_TUNING_VERSION", "tuning");
+    if (!plan->op->built()) throw ops::NotBuilt("the plan is not built: call winnowPlanBuild");
+    tuning->produced_by = plan->produced_by;
+    tuning->expected_us = plan->expected_us;
   });
 }
 
