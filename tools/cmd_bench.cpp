@@ -45,6 +45,7 @@
 #include "runtime/kernel_cache.h"
 #include "tools/bench_common.h"
 #include "tools/commands.h"
+#include "tools/workloads.h"
 
 namespace winnow::tools {
 namespace {
@@ -56,63 +57,18 @@ using ops::splitmix64;
 // ---------------------------------------------------------------------------------------
 // Workloads and arguments
 
-// How a workload's size maps to rows and keys, and which record parameters it reports.
-enum class Family {
-  Dsa,  // size = T keys, Q rows (--Q)
-  Csa,  // size = S positions: S rows, T = S / m keys, position p sees t < (p + 1) / m
-  Knn,  // size = N keys, batch rows (--Q); floor: reading the corpus once
-};
-
-struct Workload {
-  const char* name;
-  Family family;
-  ir::Expr (*score)(ops::DType);
-  int heads, head_dim;
-  int causal_ratio;  // 0: dense; dsa: 1, the chunk is the last Q positions; csa: m
-  std::vector<int64_t> sizes;
-  std::vector<int64_t> ks;
-  int64_t queries;  // rows per size (dsa, knn)
-  ops::DType dtype;
-  std::vector<ops::DType> dtypes;  // those --q-dtype accepts
-};
-
-ir::Expr scaled_relu_mh(ops::DType) { return ir::relu_mh(true); }
-// bf16 keys need no scale; fp8 keys come with their per-key scale.
-ir::Expr csa_score(ops::DType t) { return ir::relu_mh(t == ops::DType::E4M3); }
-ir::Expr ip_score(ops::DType) { return ir::ip(); }
-ir::Expr l2_score(ops::DType) { return ir::l2(); }
-ir::Expr cosine_score(ops::DType) { return ir::cosine(); }
-
 using ops::DType;
-const std::vector<DType> kTensorCoreTypes = {DType::E4M3, DType::BF16};
-const std::vector<DType> kAllTypes = {DType::F16, DType::BF16, DType::F32, DType::E4M3};
-const std::vector<int64_t> kDsaSizes = {65536, 262144, 1048576};
-const std::vector<int64_t> kKnnKs = {128, 1024, 4096, 8192};
-const std::vector<int64_t> kCsaSizes = {32768, 65536, 131072, 262144, 524288, 1048576};
+
 // csa-1m: up to this S every row is checked against the materialized matrix; above it,
 // --check-rows random rows (1000 by default) against the CPU reference.
 constexpr int64_t kCsaMaterializeMax = 65536;
 constexpr int64_t kCsaReferenceRows = 1000;
 
-const Workload kWorkloads[] = {
-    {"dsa-prefill", Family::Dsa, scaled_relu_mh, 64, 128, 0, kDsaSizes, {2048}, 8192,
-     DType::E4M3, kTensorCoreTypes},
-    {"dsa-prefill-causal", Family::Dsa, scaled_relu_mh, 64, 128, 1, kDsaSizes, {2048}, 8192,
-     DType::E4M3, kTensorCoreTypes},
-    {"dsa-glm", Family::Dsa, scaled_relu_mh, 32, 128, 0, kDsaSizes, {2048}, 8192, DType::E4M3,
-     kTensorCoreTypes},
-    {"csa-1m", Family::Csa, csa_score, 64, 128, 4, kCsaSizes, {512, 1024}, 0, DType::BF16,
-     kTensorCoreTypes},
-    {"knn-ip", Family::Knn, ip_score, 1, 768, 0, {1048576}, kKnnKs, 64, DType::F16, kAllTypes},
-    {"knn-l2", Family::Knn, l2_score, 1, 768, 0, {1048576}, kKnnKs, 64, DType::F16, kAllTypes},
-    {"knn-cosine", Family::Knn, cosine_score, 1, 768, 0, {1048576}, kKnnKs, 64, DType::F16,
-     kAllTypes},
-};
 
 // Every workload `bench` runs, block-select (tools/cmd_bench_block.cpp) included.
 std::string workload_list() {
   std::string s;
-  for (const Workload& w : kWorkloads) s += (s.empty() ? "" : ", ") + std::string(w.name);
+  for (const Workload& w : workloads()) s += (s.empty() ? "" : ", ") + std::string(w.name);
   return s + " and block-select";
 }
 
@@ -188,7 +144,7 @@ Options:
 )";
 
 const Workload& find_workload(const std::string& name) {
-  for (const Workload& w : kWorkloads)
+  for (const Workload& w : workloads())
     if (name == w.name) return w;
   if (name == "block-select")  // dispatched by bench_main only as the first argument
     throw UsageError("block-select has its own options: name it first, as in "

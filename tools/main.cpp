@@ -26,6 +26,7 @@ Commands:
   bench     time a workload of docs/performance.md (fused vs materialize vs floor), JSON out
   compile   print the IR, the generated CUDA source or the PTX of a kernel, or write its cubin
   cache     list, verify or clear the on-disk kernel cache
+  tune      tune a workload's plan on the GPU, or list / clear the tuning database
 
 Options:
   -h, --help     this text
@@ -43,6 +44,7 @@ constexpr Command kCommands[] = {
     {"bench", run_bench},
     {"compile", run_compile},
     {"cache", run_cache},
+    {"tune", run_tune},
 };
 
 int dispatch(const Command& cmd, int argc, char** argv) {
