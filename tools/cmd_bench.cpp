@@ -3,7 +3,8 @@
 //
 // Impls: "winnow" (the fused score + exact top-k), "materialize" (winnow's score-only
 // kernel writing the fp32 [rows, keys] matrix: the logits-only baseline, no top-k on it)
-// and "floor" (the FLOP or byte floor at the measured or published ceilings).
+// and "floor" (the FLOP or byte floor at the measured or published ceilings); plus
+// "winnow-tuned" where the tuning database (`winnow tune`) holds a plan for the size.
 //
 // The score matrix at T = 1M is 32 GiB: it lives on the device only. The exactness check
 // downloads --check-rows rows of it (spread over the queries, first and last included)
@@ -40,9 +41,11 @@
 #include "ops/stream_topk.h"
 #include "compiler/build_id.h"
 #include "ops/topk.h"
+#include "ops/topk_tuning.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/env.h"
 #include "runtime/kernel_cache.h"
+#include "runtime/tuning_db.h"
 #include "tools/bench_common.h"
 #include "tools/commands.h"
 #include "tools/workloads.h"
@@ -82,6 +85,7 @@ struct BenchArgs {
   std::optional<int> check_rows;
   int64_t chunk_rows = 0;  // csa: rows per launch of the streaming driver (0: chosen)
   bool hint = true;        // csa: the previous chunk's selection as the sample hint
+  bool tuned = true;       // also time the tuning database's plan ("winnow-tuned")
   int repeats = 10, warmup = 2;
   uint64_t seed = 1;
   std::string ceilings_path, baselines_path, out_path;
@@ -133,6 +137,10 @@ Options:
                       row for S <= 64K, else N random rows recomputed on the CPU [1000]]
   --chunk-rows N      csa: rows per launch of the streaming driver [0: 64 waves of CTAs]
   --no-hint           csa: no sample hint from the previous chunk
+  --no-tuned          no "winnow-tuned" record: by default, where the tuning database
+                      (winnow tune) has a plan for the size that differs from the
+                      heuristic one, it is timed and checked beside "winnow" (its
+                      "ratio_to_winnow" is tuned / heuristic)
   --seed N            random inputs seed [1]
   --ceilings FILE     JSON from bench/ceilings.py (copy_tbps, bf16_tflops, fp8_tflops);
                       docs/performance.md's published values when absent
@@ -197,6 +205,7 @@ bool parse_args(int argc, char** argv, BenchArgs& a) {
     else if (flag == "--check-rows") a.check_rows = args.int_value();
     else if (flag == "--chunk-rows") a.chunk_rows = args.int_value();
     else if (flag == "--no-hint") a.hint = false;
+    else if (flag == "--no-tuned") a.tuned = false;
     else if (flag == "--seed") a.seed = uint64_t(args.int_value());
     else if (flag == "--ceilings") a.ceilings_path = args.value();
     else if (flag == "--baselines") a.baselines_path = args.value();
@@ -612,6 +621,11 @@ struct Baseline {
 struct SizeResult {
   Shape shape;
   FusedRun fused;
+  // The tuning database's plan for this shape ("winnow-tuned"), when it has one that
+  // differs from the heuristic plan.
+  std::optional<FusedRun> tuned;
+  std::string tuned_point;
+  CheckResult tuned_check;
   std::optional<MaterializeRun> mat;  // absent when the matrix does not fit the device
   CheckResult check;
   double floor_ms = 0, flop_floor_ms = 0, byte_floor_ms = 0;
@@ -706,6 +720,17 @@ std::vector<std::string> size_records(const BenchArgs& a, const Meta& m, const S
                       r.mat ? "materialize" : "cpu_reference");
   }
   out.push_back(record(a, m, r, "winnow", r.fused.t, s.winnow_bytes(), r.fused.extra_mem, wf));
+  if (r.tuned) {
+    out.push_back(record(
+        a, m, r, "winnow-tuned", r.tuned->t, s.winnow_bytes(), r.tuned->extra_mem,
+        fmt::format(", \"exact\": {}, \"fallbacks\": {}, \"bad_windows\": {}, "
+                    "\"checked_rows\": {}, \"rows_differing\": {}, \"rows_malformed\": {}, "
+                    "\"outputs\": \"indices\", \"tuned_point\": {}, \"ratio_to_winnow\": {:.4f}",
+                    json_bool(r.tuned_check.exact()), r.tuned->fallback_rows,
+                    r.tuned->bad_windows, r.tuned_check.rows_checked,
+                    r.tuned_check.rows_differing, r.tuned_check.rows_malformed,
+                    json_string(r.tuned_point), r.tuned->t.median / r.fused.t.median)));
+  }
   if (r.mat) {
     out.push_back(record(a, m, r, "materialize", r.mat->t, s.materialize_bytes(),
                          r.mat->extra_bytes,
@@ -747,6 +772,10 @@ void print_table(const BenchArgs& a, const Meta& meta, const std::vector<SizeRes
     const std::string ratio =
         r.mat ? fmt::format("{:.3f}", r.fused.t.median / r.mat->t.median) : "-";
     row("winnow", r.fused.t.median, r.shape.winnow_bytes(), ratio, double(r.fused.extra_mem));
+    if (r.tuned)
+      row("winnow-tuned", r.tuned->t.median, r.shape.winnow_bytes(),
+          r.mat ? fmt::format("{:.3f}", r.tuned->t.median / r.mat->t.median) : "-",
+          double(r.tuned->extra_mem));
     if (r.mat)
       row("materialize", r.mat->t.median, r.shape.materialize_bytes(), "1.000",
           double(r.mat->extra_bytes));
@@ -762,25 +791,18 @@ void print_table(const BenchArgs& a, const Meta& meta, const std::vector<SizeRes
 // The run
 
 ops::TopkProblem make_problem(const BenchArgs& a, const rt::Context& ctx) {
-  ops::TopkProblem p;
-  p.score = a.w().score(*a.dtype);
-  p.heads = a.w().heads;
-  p.head_dim = a.head_dim;
-  p.q_dtype = *a.dtype;
-  p.k_dtype = *a.dtype;
-  p.arch = ops::device_arch(ctx);
-  return p;
+  return workload_problem(a.w(), *a.dtype, a.head_dim, ops::device_arch(ctx));
 }
 
-// Rows and keys of one size: dsa and knn have --Q rows of `size` keys; csa has `size`
-// positions (every one a row) over size / m keys.
+// Rows and keys of one size (workload_rows_keys).
 Shape make_shape(const BenchArgs& a, const ops::TopkProblem& p, int64_t size, int k) {
   const Workload& w = a.w();
   const ir::Uses u = ir::uses(p.score);
   Shape s{};
   const bool csa = w.family == Family::Csa;
-  s.Q = csa ? size : a.queries;
-  s.T = csa ? size / w.causal_ratio : size;
+  const RowsKeys rk = workload_rows_keys(w, size, a.queries);
+  s.Q = rk.rows;
+  s.T = rk.keys;
   s.H = p.heads, s.d = p.head_dim, s.k = k;
   s.elem_bytes = ops::dtype_bytes(p.k_dtype);
   s.causal_ratio = w.causal_ratio;
@@ -881,7 +903,7 @@ FusedRun run_winnow(const BenchArgs& a, const ops::TopkProblem& p, const ops::To
 std::vector<SizeResult> run_size(const BenchArgs& a, const ops::TopkProblem& base, int64_t size,
                                  const DeviceInputs& dev, const rt::Context& ctx,
                                  rt::CubinCache& cache, const backend::Backend& be,
-                                 const Ceilings& c) {
+                                 const Ceilings& c, const rt::TuningDb* db) {
   const Shape s0 = make_shape(a, base, size, int(a.ks.front()));
   const std::string at = size_name(a, s0);
   const ops::TopkInputs in = dev.for_shape(base, s0);
@@ -947,6 +969,33 @@ std::vector<SizeResult> run_size(const BenchArgs& a, const ops::TopkProblem& bas
                label, r.check.rows_checked, r.check.rows_differing, r.check.rows_malformed, s.Q,
                seconds_since(t0));
     r.fused.indices = {};  // the table and the records need only the timings
+
+    // The tuned plan of this shape, as TUNED_IF_PRESENT would build it, checked the same way.
+    const ops::TopkProblem p = sized(base, s, ops::Mode::TopK);
+    const ops::TopkShape tune_shape{s.Q, s.T};
+    std::optional<ops::TunedPoint> found;
+    if (db) found = ops::find_tuned_point(*db, ops::topk_tuning_key(p, &ctx, be, tune_shape), p, &ctx);
+    if (found && found->point == ops::point_of(p)) {
+      fmt::print(stderr, "{}: the tuned plan is the heuristic one: no winnow-tuned record\n", label);
+    } else if (found) {
+      r.tuned_point = found->point.text();
+      t0 = std::chrono::steady_clock::now();
+      CheckResult tuned_ref_check;
+      FirstResult tuned_checker;
+      if (by_reference) {
+        tuned_checker = [&](const std::vector<int>& idx) {
+          tuned_ref_check = check_by_reference(idx, *ref, s, label + " tuned");
+        };
+      }
+      r.tuned = run_winnow(a, ops::with_point(p, found->point), in, s, ctx, cache, be,
+                           label + " tuned", tuned_checker);
+      r.tuned_check = by_reference ? tuned_ref_check : check(*r.tuned, rows, s);
+      fmt::print(stderr, "{}: winnow-tuned {:.3f} ms median ({:.3f}x the heuristic plan; {}), "
+                 "{} of {} checked rows differing ({:.1f} s)\n",
+                 label, r.tuned->t.median, r.tuned->t.median / r.fused.t.median, r.tuned_point,
+                 r.tuned_check.rows_differing, r.tuned_check.rows_checked, seconds_since(t0));
+      r.tuned->indices = {};
+    }
   }
   return out;
 }
@@ -977,13 +1026,16 @@ int bench_main(int argc, char** argv) {
   rt::CubinCache cache(rt::DiskStore(rt::default_cache_dir()));
   auto be = backend::make_nvrtc_backend();
   const DeviceInputs dev = make_inputs(base, largest, a.seed);
+  const rt::TuningDb db(rt::default_cache_dir());
 
   std::vector<SizeResult> results;
   bool all_exact = true;
   for (int64_t size : a.sizes) {
-    for (SizeResult& r : run_size(a, base, size, dev, ctx, cache, *be, meta.ceilings)) {
+    for (SizeResult& r : run_size(a, base, size, dev, ctx, cache, *be, meta.ceilings,
+                                  a.tuned ? &db : nullptr)) {
       emit(a.out_path, size_records(a, meta, r));
-      all_exact = all_exact && r.check.exact().value_or(true);
+      all_exact = all_exact && r.check.exact().value_or(true) &&
+                  (!r.tuned || r.tuned_check.exact().value_or(true));
       results.push_back(std::move(r));
     }
   }

@@ -130,29 +130,25 @@ int clear(const rt::TuningDb& db) {
   return 0;
 }
 
-// The workload's problem and shape, as `winnow bench` runs it (tools/cmd_bench.cpp's
-// make_problem, make_shape and sized).
+// The workload's problem and shape, as `winnow bench` runs it (tools/workloads.h; the
+// window as tools/cmd_bench.cpp's sized gives it).
 ops::TopkProblem problem_of(const TuneArgs& a, const Workload& w, const rt::Context& ctx,
                             ops::TopkShape* shape) {
   const ops::DType t = a.dtype.value_or(w.dtype);
   if (std::find(w.dtypes.begin(), w.dtypes.end(), t) == w.dtypes.end())
     throw UsageError(fmt::format("{} does not take --q-dtype {}", w.name, ops::dtype_name(t)));
-  ops::TopkProblem p;
-  p.score = w.score(t);
-  p.heads = w.heads;
-  p.head_dim = w.head_dim;
-  p.q_dtype = p.k_dtype = t;
-  p.arch = ops::device_arch(ctx);
+  ops::TopkProblem p = workload_problem(w, t, w.head_dim, ops::device_arch(ctx));
   p.k = a.k > 0 ? a.k : int(w.ks.front());
   if (w.causal_ratio) {
     p.window = ops::WindowKind::Causal;
     p.causal_ratio = w.causal_ratio;
   }
   const int64_t size = a.size > 0 ? a.size : w.sizes.front();
-  const bool csa = w.family == Family::Csa;
-  if (csa && a.queries) throw UsageError("csa-1m runs every position: give S with --T, not --Q");
-  shape->rows = csa ? size : (a.queries > 0 ? a.queries : w.queries);
-  shape->num_keys = csa ? size / w.causal_ratio : size;
+  if (w.family == Family::Csa && a.queries)
+    throw UsageError("csa-1m runs every position: give S with --T, not --Q");
+  const RowsKeys rk = workload_rows_keys(w, size, a.queries > 0 ? a.queries : w.queries);
+  shape->rows = rk.rows;
+  shape->num_keys = rk.keys;
   return p;
 }
 

@@ -34,6 +34,23 @@ const Workload kWorkloads[] = {
 
 }  // namespace
 
+ops::TopkProblem workload_problem(const Workload& w, ops::DType t, int head_dim,
+                                  const backend::Arch& arch) {
+  ops::TopkProblem p;
+  p.score = w.score(t);
+  p.heads = w.heads;
+  p.head_dim = head_dim;
+  p.q_dtype = t;
+  p.k_dtype = t;
+  p.arch = arch;
+  return p;
+}
+
+RowsKeys workload_rows_keys(const Workload& w, int64_t size, int64_t queries) {
+  const bool csa = w.family == Family::Csa;
+  return {csa ? size : queries, csa ? size / w.causal_ratio : size};
+}
+
 std::span<const Workload> workloads() { return kWorkloads; }
 
 const Workload* workload_named(const std::string& name) {

@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "compiler/backend/arch.h"
 #include "compiler/ir/ir.h"
+#include "ops/topk.h"
 #include "ops/tensor.h"
 
 namespace winnow::tools {
@@ -30,6 +32,16 @@ struct Workload {
   ops::DType dtype;
   std::vector<ops::DType> dtypes;  // those --q-dtype accepts
 };
+
+// The workload's problem without its k and window (tools/cmd_bench.cpp sizes it per run).
+ops::TopkProblem workload_problem(const Workload& w, ops::DType t, int head_dim,
+                                  const backend::Arch& arch);
+// Rows and keys of one size: dsa and knn have `queries` rows of `size` keys; csa has `size`
+// positions (every one a row) over size / m keys.
+struct RowsKeys {
+  int64_t rows = 0, keys = 0;
+};
+RowsKeys workload_rows_keys(const Workload& w, int64_t size, int64_t queries);
 
 // Every workload but block-select (tools/cmd_bench_block.cpp), in the order of the help.
 std::span<const Workload> workloads();
