@@ -61,6 +61,15 @@ int64_t mean_window(const TopkProblem& p, const CallShape& shape, int64_t causal
 
 }  // namespace
 
+const char* window_name(WindowKind w) {
+  switch (w) {
+    case WindowKind::Dense: return "dense";
+    case WindowKind::Ranges: return "ranges";
+    case WindowKind::Causal: return "causal";
+  }
+  return "unknown";
+}
+
 struct TopkOp::Impl {
   TopkProblem problem;
   const rt::Context* ctx = nullptr;

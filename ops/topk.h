@@ -20,6 +20,7 @@ namespace winnow::ops {
 
 enum class Mode { TopK, Materialize };
 enum class WindowKind { Dense, Ranges, Causal };
+const char* window_name(WindowKind w);  // "dense", "ranges", "causal"
 
 inline constexpr int kMaxK = 8192;
 inline constexpr int kMaxHeads = 128;

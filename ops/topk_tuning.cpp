@@ -9,19 +9,6 @@
 
 namespace winnow::ops {
 
-namespace {
-
-const char* window_word(WindowKind w) {
-  switch (w) {
-    case WindowKind::Dense: return "dense";
-    case WindowKind::Ranges: return "ranges";
-    case WindowKind::Causal: return "causal";
-  }
-  return "?";
-}
-
-}  // namespace
-
 rt::TuningKey topk_tuning_key(const TopkProblem& p, const rt::Context* ctx,
                               const backend::Backend& be, const TopkShape& shape) {
   rt::TuningKey k;
@@ -30,7 +17,7 @@ rt::TuningKey topk_tuning_key(const TopkProblem& p, const rt::Context* ctx,
   k.score_hash = rt::sha256_hex(ir::print(p.score));
   k.dtypes = fmt::format("q={} k={}", dtype_name(p.q_dtype), dtype_name(p.k_dtype));
   k.window = p.window == WindowKind::Causal ? fmt::format("causal/{}", p.causal_ratio)
-                                            : window_word(p.window);
+                                            : window_name(p.window);
   k.arch = p.arch.str();
   k.gpu = ctx ? ctx->info().name : "none";
   k.sm_count = ctx ? ctx->info().sm_count : 0;

@@ -15,15 +15,6 @@ bool is_score_dtype(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::E4M3;
 }
 
-const char* window_name(WindowKind w) {
-  switch (w) {
-    case WindowKind::Dense: return "dense";
-    case WindowKind::Ranges: return "ranges";
-    case WindowKind::Causal: return "causal";
-  }
-  return "unknown";
-}
-
 bool given(const TensorView* t) { return t != nullptr && t->present(); }
 
 // An input the program reads must be there; one it does not read must not be.

@@ -1,4 +1,4 @@
-// Helpers of the C API tests: a status check with the last error and a context with the
+// Helpers of the C API tests: status checks with the last error and a context with the
 // disk cache off.
 #pragma once
 #include <catch2/catch.hpp>
@@ -16,6 +16,14 @@
     INFO("last error: " << winnowGetLastError());                           \
     REQUIRE(winnowGetStatusString(got_) == winnowGetStatusString(status));  \
     REQUIRE_THAT(std::string(winnowGetLastError()), Catch::Matchers::Contains(text)); \
+  } while (0)
+
+// Requires success, with the call and the last error in the message.
+#define REQUIRE_OK(call)                         \
+  do {                                           \
+    winnowStatus_t s_ = (call);                  \
+    INFO(#call << ": " << winnowGetLastError()); \
+    REQUIRE(s_ == WINNOW_STATUS_SUCCESS);        \
   } while (0)
 
 namespace winnow::test {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "testing/harness.h"
+#include "capi_support.h"
 #include "capi_tensor.h"
 #include "support.h"
 #include "topk_check.h"
@@ -14,12 +15,6 @@ using namespace winnow;
 
 namespace {
 using test::capi_tensor;
-#define REQUIRE_OK(call)                                   \
-  do {                                                     \
-    winnowStatus_t s_ = (call);                            \
-    INFO(#call << ": " << winnowGetLastError());           \
-    REQUIRE(s_ == WINNOW_STATUS_SUCCESS);                  \
-  } while (0)
 
 // A relu_mh plan (64 heads, d = 128, fp8 with key scale) made and built through the C
 // API, with the same problem's random data on the device, for the C API [gpu] cases.

@@ -5,6 +5,7 @@
 #include <sstream>
 #include <vector>
 
+#include "capi_support.h"
 #include "capi_tensor.h"
 #include "runtime/tuner.h"
 #include "runtime/tuning_db.h"
@@ -16,13 +17,6 @@
 using namespace winnow;
 
 namespace {
-
-#define REQUIRE_OK(call)                         \
-  do {                                           \
-    winnowStatus_t s_ = (call);                  \
-    INFO(#call << ": " << winnowGetLastError()); \
-    REQUIRE(s_ == WINNOW_STATUS_SUCCESS);        \
-  } while (0)
 
 // The median of each timed line of a record's timings ("point | timed | t1,t2,...").
 std::vector<double> medians_of(const std::string& timings) {
