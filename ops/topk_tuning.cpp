@@ -4,6 +4,7 @@
 
 #include "compiler/ir/ir.h"
 #include "ops/topk_device_timer.h"
+#include "runtime/env.h"
 #include "runtime/log.h"
 #include "runtime/sha256.h"
 
@@ -23,6 +24,9 @@ rt::TuningKey topk_tuning_key(const TopkProblem& p, const rt::Context* ctx,
   k.sm_count = ctx ? ctx->info().sm_count : 0;
   k.driver = ctx ? std::to_string(ctx->info().driver_version) : "none";
   k.compiler = be.name() + " " + be.version();
+  // Cache-relevant variables (WINNOW_NVRTC_OPTIONS, ...) change the kernels that were timed.
+  if (const std::string env = rt::cache_relevant_env(); !env.empty())
+    k.compiler += " env=" + rt::sha256_hex(env).substr(0, 16);
   k.shape = rt::shape_bucket(p.heads, p.head_dim, shape.rows, shape.num_keys);
   k.k_bucket = rt::k_bucket(p.k);
   return k;

@@ -33,7 +33,7 @@ struct TuningKey {
   std::string gpu;         // the device's name; "none" for a compile-only context
   int sm_count = 0;
   std::string driver;      // cuDriverGetVersion, "none" without a device
-  std::string compiler;    // "nvrtc 13.0"
+  std::string compiler;    // "nvrtc 13.0", and a hash of the cache-relevant variables set
   int schema = kTuningSchemaVersion;
   std::string shape;       // shape_bucket(...)
   int k_bucket = 0;

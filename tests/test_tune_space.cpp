@@ -205,3 +205,22 @@ TEST_CASE("find_tuned_point: a stored point that no longer fits is a miss with a
   CHECK_THAT(text, Catch::Contains("no longer fits"));
   CHECK_THAT(text, Catch::Contains("not one this winnow reads"));
 }
+
+TEST_CASE("tuning key: the shape bucket, k bucket and compile options are in it", "[tune]") {
+  const auto be = backend::make_nvrtc_backend();
+  ops::TopkProblem p = dsa_problem();
+  const rt::TuningKey base = ops::topk_tuning_key(p, nullptr, *be, {4096, 65536});
+  CHECK(ops::topk_tuning_key(p, nullptr, *be, {2049, 40000}) == base);  // same buckets
+  CHECK_FALSE(ops::topk_tuning_key(p, nullptr, *be, {4097, 65536}) == base);
+  CHECK(base.window == "causal/1");
+  CHECK(base.gpu == "none");
+  p.k = 2047;
+  CHECK(ops::topk_tuning_key(p, nullptr, *be, {4096, 65536}) == base);
+  p.k = 2049;
+  CHECK_FALSE(ops::topk_tuning_key(p, nullptr, *be, {4096, 65536}) == base);
+  p = dsa_problem();
+  p.heads = 32;
+  CHECK_FALSE(ops::topk_tuning_key(p, nullptr, *be, {4096, 65536}) == base);
+  test::ScopedEnv options{"WINNOW_NVRTC_OPTIONS", "-lineinfo"};
+  CHECK_FALSE(ops::topk_tuning_key(dsa_problem(), nullptr, *be, {4096, 65536}) == base);
+}
