@@ -3,7 +3,12 @@
 # benchmark, every output under $OUT. Binaries built on the CPU machine are carried in
 # .devbin/. Env: TESTS (Catch2 filter, "-" to skip), DEMO_ARGS ("-" to skip), BENCH,
 # TORCH_TOPK, TORCH_KNN, BENCH_VARIANT, NCU (a demo argument list to profile with ncu),
-# VARIANT_RUNS, TEST_EACH, CASE_TIMEOUT, TEST_TIMEOUT, ORDER_SEED, C_TEST, SANITIZE, PY_TESTS.
+# VARIANT_RUNS, TEST_EACH, CASE_TIMEOUT, TEST_TIMEOUT, ORDER_SEED, C_TEST, SANITIZE, PY_TESTS,
+# TUNE.
+#
+# TUNE: ';'-separated `winnow tune` runs before the benchmark, e.g. "dsa-prefill --T 64K;
+# dsa-glm --T 256K" (tune.txt): the plans land in the visit's cache folder, where BENCH's
+# runs find them and add "winnow-tuned" records beside "winnow".
 #
 # PY_TESTS=1: also the Python package's tests, overhead and examples (bench/device_python.sh,
 # which needs .devbin/libwinnow.so.0), after the C++ steps.
@@ -108,6 +113,16 @@ for f in $(find "$WINNOW_CACHE_DIR" -name '*.cubin' 2>/dev/null | head -n 8); do
   cuobjdump --dump-sass "$f" 2>/dev/null | grep -oE "(HGMMA|QGMMA|HMMA|LDL|STL|BAR\.SYNC|SHFL)[A-Z0-9.]*" \
     | sort | uniq -c | sort -rn | head -n 12
 done >> "$OUT/demo.txt" 2>&1
+if [ -n "${TUNE:-}" ]; then
+  IFS=';' read -ra tunes <<< "$TUNE"
+  for t in "${tunes[@]}"; do
+    timeout ${TUNE_TIMEOUT:-300} "$BIN/winnow" tune $t >> "$OUT/tune.txt" 2>&1
+    echo "tune $t: rc=$?"
+    timing "tune $t"
+  done
+  "$BIN/winnow" tune --show >> "$OUT/tune.txt" 2>&1
+  tail -n 30 "$OUT/tune.txt"
+fi
 if [ -n "${BENCH:-}" ]; then
   timeout 120 python3 bench/ceilings.py "$OUT/ceilings.json" 2>&1 | tail -n 3
   # TORCH_TOPK="RxTxK,..." / TORCH_KNN="BxNxDxK,...": the PyTorch baselines, same visit.

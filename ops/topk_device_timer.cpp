@@ -2,56 +2,71 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
-#include <random>
+#include <thread>
+#include <vector>
 
 namespace winnow::ops {
 
 namespace {
 
-// Random finite elements of dtype t, as their stored bits: exponents kept small, so
-// that scores stay finite and spread (no NaN: e4m3's S.1111.111 needs the top exponent
-// bit, which is cleared).
-std::vector<unsigned char> random_elements(DType t, size_t count, std::mt19937_64& rng) {
-  std::vector<unsigned char> out(count * size_t(dtype_bytes(t)));
-  std::uniform_int_distribution<unsigned> bits(0, 0xFFFFFFFFu);
-  for (size_t i = 0; i < count; ++i) {
-    const unsigned r = bits(rng);
+// A well-mixed 64-bit value of (stream, i): the inputs are the same for every candidate
+// and are filled in parallel (a 1M-row csa problem has 8G elements of q).
+uint64_t hash_bits(uint64_t stream, uint64_t i) {
+  uint64_t z = stream * 0x9E3779B97F4A7C15ull + i + 1;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Elements [first, last) of stream `stream` as dtype t's stored bits: random finite
+// values with small exponents, so that scores stay finite and spread (no NaN: e4m3's
+// S.1111.111 needs the top exponent bit, which is cleared). kind 1: positive fp32 in
+// [0.05, 1) (weights, key scales).
+void fill_range(unsigned char* out, DType t, int kind, uint64_t stream, size_t first,
+                size_t last) {
+  for (size_t i = first; i < last; ++i) {
+    const uint64_t h = hash_bits(stream, i);
+    const unsigned r = unsigned(h >> 32);
+    if (kind == 1) {
+      const float f = 0.05f + 0.95f * float(r >> 8) / float(1u << 24);
+      std::memcpy(out + 4 * i, &f, 4);
+      continue;
+    }
     switch (t) {
       case DType::E4M3: out[i] = (unsigned char)(r & 0xBF); break;
       case DType::BF16: {
         const auto v = (unsigned short)(((r >> 31) << 15) | ((123 + ((r >> 8) & 7)) << 7) | (r & 0x7F));
-        std::memcpy(&out[2 * i], &v, 2);
+        std::memcpy(out + 2 * i, &v, 2);
         break;
       }
       case DType::F16: {
         const auto v = (unsigned short)(((r >> 31) << 15) | ((11 + ((r >> 12) & 3)) << 10) | (r & 0x3FF));
-        std::memcpy(&out[2 * i], &v, 2);
+        std::memcpy(out + 2 * i, &v, 2);
         break;
       }
       default: {
         const float f = float(int(r & 0xFFFF) - 32768) / 32768.0f;
-        std::memcpy(&out[4 * i], &f, 4);
+        std::memcpy(out + 4 * i, &f, 4);
       }
     }
   }
-  return out;
 }
 
-rt::DeviceBuffer upload(const std::vector<unsigned char>& bytes) {
-  rt::DeviceBuffer b(bytes.size());
-  if (!bytes.empty()) b.upload(bytes.data(), bytes.size());
+// `count` elements of stream `stream` on the device, generated on all the host's cores.
+rt::DeviceBuffer device_elements(DType t, int kind, uint64_t stream, size_t count) {
+  const size_t bytes = count * size_t(kind == 1 ? 4 : dtype_bytes(t));
+  std::vector<unsigned char> host(bytes);
+  const size_t threads = std::max(1u, std::thread::hardware_concurrency());
+  const size_t per = (count + threads - 1) / threads;
+  std::vector<std::thread> pool;
+  for (size_t w = 0; w < threads && w * per < count; ++w)
+    pool.emplace_back(fill_range, host.data(), t, kind, stream, w * per, std::min(count, (w + 1) * per));
+  for (std::thread& th : pool) th.join();
+  rt::DeviceBuffer b(bytes);
+  if (bytes > 0) b.upload(host.data(), bytes);
   return b;
-}
-
-std::vector<unsigned char> positive_floats(size_t count, std::mt19937_64& rng) {
-  std::vector<unsigned char> out(count * 4);
-  std::uniform_real_distribution<float> u(0.05f, 1.0f);
-  for (size_t i = 0; i < count; ++i) {
-    const float f = u(rng);
-    std::memcpy(&out[4 * i], &f, 4);
-  }
-  return out;
 }
 
 struct Event {
@@ -87,20 +102,19 @@ TopkDeviceTimer::TopkDeviceTimer(const TopkProblem& p, const std::vector<TopkCan
     : impl_(std::make_unique<Impl>(p, c, ctx, cache, be, shape)) {
   Impl& m = *impl_;
   ctx.bind();
-  std::mt19937_64 rng(0x7475'6e65);  // "tune": the same inputs for every candidate
   const int64_t rows = shape.rows, keys = shape.num_keys;
   const ir::Uses u = ir::uses(p.score);
-  m.q = upload(random_elements(p.q_dtype, size_t(rows * p.heads * p.head_dim), rng));
-  m.k = upload(random_elements(p.k_dtype, size_t(keys * p.head_dim), rng));
+  m.q = device_elements(p.q_dtype, 0, 1, size_t(rows * p.heads * p.head_dim));
+  m.k = device_elements(p.k_dtype, 0, 2, size_t(keys * p.head_dim));
   m.inputs.q = p.heads == 1 ? contiguous_view(m.q.data(), p.q_dtype, {rows, p.head_dim})
                             : contiguous_view(m.q.data(), p.q_dtype, {rows, p.heads, p.head_dim});
   m.inputs.k = contiguous_view(m.k.data(), p.k_dtype, {keys, p.head_dim});
   if (u.w) {
-    m.w = upload(positive_floats(size_t(rows * p.heads), rng));
+    m.w = device_elements(DType::F32, 1, 3, size_t(rows * p.heads));
     m.inputs.weights = contiguous_view(m.w.data(), DType::F32, {rows, p.heads});
   }
   if (u.kscale) {
-    m.kscale = upload(positive_floats(size_t(keys), rng));
+    m.kscale = device_elements(DType::F32, 1, 4, size_t(keys));
     m.inputs.key_scale = contiguous_view(m.kscale.data(), DType::F32, {keys});
   }
   if (p.window == WindowKind::Ranges) {
