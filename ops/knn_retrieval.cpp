@@ -48,7 +48,8 @@ KnnRetrieval::KnnRetrieval(const TopkProblem& p, const plan::KernelSpec& spec,
   m.ctx = ctx;
   const long smem_limit = ctx ? ctx->info().max_smem_optin : kDefaultSmemLimit;
   std::string why;
-  if (!plan::choose_knn_plan(spec, smem_limit, &m.plan, &why)) throw NotSupported(why);
+  if (!plan::choose_knn_plan(spec, smem_limit, &m.plan, &why, p.plan_knobs.stages))
+    throw NotSupported(why);
   m.generated = codegen::emit_knn(p.score, m.plan);
 }
 

@@ -13,9 +13,9 @@ namespace winnow::ops {
 
 std::string TopkPoint::text() const {
   return fmt::format("rows_per_cta={} key_tile={} bins={} sample_size={} candidate_capacity={} "
-                     "key_splits={} max_ctas_per_sm={}",
+                     "key_splits={} max_ctas_per_sm={} stages={}",
                      rows_per_cta, key_tile, bins, sample_size, candidate_capacity, key_splits,
-                     max_ctas_per_sm);
+                     max_ctas_per_sm, stages);
 }
 
 std::optional<TopkPoint> parse_topk_point(const std::string& text) {
@@ -42,11 +42,12 @@ std::optional<TopkPoint> parse_topk_point(const std::string& text) {
                  : name == "candidate_capacity" ? &p.candidate_capacity
                  : name == "key_splits"         ? &p.key_splits
                  : name == "max_ctas_per_sm"    ? &p.max_ctas_per_sm
+                 : name == "stages"             ? &p.stages
                                                 : nullptr;
     if (field == nullptr || !seen.insert(name).second) return std::nullopt;
     *field = value;
   }
-  if (seen.size() != 7) return std::nullopt;
+  if (seen.size() != 8) return std::nullopt;
   return p;
 }
 
@@ -59,6 +60,7 @@ TopkPoint point_of(const TopkProblem& p) {
   t.candidate_capacity = p.candidate_capacity;
   t.key_splits = p.key_splits;
   t.max_ctas_per_sm = p.max_ctas_per_sm;
+  t.stages = p.plan_knobs.stages;
   return t;
 }
 
@@ -70,6 +72,7 @@ TopkProblem with_point(TopkProblem p, const TopkPoint& t) {
   p.candidate_capacity = t.candidate_capacity;
   p.key_splits = t.key_splits;
   p.max_ctas_per_sm = t.max_ctas_per_sm;
+  p.plan_knobs.stages = t.stages;
   return p;
 }
 
@@ -193,7 +196,15 @@ TopkSpace topk_space(const TopkProblem& p, const rt::Context* ctx, const TopkSha
   };
   const TopkPoint base = point_of(p);
   add(base, true);
-  if (p.mode != Mode::TopK || space.retrieval_mode) return space;
+  if (p.mode != Mode::TopK) return space;
+  if (space.retrieval_mode) {
+    for (int stages = 2; stages <= 8; ++stages) {
+      TopkPoint point = base;
+      point.stages = stages;
+      add(point, false);
+    }
+    return space;
+  }
 
   const int default_capacity = std::max(4 * p.k, 4096);
   const std::vector<int> samples = {-1, std::min(2 * std::max(2048, p.k), kMaxSampleSize)};

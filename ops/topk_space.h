@@ -11,12 +11,14 @@
 //   candidate_capacity  default, 2 default  CandidateBuffer entries per row (>= k)
 //   key_splits          per call, 1, 4      parts each row's window is cut into
 //   max_ctas_per_sm     as fit, 1, 2        a cap on resident CTAs per SM
-// Key-tile stages are fixed by the kernel's configuration (SmemLayout::k_stages: 4 or 3 on
-// wgmma, 2 on mma.sync, 1 on CUDA cores): no configuration allows another count yet.
+// Key-tile stages of the topk kernel are fixed by its configuration (SmemLayout::k_stages:
+// 4 or 3 on wgmma, 2 on mma.sync, 1 on CUDA cores).
 // Registers are a limit known only after the compile: a point that cannot be resident is
 // refused by TopkOp::build and recorded by the tuner as failed to launch.
-// Problems in the retrieval mode (ops/knn_retrieval.h) have their own plan, whose knobs
-// are not in this space yet: their space is the heuristic plan alone.
+// Problems in the retrieval mode (ops/knn_retrieval.h) have their own plan: their space is
+//   stages              2..8                key-chunk ring stages (KnnStreamSmem must fit)
+// and the other knobs stay the problem's (the mode's capacity follows from k). The cost
+// model below knows the topk kernel only: retrieval points are ranked equal (all timed).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -31,8 +33,9 @@ namespace winnow::ops {
 struct TopkPoint {
   int rows_per_cta = 0, key_tile = 0, bins = 0;
   int sample_size = -1, candidate_capacity = 0, key_splits = 0, max_ctas_per_sm = 0;
+  int stages = 0;  // the retrieval mode's ring stages
   // "rows_per_cta=2 key_tile=128 bins=2048 sample_size=-1 candidate_capacity=0
-  // key_splits=0 max_ctas_per_sm=0": what the tuning database records.
+  // key_splits=0 max_ctas_per_sm=0 stages=0": what the tuning database records.
   std::string text() const;
   bool operator==(const TopkPoint&) const = default;
 };
@@ -93,7 +96,7 @@ struct TopkSpace {
   std::size_t pruned = 0;                 // broke a limit
   std::size_t duplicates = 0;             // the same plan and launch as an earlier point
   std::string first_pruned_reason;        // an example, for `winnow tune`
-  bool retrieval_mode = false;            // the baseline runs the retrieval mode: no grid
+  bool retrieval_mode = false;            // the baseline runs the retrieval mode
 };
 
 // Why `point` cannot run for `p` on ctx's device (null: the problem's arch, the default

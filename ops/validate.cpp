@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ops/tensor_rules.h"
+#include "winnow/knn_workspace.cuh"
 
 namespace winnow::ops {
 namespace {
@@ -82,6 +83,8 @@ void validate_problem(const TopkProblem& p) {
     fail(fmt::format("key_tile = {} must be 16, 32, 64 or 128 (0: heuristic)", kn.key_tile));
   if (kn.bins < 0 || kn.bins > 2048 || kn.bins % 32 != 0)
     fail(fmt::format("bins = {} must be a multiple of 32 in 32..2048 (0: heuristic)", kn.bins));
+  if (kn.stages != 0 && (kn.stages < 2 || kn.stages > kKnnMaxStages))
+    fail(fmt::format("stages = {} must be in 2..{} (0: heuristic)", kn.stages, kKnnMaxStages));
   if (p.max_ctas_per_sm < 0 || p.max_ctas_per_sm > kMaxCtasPerSm)
     fail(fmt::format("max_ctas_per_sm = {} is outside 0..{} (0: as many as fit)",
                      p.max_ctas_per_sm, kMaxCtasPerSm));

@@ -107,6 +107,36 @@ TEST_CASE("tunable space: pruned by the limits, baseline first, no duplicates", 
   }
 }
 
+TEST_CASE("tunable space: the retrieval mode's ring stages", "[tune]") {
+  test::ScopedEnv retrieval{"WINNOW_KNN_RETRIEVAL", "1"};
+  ops::TopkProblem p = dsa_problem();
+  p.score = ops::find_builtin_score(WINNOW_SCORE_IP)->program(false);
+  p.heads = 1;
+  p.head_dim = 768;
+  p.q_dtype = p.k_dtype = ops::DType::F16;
+  p.window = ops::WindowKind::Dense;
+  p.k = 128;
+  REQUIRE(ops::TopkOp::create(p, nullptr)->retrieval_mode());
+  const ops::TopkSpace space = ops::topk_space(p, nullptr, {64, 1 << 20});
+  CHECK(space.retrieval_mode);
+  CHECK(space.considered == 7);
+  REQUIRE(space.candidates.size() >= 2);
+  std::set<int> stages;
+  for (const ops::TopkCandidate& c : space.candidates) {
+    INFO(c.plan_text);
+    CHECK_THAT(c.plan_text, Catch::Contains("knn dim=768"));
+    if (!c.baseline) CHECK(stages.insert(c.point.stages).second);
+  }
+  // The heuristic takes the most stages that fit, so that point is the baseline's duplicate.
+  CHECK(space.duplicates == 1);
+  CHECK(space.candidates.size() + space.pruned + space.duplicates == 8);
+  ops::TopkProblem bad = p;
+  bad.plan_knobs.stages = 1;
+  CHECK_THROWS_WITH(ops::TopkOp::create(bad, nullptr), Catch::Contains("stages = 1 must be in 2..8"));
+  bad.plan_knobs.stages = 3;
+  CHECK_THAT(ops::TopkOp::create(bad, nullptr)->plan_text(), Catch::Contains("stages=3"));
+}
+
 TEST_CASE("tunable space: the cost model prefers fewer key re-reads", "[tune]") {
   // More rows per CTA: fewer row blocks, each streaming the keys once.
   const ops::TopkProblem p = cuda_core_problem();
@@ -120,7 +150,7 @@ TEST_CASE("tunable space: the cost model prefers fewer key re-reads", "[tune]") 
 }
 
 TEST_CASE("tunable space: a point's text reads back; other text does not", "[tune]") {
-  const ops::TopkPoint p{4, 32, 1024, 4096, 16384, 1, 2};
+  const ops::TopkPoint p{4, 32, 1024, 4096, 16384, 1, 2, 5};
   const auto back = ops::parse_topk_point(p.text());
   REQUIRE(back);
   CHECK(*back == p);

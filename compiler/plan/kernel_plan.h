@@ -34,6 +34,9 @@ struct PlanKnobs {
   int rows_per_cta = 0;  // 1..16
   int key_tile = 0;      // 16, 32, 64 or 128 (128 needs tensor cores)
   int bins = 0;          // a multiple of 32, 32..2048
+  // Key-chunk ring stages of the retrieval mode (compiler/plan/knn_plan.h), 2..8; the topk
+  // kernel's stages are fixed by its configuration (SmemLayout::k_stages).
+  int stages = 0;
   bool operator==(const PlanKnobs&) const = default;
 };
 

@@ -21,7 +21,8 @@ std::string knn_unsuited(const KernelSpec& s, int window) {
   return "";
 }
 
-bool choose_knn_plan(const KernelSpec& s, long smem_limit, KnnPlan* out, std::string* why) {
+bool choose_knn_plan(const KernelSpec& s, long smem_limit, KnnPlan* out, std::string* why,
+                     int stages) {
   KnnPlan p;
   p.dim = s.head_dim;
   p.elem = s.k_type;
@@ -31,7 +32,12 @@ bool choose_knn_plan(const KernelSpec& s, long smem_limit, KnnPlan* out, std::st
   p.capacity = winnow::knn_capacity(p.k);
   p.sample_cap = winnow::kKnnMaxSampleCap;
   p.select_smem = winnow::knn_select_smem_bytes(p.k);
-  for (int st = winnow::kKnnMaxStages; st >= 2; --st) {
+  if (stages > 0 && (stages < 2 || stages > winnow::kKnnMaxStages)) {
+    *why = fmt::format("stages = {} is outside 2..{}", stages, winnow::kKnnMaxStages);
+    return false;
+  }
+  for (int st = stages > 0 ? stages : winnow::kKnnMaxStages; st >= (stages > 0 ? stages : 2);
+       --st) {
     const long bytes = winnow::KnnStreamSmem{p.dim * 2, st}.bytes();
     if (bytes <= smem_limit) {
       p.stages = st;
@@ -40,9 +46,11 @@ bool choose_knn_plan(const KernelSpec& s, long smem_limit, KnnPlan* out, std::st
       return true;
     }
   }
-  *why = fmt::format("d = {} needs {} bytes of shared memory for the retrieval mode, more "
-                     "than the {} the target allows",
-                     s.head_dim, winnow::KnnStreamSmem{p.dim * 2, 2}.bytes(), smem_limit);
+  const int least = stages > 0 ? stages : 2;
+  *why = fmt::format("d = {} with {} stages needs {} bytes of shared memory for the retrieval "
+                     "mode, more than the {} the target allows",
+                     s.head_dim, least, winnow::KnnStreamSmem{p.dim * 2, least}.bytes(),
+                     smem_limit);
   return false;
 }
 

@@ -27,8 +27,10 @@ struct KnnPlan {
 std::string knn_unsuited(const KernelSpec& spec, int window);
 
 // The plan for the spec within `smem_limit` bytes of shared memory per block; false (and
-// `why`) when none fits.
-bool choose_knn_plan(const KernelSpec& spec, long smem_limit, KnnPlan* out, std::string* why);
+// `why`) when none fits. stages > 0: exactly that many ring stages (a tuned point), or
+// false when they do not fit; 0: the most that fit.
+bool choose_knn_plan(const KernelSpec& spec, long smem_limit, KnnPlan* out, std::string* why,
+                     int stages = 0);
 
 std::string describe(const KnnPlan& plan);
 
