@@ -8,6 +8,14 @@
 
 namespace winnow {
 
+// An L2-only load (ld.global.cg), written as CUDA's own __ldcg is: clang's CUDA headers
+// (the LLVM backend) do not declare __ldcg, so both backends see this one.
+__device__ __forceinline__ u64 load_cg(const u64* ptr) {
+  u64 v;
+  asm volatile("ld.global.cg.u64 %0, [%1];" : "=l"(v) : "l"(ptr));
+  return v;
+}
+
 // Key splits: stores this CTA's per-row selections; the last CTA of the row block to
 // finish merges every part's selection exactly (radix select over the RankKeys, which
 // are unique) and writes the outputs. Returns after the merge or after storing.
@@ -35,12 +43,12 @@ __device__ void store_or_merge_parts(const TopkParams& p, const TopkSmem<C>& s, 
     if (row >= p.rows) break;
     RowState& st = s.rows[r];
     u64* sel = ws + W.selection(r);
-    // Other CTAs wrote the parts: read past L1 (__ldcg). Zero entries are padding.
+    // Other CTAs wrote the parts: read past L1 (ld.global.cg). Zero entries are padding.
     auto scan = [&](auto f) {
       for (int sp = 0; sp < splits; ++sp) {
         const u64* src = parts + W.partial(block, splits, sp, r);
         for (int i = threadIdx.x; i < KP; i += C::kThreads) {
-          const u64 v = __ldcg(src + i);
+          const u64 v = load_cg(src + i);
           if (v != 0ull) f(v);
         }
       }

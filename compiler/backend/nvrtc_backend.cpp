@@ -3,52 +3,11 @@
 // such as WINNOW_NVRTC_OPTIONS arrive in CompileRequest::options.
 #include <nvrtc.h>
 
-#include <filesystem>
-#include <fstream>
-#include <random>
-
 #include "compiler/backend/backend.h"
+#include "compiler/backend/dump_sources.h"
 
 namespace winnow::backend {
 namespace {
-
-namespace fs = std::filesystem;
-
-// A name from the request as a relative path that stays inside the dump folder.
-fs::path contained(const std::string& name, const char* fallback) {
-  fs::path p = fs::path(name).lexically_normal();
-  if (name.empty() || p.is_absolute() || p.empty() || *p.begin() == "..") return fallback;
-  return p;
-}
-
-bool write_text(const fs::path& p, const std::string& text) {
-  std::error_code ec;
-  fs::create_directories(p.parent_path(), ec);
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  return !out.fail();
-}
-
-// Writes the source (and headers under include/) so a failed compile can be replayed.
-// Returns the source's path, or "" when nothing could be written.
-std::string dump_sources(const CompileRequest& req) {
-  fs::path dir;
-  std::error_code ec;
-  if (!req.dump_dir.empty()) {
-    dir = req.dump_dir;
-  } else {
-    std::random_device rd;
-    dir = fs::temp_directory_path(ec) /
-          ("winnow-failed-" + std::to_string(rd()) + std::to_string(rd()));
-    if (ec) return "";
-  }
-  fs::path source = dir / contained(req.source_name, "source.cu");
-  if (!write_text(source, req.source)) return "";
-  for (const auto& [name, text] : req.headers)
-    write_text(dir / "include" / contained(name, "header.cuh"), text);
-  return source.string();
-}
 
 std::string program_log(nvrtcProgram prog) {
   size_t size = 0;
@@ -60,12 +19,7 @@ std::string program_log(nvrtcProgram prog) {
 }
 
 [[noreturn]] void fail(const CompileRequest& req, const std::string& what, const std::string& log) {
-  std::string path = dump_sources(req);
-  std::string msg = "NVRTC failed to compile " + req.source_name + " for " + req.arch.str() + ": " +
-                    what + "\n" + log + "\n";
-  msg += path.empty() ? "generated source could not be written"
-                      : "generated source written to " + path;
-  throw CompileError(msg, log, path);
+  throw_compile_error(req, "NVRTC", what, log);
 }
 
 class NvrtcBackend final : public Backend {
