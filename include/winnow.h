@@ -173,6 +173,26 @@ WINNOW_API const char* winnowGetLastError(void);
 /* Uses the device's primary context, so it shares memory with PyTorch and others. With
  * no GPU (or no driver) the context still compiles for an explicit arch. */
 WINNOW_API winnowStatus_t winnowCreate(winnowContext_t* ctx, int device_ordinal);
+/* Options of winnowCreateWithOptions. */
+#define WINNOW_CONTEXT_OPTIONS_VERSION 1
+typedef struct winnowContextOptions_t {
+  size_t struct_size; /* sizeof(winnowContextOptions_t) */
+  uint32_t version;   /* WINNOW_CONTEXT_OPTIONS_VERSION */
+  /* What compiles the context's kernels: "nvrtc" or "llvm" (clang 19 + LLVM's NVPTX target
+   * + nvJitLink, sm_90a only, from libwinnow_llvm.so); NULL: $WINNOW_BACKEND, else "nvrtc".
+   * Another name is WINNOW_STATUS_INVALID_ARGUMENT; "llvm" where its library cannot be
+   * loaded is WINNOW_STATUS_NOT_SUPPORTED. */
+  const char* backend;
+} winnowContextOptions_t;
+
+/* Fills o with the defaults: backend NULL. */
+WINNOW_API void winnowContextOptionsInit(winnowContextOptions_t* o);
+/* winnowCreate with options (NULL: the defaults, the same as winnowCreate). */
+WINNOW_API winnowStatus_t winnowCreateWithOptions(winnowContext_t* ctx, int device_ordinal,
+                                                  const winnowContextOptions_t* options);
+/* The backend of a context as "<name> <exact version>", e.g. "nvrtc 13.0"; NULL for a NULL
+ * context. Valid as long as the context. */
+WINNOW_API const char* winnowContextBackend(winnowContext_t ctx);
 /* Plans borrow their context: destroy every plan of a context before the context. */
 WINNOW_API winnowStatus_t winnowDestroy(winnowContext_t ctx);
 

@@ -13,6 +13,7 @@
 #include "compiler/backend/arch.h"
 #include "compiler/backend/backend.h"
 #include "compiler/ir/ir.h"
+#include "ops/backend_choice.h"
 #include "ops/block_attention.h"
 #include "ops/block_select.h"
 #include "ops/errors.h"
@@ -44,10 +45,12 @@ struct winnowContext {
   rt::CubinCache cache;
   std::unique_ptr<backend::Backend> compiler;
   std::unique_ptr<rt::TuningDb> tuning;  // beside the disk cache; null when that is off
+  std::string compiler_text;  // "<name> <version>", for winnowContextBackend
 
-  winnowContext(int ordinal, std::unique_ptr<rt::Context> c, std::optional<rt::DiskStore> disk)
-      : device(ordinal), cuda(std::move(c)), cache(std::move(disk)),
-        compiler(backend::make_nvrtc_backend()) {
+  winnowContext(int ordinal, std::unique_ptr<rt::Context> c, std::optional<rt::DiskStore> disk,
+                std::unique_ptr<backend::Backend> be)
+      : device(ordinal), cuda(std::move(c)), cache(std::move(disk)), compiler(std::move(be)),
+        compiler_text(compiler->name() + " " + compiler->version()) {
     if (cache.disk()) tuning = std::make_unique<rt::TuningDb>(cache.disk()->root());
   }
 };
@@ -475,18 +478,41 @@ void winnowProblemDescInit(winnowProblemDesc_t* d) {
 }
 
 winnowStatus_t winnowCreate(winnowContext_t* ctx, int device_ordinal) {
+  return winnowCreateWithOptions(ctx, device_ordinal, nullptr);
+}
+
+void winnowContextOptionsInit(winnowContextOptions_t* o) {
+  if (o == nullptr) return;
+  *o = winnowContextOptions_t{};
+  o->struct_size = sizeof(winnowContextOptions_t);
+  o->version = WINNOW_CONTEXT_OPTIONS_VERSION;
+}
+
+winnowStatus_t winnowCreateWithOptions(winnowContext_t* ctx, int device_ordinal,
+                                       const winnowContextOptions_t* options) {
   return guarded([&] {
     require_non_null(ctx, "ctx");
     *ctx = nullptr;
     if (device_ordinal < 0)
       invalid(fmt::format("device_ordinal = {} must be >= 0", device_ordinal));
+    const char* requested = nullptr;
+    if (options) {
+      check_version(options->struct_size, sizeof(winnowContextOptions_t), options->version,
+                    WINNOW_CONTEXT_OPTIONS_VERSION, "winnowContextOptionsInit", "options");
+      requested = options->backend;
+    }
+    auto compiler = ops::choose_backend(requested);
     std::unique_ptr<rt::Context> cuda;
     if (rt::gpu_available()) cuda = std::make_unique<rt::Context>(device_ordinal);
     std::optional<rt::DiskStore> disk;
     if (rt::env_get("WINNOW_DISABLE_DISK_CACHE").value_or("") != "1")
       disk.emplace(rt::default_cache_dir());
-    *ctx = new winnowContext(device_ordinal, std::move(cuda), std::move(disk));
+    *ctx = new winnowContext(device_ordinal, std::move(cuda), std::move(disk), std::move(compiler));
   });
+}
+
+const char* winnowContextBackend(winnowContext_t ctx) {
+  return ctx ? ctx->compiler_text.c_str() : nullptr;
 }
 
 winnowStatus_t winnowDestroy(winnowContext_t ctx) {

@@ -11,6 +11,7 @@
 
 #include "testing/harness.h"
 #include "testing/reference.h"
+#include "ops/backend_choice.h"
 #include "ops/topk.h"
 #include "support.h"
 #include "winnow/rank_order.cuh"
@@ -27,7 +28,7 @@ struct GpuFixture {
       GpuFixture g;
       g.ctx = std::make_unique<rt::Context>(0);
       g.cache = std::make_unique<rt::CubinCache>(std::nullopt);
-      g.be = backend::make_nvrtc_backend();
+      g.be = ops::choose_backend(nullptr);  // WINNOW_BACKEND=llvm runs them on LLVM's cubins
       return g;
     }();
     return f;

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -15,6 +17,7 @@
 #include "compiler/backend/arch.h"
 #include "compiler/backend/backend.h"
 #include "compiler/ir/ir.h"
+#include "ops/backend_choice.h"
 #include "ops/block_attention.h"
 #include "ops/block_select.h"
 #include "ops/topk.h"
@@ -41,7 +44,8 @@ Required:
   --arch ARCH        sm_90a or sm_100a
   --emit WHAT        ir     the canonical score IR
                      cu     the generated CUDA source (compiles by hand with the templates)
-                     ptx    the PTX from NVRTC
+                     llvm   the optimised LLVM IR (--backend llvm)
+                     ptx    the PTX from the backend
                      cubin  the cubin (needs -o)
 
 Options:
@@ -59,22 +63,26 @@ Options:
   --causal-ratio M   compression ratio of a causal window (default 1)
   --sorted           indices in rank order
   --absolute         absolute key indices, not offsets from the window start
+  --backend NAME     nvrtc or llvm (default: $WINNOW_BACKEND, else nvrtc); llvm is
+                     clang 19 + LLVM's NVPTX target + nvJitLink, sm_90a only
   -o FILE            write the output to FILE instead of standard output
-  --timings          also print NVRTC's time per phase (C++ front end, NVVM optimizer,
-                     PTX to SASS) for ptx and cubin
+  --timings          also print the backend's time per phase for ptx and cubin (NVRTC:
+                     C++ front end, NVVM optimizer, PTX to SASS; llvm: clang + LLVM -O3,
+                     NVPTX, nvJitLink)
   -h, --help         this text
 
 The compile time goes to standard error.
 )";
 
-enum class Emit { Ir, Cu, Ptx, Cubin };
+enum class Emit { Ir, Cu, Llvm, Ptx, Cubin };
 
 Emit parse_emit(const std::string& s) {
   if (s == "ir") return Emit::Ir;
   if (s == "cu") return Emit::Cu;
+  if (s == "llvm") return Emit::Llvm;
   if (s == "ptx") return Emit::Ptx;
   if (s == "cubin") return Emit::Cubin;
-  throw UsageError("--emit must be ir, cu, ptx or cubin, not '" + s + "'");
+  throw UsageError("--emit must be ir, cu, llvm, ptx or cubin, not '" + s + "'");
 }
 
 ops::Mode parse_mode(const std::string& s) {
@@ -134,13 +142,26 @@ void print_phase_times(const std::string& csv_path) {
   }
 }
 
-// The PTX or the cubin of a compile request, with the compile time on standard error (and
-// NVRTC's time per phase with `timings`).
+// The LLVM IR, the PTX or the cubin of a compile request, with the compile time on standard
+// error (and the backend's time per phase with `timings`).
 int compile_and_emit(backend::CompileRequest req, Emit emit, const std::optional<std::string>& out,
-                     double generate_ms, bool timings) {
-  const auto be = backend::make_nvrtc_backend();
+                     double generate_ms, bool timings, const backend::Backend& be_ref) {
+  const backend::Backend* be = &be_ref;
+  if (emit == Emit::Llvm) {
+    const auto t1 = std::chrono::steady_clock::now();
+    std::string text;
+    try {
+      text = be->llvm_ir(req);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string("--emit llvm: ") + e.what());
+    }
+    emit_text(out, text);
+    fmt::print(stderr, "LLVM IR for {} from {} {} in {:.0f} ms (generated in {:.1f} ms)\n",
+               req.arch.str(), be->name(), be->version(), ms_since(t1), generate_ms);
+    return 0;
+  }
   std::string times_path;
-  if (timings) {
+  if (timings && be->name() == "nvrtc") {
     char path[] = "/tmp/winnow-nvrtc-time-XXXXXX";
     const int fd = mkstemp(path);
     if (fd < 0) throw std::runtime_error("--timings: cannot create a file in /tmp");
@@ -159,16 +180,19 @@ int compile_and_emit(backend::CompileRequest req, Emit emit, const std::optional
   fmt::print(stderr, "compiled for {} with {} {} in {:.0f} ms (generated in {:.1f} ms){}\n",
              req.arch.str(), be->name(), be->version(), compile_ms, generate_ms,
              emit == Emit::Cubin ? fmt::format(", {} bytes to {}", r.cubin.size(), *out) : "");
-  if (timings) {
+  if (!times_path.empty()) {
     print_phase_times(times_path);
     std::remove(times_path.c_str());
   }
+  if (timings)
+    for (const auto& [phase, ms] : r.phase_ms) fmt::print(stderr, "  {:<28} {:>9.1f} ms\n", phase, ms);
   return 0;
 }
 
 // `--op block-select` / `--op block-attention`: the block-sparse prefill modules.
 int emit_block_op(const std::string& name, const ops::BlockProblem& p, Emit emit,
-                  const std::optional<std::string>& out, bool timings) {
+                  const std::optional<std::string>& out, bool timings,
+                  const std::function<const backend::Backend&()>& compiler) {
   const auto t0 = std::chrono::steady_clock::now();
   std::string ir_text, source;
   backend::CompileRequest req;
@@ -190,13 +214,13 @@ int emit_block_op(const std::string& name, const ops::BlockProblem& p, Emit emit
     fmt::print(stderr, "generated in {:.1f} ms\n", generate_ms);
     return 0;
   }
-  return compile_and_emit(req, emit, out, generate_ms, timings);
+  return compile_and_emit(req, emit, out, generate_ms, timings, compiler());
 }
 
 }  // namespace
 
 int run_compile(int argc, char** argv) {
-  std::optional<std::string> expr, score, arch, emit_text_arg, out, q_dtype, k_dtype;
+  std::optional<std::string> expr, score, arch, emit_text_arg, out, q_dtype, k_dtype, backend_name;
   std::optional<int> heads;
   bool timings = false;
   std::string op_name = "topk";
@@ -215,6 +239,8 @@ int run_compile(int argc, char** argv) {
       score = args.value();
     } else if (flag == "--arch") {
       arch = args.value();
+    } else if (flag == "--backend") {
+      backend_name = args.value();
     } else if (flag == "--emit") {
       emit_text_arg = args.value();
     } else if (flag == "-o" || flag == "--output") {
@@ -258,11 +284,20 @@ int run_compile(int argc, char** argv) {
     }
   }
   if (!arch) throw UsageError("--arch is required (sm_90a or sm_100a)");
-  if (!emit_text_arg) throw UsageError("--emit is required (ir, cu, ptx or cubin)");
+  if (!emit_text_arg) throw UsageError("--emit is required (ir, cu, llvm, ptx or cubin)");
   const Emit emit = parse_emit(*emit_text_arg);
   if (emit == Emit::Cubin && !out) throw UsageError("--emit cubin needs -o FILE");
   if (timings && (emit == Emit::Ir || emit == Emit::Cu))
     throw UsageError("--timings is for --emit ptx or cubin (ir and cu run no compiler)");
+  if (backend_name && *backend_name != "nvrtc" && *backend_name != "llvm")
+    throw UsageError("--backend must be " + std::string(backend::kBackendChoices) + ", not '" +
+                     *backend_name + "'");
+  // Loaded only for the emits that compile: ir and cu need no backend.
+  std::unique_ptr<backend::Backend> be;
+  const std::function<const backend::Backend&()> compiler = [&]() -> const backend::Backend& {
+    if (!be) be = ops::choose_backend(backend_name ? backend_name->c_str() : nullptr);
+    return *be;
+  };
   const auto target = [&] {
     try {
       return backend::parse_arch(*arch);
@@ -275,7 +310,7 @@ int run_compile(int argc, char** argv) {
     block.heads = heads.value_or(block.heads);
     block.head_dim = p.head_dim;
     block.arch = target();
-    return emit_block_op(op_name, block, emit, out, timings);
+    return emit_block_op(op_name, block, emit, out, timings, compiler);
   }
   if (expr.has_value() == score.has_value())
     throw UsageError("give exactly one of --expr TEXT and --score NAME");
@@ -316,8 +351,9 @@ int run_compile(int argc, char** argv) {
       emit_text(out, op->source());
       fmt::print(stderr, "generated in {:.1f} ms\n", generate_ms);
       return 0;
+    case Emit::Llvm:
     case Emit::Ptx:
     case Emit::Cubin: break;
   }
-  return compile_and_emit(op->compile_request(), emit, out, generate_ms, timings);
+  return compile_and_emit(op->compile_request(), emit, out, generate_ms, timings, compiler());
 }
