@@ -46,4 +46,8 @@ if(WINNOW_LLVM_BUILT)
   target_link_libraries(winnow_llvm PRIVATE clang-cpp LLVM ${WINNOW_NVJITLINK_LIB} fmt::fmt-header-only)
   target_link_options(winnow_llvm PRIVATE -Wl,--no-undefined)
   install(TARGETS winnow_llvm LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  # The version libwinnow states for the llvm backend without loading it (cache keys): the
+  # module's own version() must say the same, or it is refused at its first compile.
+  target_compile_definitions(winnow_compiler PRIVATE
+    WINNOW_LLVM_VERSION="clang ${LLVM_PACKAGE_VERSION} nvJitLink ${CUDAToolkit_VERSION_MAJOR}.${CUDAToolkit_VERSION_MINOR}")
 endif()

@@ -180,8 +180,10 @@ typedef struct winnowContextOptions_t {
   uint32_t version;   /* WINNOW_CONTEXT_OPTIONS_VERSION */
   /* What compiles the context's kernels: "nvrtc" or "llvm" (clang 19 + LLVM's NVPTX target
    * + nvJitLink, sm_90a only, from libwinnow_llvm.so); NULL: $WINNOW_BACKEND, else "nvrtc".
-   * Another name is WINNOW_STATUS_INVALID_ARGUMENT; "llvm" where its library cannot be
-   * loaded is WINNOW_STATUS_NOT_SUPPORTED. */
+   * Another name is WINNOW_STATUS_INVALID_ARGUMENT; "llvm" in a build without it is
+   * WINNOW_STATUS_NOT_SUPPORTED. libwinnow_llvm.so is loaded at the first compile (a cache
+   * miss): where it or LLVM's libraries cannot be loaded, that build fails with
+   * WINNOW_STATUS_COMPILE_ERROR saying why, and cubins already in the disk cache still load. */
   const char* backend;
 } winnowContextOptions_t;
 

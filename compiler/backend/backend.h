@@ -57,9 +57,10 @@ class Backend {
 };
 
 std::unique_ptr<Backend> make_nvrtc_backend();
-// The LLVM backend, from libwinnow_llvm.so (beside the library or executable that holds
-// this code, else on the loader's search path). Throws std::runtime_error saying why it
-// cannot be loaded (not built, or LLVM's shared libraries missing).
+// The LLVM backend. Its name and version need nothing loaded; its first compile loads
+// libwinnow_llvm.so (beside the library or executable that holds this code, else on the
+// loader's search path) and throws CompileError saying why when that fails (LLVM's shared
+// libraries missing). Throws std::runtime_error when this build has no LLVM backend.
 std::unique_ptr<Backend> make_llvm_backend();
 // "nvrtc" or "llvm"; anything else throws std::invalid_argument naming the choices.
 std::unique_ptr<Backend> make_backend(std::string_view name);
