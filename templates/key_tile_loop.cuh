@@ -12,7 +12,7 @@
 
 // Switch: -DWINNOW_PINGPONG=1 makes the two math warpgroups of the wgmma path take turns
 // on the tensor cores (FlashAttention-3's ping-pong). Off by default: each issues its MMAs
-// whenever its stage is ready, measured 1-4 % faster on the H200 in two visits (two CTAs
+// whenever its stage is ready, measured 0.6-4 % faster on the H200 in two visits (two CTAs
 // per SM already interleave four warpgroups; bench/NOTES.md, sessions 4 and 5).
 #ifndef WINNOW_PINGPONG
 #define WINNOW_PINGPONG 0
