@@ -72,8 +72,18 @@ TEST_CASE("nvrtc and llvm backends: materialized fp32 scores equal bit for bit",
   pm.mode = ops::Mode::Materialize;
   const bool gpu = rt::gpu_available();
   const rt::Context* ctx = gpu ? test::GpuFixture::get().ctx.get() : nullptr;
-  auto llvm_mat = llvm.build(pm, ctx);
-  auto llvm_fused = llvm.build(p, ctx);
+  std::unique_ptr<ops::TopkOp> llvm_mat, llvm_fused;
+  try {
+    llvm_mat = llvm.build(pm, ctx);
+    llvm_fused = llvm.build(p, ctx);
+  } catch (const backend::CompileError& e) {
+    // A GPU machine without LLVM's libraries runs this test only from a cache filled where
+    // they are (bench/NOTES.md); where the build found LLVM (CI, no GPU) a load failure fails.
+    if (!gpu || std::string(e.what()).rfind("the llvm backend cannot be loaded", 0) != 0) throw;
+    WARN("WINNOW_SKIP: this machine cannot load the llvm backend and WINNOW_CACHE_DIR holds "
+         "no llvm cubin for this problem: " << e.what());
+    return;
+  }
   WINNOW_REQUIRE_GPU();
   if (ops::device_arch(*ctx) != backend::parse_arch("sm_90a")) {
     WARN("WINNOW_SKIP: the llvm backend's cubins are sm_90a; this GPU is not");
