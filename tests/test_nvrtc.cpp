@@ -4,6 +4,9 @@
 #include <iterator>
 
 #include "compiler/backend/backend.h"
+#include "compiler/ir/ir.h"
+#include "ops/topk.h"
+#include "tests/cubin_sections.h"
 #include "tests/support.h"
 
 using namespace winnow::backend;
@@ -118,6 +121,40 @@ TEST_CASE("a bad option is a compile error, not a crash", "[nvrtc]") {
   req.dump_dir = dump.path.string();
   req.options.push_back("--no-such-option");
   CHECK_THROWS_AS(backend->compile(req), CompileError);
+}
+
+// -lineinfo left the default options because it changes no instruction: this holds the
+// claim to the generated kernels (the SASS of each entry, byte for byte) and checks that the
+// default cubin carries no line table while the option still reaches NVRTC.
+TEST_CASE("nvrtc: line info only when asked, and it changes no instruction", "[nvrtc]") {
+  auto backend = make_nvrtc_backend();
+  winnow::ops::TopkProblem p;
+  p.arch = parse_arch("sm_90a");
+  p.k = 256;
+  SECTION("ip fp32 materialize") {
+    p.score = winnow::ir::ip();
+    p.q_dtype = p.k_dtype = winnow::ops::DType::F32;
+    p.mode = winnow::ops::Mode::Materialize;
+  }
+  SECTION("relu_mh fp8 top-k (wgmma)") {
+    p.score = winnow::ir::relu_mh(true);
+    p.heads = 64;
+    p.q_dtype = p.k_dtype = winnow::ops::DType::E4M3;
+  }
+  CompileRequest req = winnow::ops::TopkOp::create(p, nullptr)->compile_request();
+  req.options.clear();  // not WINNOW_NVRTC_OPTIONS of the environment
+  const auto plain = winnow::test::cubin_sections(backend->compile(req).cubin);
+  req.options.push_back("-lineinfo");
+  const auto lines = winnow::test::cubin_sections(backend->compile(req).cubin);
+  CHECK(plain.count(".nv_debug_line_sass") == 0);
+  CHECK(lines.count(".nv_debug_line_sass") == 1);
+  REQUIRE(plain.count(".text.winnow_topk") == 1);
+  for (const auto& [name, bytes] : plain) {
+    if (name.rfind(".text.", 0) != 0) continue;
+    INFO(name);
+    REQUIRE(lines.count(name) == 1);
+    CHECK(bytes == lines.at(name));
+  }
 }
 
 TEST_CASE("parse_arch accepts sm_<major><minor>[a|f] only", "[nvrtc]") {

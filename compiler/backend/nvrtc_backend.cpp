@@ -50,9 +50,12 @@ class NvrtcBackend final : public Backend {
     } destroy{&prog};
 
     // A real arch, so that NVRTC produces SASS; --fmad=false keeps each mul and add
-    // exact (the generated code asks for fmaf where it wants fusion).
+    // exact (the generated code asks for fmaf where it wants fusion). No -lineinfo: it
+    // changes no instruction (same SASS, checked by a [nvrtc] test) and makes cubins 3-4x
+    // larger (line tables and the PTX text) for no measurable compile time (bench/NOTES.md,
+    // session 6); profiling asks for it through WINNOW_NVRTC_OPTIONS=-lineinfo.
     std::vector<std::string> options = {"--gpu-architecture=" + req.arch.str(), "-std=c++17",
-                                        "-default-device", "--fmad=false", "-lineinfo"};
+                                        "-default-device", "--fmad=false"};
     options.insert(options.end(), req.options.begin(), req.options.end());
     std::vector<const char*> option_ptrs;
     for (const std::string& o : options) option_ptrs.push_back(o.c_str());
