@@ -39,6 +39,12 @@ std::string choices(const Range& items, Name name) {
 
 std::span<const DTypeName> dtype_names() { return kDTypes; }
 
+const char* dtype_short_name(DType t) {
+  for (const DTypeName& d : kDTypes)
+    if (d.dtype == t) return d.short_name;
+  return "invalid";
+}
+
 DType dtype_from_c(winnowDataType_t t) {
   for (const DTypeName& d : kDTypes)
     if (d.c_value == t) return d.dtype;

@@ -21,6 +21,8 @@ struct DTypeName {
   bool score;                // a q / k dtype (int32 is not)
 };
 std::span<const DTypeName> dtype_names();
+// The short name of a dtype ("fp8"); "invalid" for one not in the table.
+const char* dtype_short_name(DType t);
 
 // The C enum as a DType; DType::Invalid for a value not in the table.
 DType dtype_from_c(winnowDataType_t t);

@@ -46,18 +46,45 @@ TEST_CASE("winnow demo refuses bad sizes and an unwritable --json as usage error
   }
 }
 
-TEST_CASE("winnow bench names every workload, block-select included", "[tool]") {
+TEST_CASE("winnow bench names every workload, block-select and jit included", "[tool]") {
   ToolRun r = run_tool("bench");
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Contains("which workload? one of dsa-prefill,"));
-  CHECK_THAT(r.output, Contains("knn-l2, knn-cosine and block-select"));
+  CHECK_THAT(r.output, Contains("knn-l2, knn-cosine, block-select and jit"));
   r = run_tool("bench nonesuch");
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.output, Contains("and block-select"));
+  CHECK_THAT(r.output, Contains("block-select and jit"));
+  r = run_tool("bench --repeats 3 jit");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Contains("jit has its own options: name it first"));
   // block-select after other options: said how to ask for it, not "unknown workload".
   r = run_tool("bench --repeats 3 block-select");
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Contains("block-select has its own options: name it first"));
+}
+
+TEST_CASE("winnow bench jit: a cold build into an empty folder, then a disk hit", "[tool]") {
+  ToolRun r = run_tool("bench jit --kernels materialize --backends nvrtc --repeats 2");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Contains("{\"workload\": \"jit\", \"impl\": \"nvrtc\", \"params\": "
+                                "{\"kernel\": \"materialize\", \"score\": \"dot(0)\""));
+  const size_t at = r.output.find("\"cold_s\": ");
+  REQUIRE(at != std::string::npos);
+  const double cold = std::stod(r.output.substr(at + 10));
+  const size_t hit_at = r.output.find("\"disk_hit_s\": ");
+  REQUIRE(hit_at != std::string::npos);
+  const double hit = std::stod(r.output.substr(hit_at + 14));
+  // A compile takes 0.1 s at least; a disk hit that compiled again would take as long.
+  CHECK(cold > 0.05);
+  CHECK(hit < cold / 5);
+  CHECK_THAT(r.output, Contains("\"cold_s_runs\": ["));
+  if (!winnow::rt::gpu_available()) CHECK_THAT(r.output, Contains("\"execute_host_us\": null"));
+  r = run_tool("bench jit --kernels nonesuch");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Contains("unknown kernel 'nonesuch'; the kernels are relu_mh, softplus"));
+  r = run_tool("bench jit --backends gcc");
+  CHECK(r.exit_code == 2);
 }
 
 TEST_CASE("winnow compile: messages name the op, quote the user's text, list the archs",

@@ -72,7 +72,7 @@ constexpr int64_t kCsaReferenceRows = 1000;
 std::string workload_list() {
   std::string s;
   for (const Workload& w : workloads()) s += (s.empty() ? "" : ", ") + std::string(w.name);
-  return s + " and block-select";
+  return s + ", block-select and jit";
 }
 
 struct BenchArgs {
@@ -93,11 +93,7 @@ struct BenchArgs {
 };
 
 // The short name (ops/names.h): what --q-dtype takes and bench records say.
-const char* dtype_flag(DType t) {
-  for (const ops::DTypeName& d : ops::dtype_names())
-    if (d.dtype == t) return d.short_name;
-  return "invalid";
-}
+const char* dtype_flag(DType t) { return ops::dtype_short_name(t); }
 
 constexpr const char* kHelp = R"(winnow bench <workload> [options]
 
@@ -119,6 +115,8 @@ Workloads:
   knn-cosine           as knn-ip with the cosine similarity
   block-select         FlashPrefill block selection + block-sparse attention (its own
                        options: winnow bench block-select --help)
+  jit                  the cold build of a new kernel and its disk hit, per backend; no
+                       GPU needed (its own options: winnow bench jit --help)
 
 Options:
   --T LIST            sizes, comma-separated (K and M suffixes: 64K = 65536): the keys T
@@ -154,9 +152,10 @@ Options:
 const Workload& find_workload(const std::string& name) {
   for (const Workload& w : workloads())
     if (name == w.name) return w;
-  if (name == "block-select")  // dispatched by bench_main only as the first argument
-    throw UsageError("block-select has its own options: name it first, as in "
-                     "'winnow bench block-select --L 16K' (see winnow bench block-select --help)");
+  if (name == "block-select" || name == "jit")  // dispatched by bench_main only as the first argument
+    throw UsageError(name + " has its own options: name it first, as in 'winnow bench " + name +
+                     (name == "jit" ? " --kernels relu_mh" : " --L 16K") + "' (see winnow bench " +
+                     name + " --help)");
   throw UsageError("unknown workload '" + name + "'; the workloads are " + workload_list());
 }
 
@@ -1004,6 +1003,7 @@ std::vector<SizeResult> run_size(const BenchArgs& a, const ops::TopkProblem& bas
 
 int bench_main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "block-select") return run_bench_block(argc, argv);
+  if (argc > 1 && std::string(argv[1]) == "jit") return run_bench_jit(argc, argv);
   BenchArgs a;
   if (!parse_args(argc, argv, a)) {
     fmt::print("{}", kHelp);

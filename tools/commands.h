@@ -17,6 +17,7 @@ int run_cache(int argc, char** argv);
 int run_demo(int argc, char** argv);
 int run_bench(int argc, char** argv);
 int run_bench_block(int argc, char** argv);  // `winnow bench block-select`
+int run_bench_jit(int argc, char** argv);    // `winnow bench jit`
 int run_tune(int argc, char** argv);
 
 namespace winnow::tools {
