@@ -52,7 +52,8 @@ typedef enum winnowDataType_t {
   WINNOW_DTYPE_FLOAT16 = 2,
   WINNOW_DTYPE_BFLOAT16 = 3,
   WINNOW_DTYPE_FP8_E4M3 = 4,
-  WINNOW_DTYPE_INT32 = 5
+  WINNOW_DTYPE_INT32 = 5,
+  WINNOW_DTYPE_UINT8 = 6 /* raw bytes: the paged decode key cache */
 } winnowDataType_t;
 
 /* A borrowed device tensor, DLPack-style. Strides are in elements. A tensor with

@@ -163,7 +163,7 @@ ops::DType to_dtype(winnowDataType_t t) { return ops::dtype_from_c(t); }
 
 ops::DType desc_dtype(winnowDataType_t t, const char* field) {
   const ops::DType d = to_dtype(t);
-  if (d == ops::DType::Invalid || d == ops::DType::I32)
+  if (d == ops::DType::Invalid || d == ops::DType::I32 || d == ops::DType::U8)
     invalid(fmt::format("desc->{} = {} is not a score dtype: use WINNOW_DTYPE_FLOAT32, "
                         "FLOAT16, BFLOAT16 or FP8_E4M3",
                         field, static_cast<int>(t)));

@@ -12,6 +12,7 @@ constexpr std::array kDTypes = {
     DTypeName{DType::F16, WINNOW_DTYPE_FLOAT16, "fp16", "fp16", true},
     DTypeName{DType::F32, WINNOW_DTYPE_FLOAT32, "fp32", "fp32", true},
     DTypeName{DType::I32, WINNOW_DTYPE_INT32, "int32", "int32", false},
+    DTypeName{DType::U8, WINNOW_DTYPE_UINT8, "uint8", "uint8", false},
 };
 
 const std::array kScores = {

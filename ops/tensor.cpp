@@ -17,6 +17,7 @@ int dtype_bytes(DType t) {
     case DType::BF16: return 2;
     case DType::E4M3: return 1;
     case DType::I32: return 4;
+    case DType::U8: return 1;
     case DType::Invalid: break;
   }
   return 0;

@@ -6,8 +6,8 @@
 
 namespace winnow::ops {
 
-enum class DType { Invalid, F32, F16, BF16, E4M3, I32 };
-const char* dtype_name(DType t);  // "fp32", "fp16", "bf16", "fp8_e4m3", "int32"
+enum class DType { Invalid, F32, F16, BF16, E4M3, I32, U8 };
+const char* dtype_name(DType t);  // "fp32", "fp16", "bf16", "fp8_e4m3", "int32", "uint8"
 int dtype_bytes(DType t);
 
 struct TensorView {

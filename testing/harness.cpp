@@ -75,13 +75,6 @@ ProblemData random_problem(const TopkProblem& p, int64_t rows, int64_t num_keys,
 
 namespace {
 
-template <class T>
-rt::DeviceBuffer upload(const std::vector<T>& v) {
-  rt::DeviceBuffer b(std::max<size_t>(v.size() * sizeof(T), 16));
-  if (!v.empty()) b.upload(v.data(), v.size() * sizeof(T));
-  return b;
-}
-
 // Uploads, runs execute(inputs, out_indices, out_scores, workspace, bytes, stream) once
 // (and `repeats` more times, timed), downloads. Op: TopkOp or StreamTopk.
 template <class Op>

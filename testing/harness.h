@@ -1,6 +1,7 @@
 // Runs a topk op on host data: upload, execute, download. Used by `winnow demo`, the
 // benchmark and the [gpu] tests (never by the execute path, which never allocates).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -31,6 +32,14 @@ struct DataOptions {
 // random and not tile-aligned, including empty ones).
 ProblemData random_problem(const TopkProblem& p, int64_t rows, int64_t num_keys,
                            std::mt19937_64& rng, const DataOptions& opt = {});
+
+// A device copy of v (at least 16 bytes, so that an empty input still has an address).
+template <class T>
+rt::DeviceBuffer upload(const std::vector<T>& v) {
+  rt::DeviceBuffer b(std::max<size_t>(v.size() * sizeof(T), 16));
+  if (!v.empty()) b.upload(v.data(), v.size() * sizeof(T));
+  return b;
+}
 
 struct RunResult {
   std::vector<int> indices;   // [rows, k] (top-k mode)
