@@ -285,7 +285,9 @@ void TopkOp::execute(const TopkInputs& in, const TensorView* out_indices,
             "cuMemsetD32Async (counters)");
   if (shape.rows == 0) return;
   const long blocks = (shape.rows + m.plan.rows_per_cta - 1) / m.plan.rows_per_cta;
-  p.key_splits = key_splits_for(shape.rows, mean_window(m.problem, shape, causal_offset));
+  p.key_splits = key_splits_for(shape.rows, options.window_keys >= 0
+                                                ? options.window_keys
+                                                : mean_window(m.problem, shape, causal_offset));
   if (p.key_splits > 1) {
     p.partials = reinterpret_cast<unsigned long long*>(base + m.partials_offset);
     p.block_done = reinterpret_cast<unsigned int*>(base + m.block_done_offset);

@@ -78,6 +78,10 @@ struct CallOptions {
   int64_t causal_offset = -1;        // position of row 0 for causal windows; -1: the problem's
   bool accumulate_counters = false;  // keep adding to the fallback / bad-window counters
                                      // (the caller cleared them) instead of clearing them
+  // Keys an average window holds, for choosing the key splits (-1: from the problem and
+  // the shapes; the paged decode op gives its per-request maximum, which the host knows
+  // while the windows themselves are on the device).
+  int64_t window_keys = -1;
 };
 
 class TopkOp {
