@@ -383,6 +383,53 @@ WINNOW_API winnowStatus_t winnowBlockAttention(winnowBlockPlan_t plan, const win
                                                const winnowTensor_t* indices,
                                                const winnowTensor_t* out, CUstream stream);
 
+/* ---- Paged decode (the indexer top-k over the engines' paged fp8 key cache) ----
+ * Semantics: ops/paged_topk.h and templates/paged_cache.cuh. Per call: q fp8 e4m3
+ * [B, next_n, heads, 128] (B <= max_batch), cache uint8 [num_blocks, 64, 1, 132] (per
+ * block 64 x 128 fp8 key bytes, then 64 fp32 scales), block_table int32
+ * [B, >= max_blocks_per_seq], context_lens int32 [B] (query j of request b sees positions
+ * t < len - next_n + 1 + j) or [B, next_n] (query j sees t < lens[b][j]), weights fp32
+ * [B * next_n, heads] when the score reads w. Output int32 [B * next_n, k]: token
+ * positions, -1 padded. Lengths and block table are read on the device only: capture
+ * once at max_batch and replay for any lengths. A request with a length above
+ * max_blocks_per_seq * 64 or a block number outside the cache gets -1 rows, counted at
+ * winnowPagedPlanGetCounterOffset + 4. */
+#define WINNOW_PAGED_DESC_VERSION 1
+typedef struct winnowPagedDesc_t {
+  size_t struct_size;        /* sizeof(winnowPagedDesc_t) */
+  uint32_t version;          /* WINNOW_PAGED_DESC_VERSION */
+  winnowScore_t score;       /* WINNOW_SCORE_RELU_MH (with the key scale) or _EXPR */
+  const char* expression;    /* WINNOW_SCORE_EXPR: the program text */
+  int32_t heads;             /* 64 */
+  int32_t k;                 /* 1..8192; 2048 */
+  int32_t next_n;            /* 1..4 */
+  int32_t max_batch;         /* requests per call at most */
+  int32_t max_blocks_per_seq; /* the longest request / 64 */
+  int64_t max_total_keys;    /* keys of one call's requests together; 0: max_batch *
+                                max_blocks_per_seq * 64 (must then be below 2^31) */
+  int32_t sorted;            /* nonzero: each row best first */
+  int32_t key_splits;        /* 0: chosen per call; as winnowProblemDesc_t */
+  const char* arch;          /* "sm_90a" or "sm_100a"; NULL: the context's device */
+} winnowPagedDesc_t;
+
+WINNOW_API void winnowPagedDescInit(winnowPagedDesc_t* d);
+typedef struct winnowPagedPlan* winnowPagedPlan_t;
+WINNOW_API winnowStatus_t winnowPagedPlanCreate(winnowContext_t ctx, const winnowPagedDesc_t* desc,
+                                                winnowPagedPlan_t* plan);
+WINNOW_API winnowStatus_t winnowPagedPlanBuild(winnowPagedPlan_t plan);
+WINNOW_API winnowStatus_t winnowPagedPlanGetWorkspaceSize(winnowPagedPlan_t plan, size_t* bytes);
+/* Two uint32 in the workspace after each call: fallback rows, bad requests' rows. */
+WINNOW_API winnowStatus_t winnowPagedPlanGetCounterOffset(winnowPagedPlan_t plan, size_t* offset);
+WINNOW_API winnowStatus_t winnowPagedPlanDestroy(winnowPagedPlan_t plan);
+/* weights may be NULL when the score does not read w. */
+WINNOW_API winnowStatus_t winnowPagedTopk(winnowPagedPlan_t plan, const winnowTensor_t* q,
+                                          const winnowTensor_t* cache,
+                                          const winnowTensor_t* block_table,
+                                          const winnowTensor_t* context_lens,
+                                          const winnowTensor_t* weights,
+                                          const winnowTensor_t* out_indices, void* workspace,
+                                          size_t workspace_bytes, CUstream stream);
+
 #ifdef __cplusplus
 }
 #endif

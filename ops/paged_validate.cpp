@@ -85,6 +85,12 @@ int64_t validate_paged_call(const PagedProblem& p, int device, const PagedInputs
   l.dim(0, B, "B");
   if (!out_indices || !out_indices->present())
     fail(fmt::format("out_indices missing: int32 [B * next_n, k] = [{}, {}]", B * p.next_n, p.k));
+  TensorRules o("out_indices", *out_indices);
+  o.basics(DType::I32, device, 2, "[B * next_n, k]");
+  o.dim(0, B * p.next_n, "B * next_n");
+  o.dim(1, p.k, "k");
+  o.stride(1, 1, "elements of a row must be contiguous");
+  o.min_stride(0, p.k, "k");
   return B;
 }
 
