@@ -34,7 +34,9 @@ print(1 if torch.version.cuda else 0)
 ]=]
     RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err OUTPUT_STRIP_TRAILING_WHITESPACE)
   if(NOT rc EQUAL 0)
-    set(WINNOW_TORCH_WHY "${python} cannot import torch" PARENT_SCOPE)
+    string(STRIP "${err}" err)
+    string(REGEX REPLACE ".*\n" "" err "${err}")  # the error's last line
+    set(WINNOW_TORCH_WHY "${python} cannot import torch (${err})" PARENT_SCOPE)
     return()
   endif()
   string(REPLACE "\n" ";" lines "${out}")
