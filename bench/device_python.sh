@@ -6,7 +6,13 @@
 #   python_overhead.json     host time of one op call over 1000 calls (bench/python_overhead.py)
 #   python_examples.txt      examples/vllm_prefill.py and examples/sglang_ragged.py
 #   python_summary.json      each step's exit status and the test counts
+#   python_ext_build.txt     PY_EXT=1: the torch extension's build and its time
 # Env: PY_TEST_TIMEOUT (s, default 420), PY_TESTS_K (a pytest -k expression), PY_CALLS.
+# PY_EXT=1: first build the torch extension (the hot ops' C++ kernels) against the machine's
+# torch with bench/build_torch_ext.sh into $PY_EXT_DIR (default /tmp/winnow-torch-ext) and
+# point WINNOW_TORCH_EXT at it, so the tests run the C++ path (test_fast_ops.py compares it
+# with the ctypes path) and python_overhead.json measures both paths. Without PY_EXT the ops
+# take the ctypes path (unless WINNOW_TORCH_EXT names a built extension).
 # Run alone (OUT=out bash bench/device_python.sh) or from bench/device_run.sh with PY_TESTS=1.
 set -o pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +29,18 @@ if [ ! -f "$WINNOW_LIBRARY" ]; then
   echo '{"error": "no libwinnow.so.0"}' > "$OUT/python_summary.json"
   exit 1
 fi
-python3 -c 'import sys, torch, winnow; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.cuda.is_available(), "winnow", winnow.__version__, winnow.library_path())' 2>&1 | tee "$OUT/python_env.txt"
+ext_rc=
+if [ -n "${PY_EXT:-}" ]; then
+  PY_EXT_DIR=${PY_EXT_DIR:-/tmp/winnow-torch-ext}
+  bash bench/build_torch_ext.sh "$PY_EXT_DIR" "$WINNOW_LIBRARY" > "$OUT/python_ext_build.txt" 2>&1
+  ext_rc=$?
+  tail -n 5 "$OUT/python_ext_build.txt"
+  echo "python extension build: rc=$ext_rc"
+  if [ $ext_rc -eq 0 ]; then
+    export WINNOW_TORCH_EXT=$PY_EXT_DIR/libwinnow_torch.so
+  fi
+fi
+python3 -c 'import sys, torch, winnow; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.cuda.is_available(), "winnow", winnow.__version__, winnow.library_path()); print("ops:", winnow.fast_ops_status())' 2>&1 | tee "$OUT/python_env.txt"
 
 k_args=()
 [ -n "${PY_TESTS_K:-}" ] && k_args=(-k "$PY_TESTS_K")
@@ -48,10 +65,15 @@ done
 cat "$OUT/python_examples.txt"
 echo "python examples: rc=$examples_rc"
 
-python3 - "$OUT" "$tests_rc" "$overhead_rc" "$examples_rc" <<'PY'
-import json, sys, xml.etree.ElementTree as ET
-out, tests_rc, overhead_rc, examples_rc = sys.argv[1], *map(int, sys.argv[2:])
+python3 - "$OUT" "$tests_rc" "$overhead_rc" "$examples_rc" "${ext_rc:--1}" <<'PY'
+import json, re, sys, xml.etree.ElementTree as ET
+out, tests_rc, overhead_rc, examples_rc, ext_rc = sys.argv[1], *map(int, sys.argv[2:])
 summary = {"tests_rc": tests_rc, "overhead_rc": overhead_rc, "examples_rc": examples_rc}
+if ext_rc >= 0:  # PY_EXT=1
+    summary["ext_build_rc"] = ext_rc
+    log = open(f"{out}/python_ext_build.txt").read()
+    built = re.search(r"libwinnow_torch\.so in ([0-9.]+) s", log)
+    summary["ext_build_s"] = float(built.group(1)) if built else None
 try:
     suite = ET.parse(f"{out}/python_tests.xml").getroot()
     suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
@@ -66,4 +88,4 @@ json.dump(summary, open(f"{out}/python_summary.json", "w"), indent=1)
 print(json.dumps(summary)[:2000])
 PY
 echo "time: python $((SECONDS - py_start)) s"
-[ $tests_rc -eq 0 ] && [ $overhead_rc -eq 0 ] && [ $examples_rc -eq 0 ]
+[ $tests_rc -eq 0 ] && [ $overhead_rc -eq 0 ] && [ $examples_rc -eq 0 ] && [ "${ext_rc:-0}" -eq 0 ]

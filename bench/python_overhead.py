@@ -1,5 +1,11 @@
 """Host time of one winnow op call from Python, and its parts, as JSON:
   python3 bench/python_overhead.py out.json [--calls 1000]
+"path" says which implementation torch.ops.winnow.* took: "c++" (the torch extension
+libwinnow_torch.so, winnow.fast_ops_loaded()) or "ctypes" (the Python implementations).
+With the extension loaded both are measured in the same run: "paths_us" holds, per path,
+indexer_topk_out and indexer_topk, the ctypes path through ops with the same schemas in a
+probe namespace whose CUDA kernels are the package's Python implementations (what
+torch.ops.winnow.* runs without the extension); the top-level *_us keys are the active path's.
 With a GPU: torch.ops.winnow.indexer_topk_out and indexer_topk on a small DSA-shaped
 problem (8 rows, 64 heads, 4096 keys, k = 2048, ranges window), the mean host time of a call
 in batches of 100 calls without synchronising (the GPU queue drained before each batch, so
@@ -16,7 +22,7 @@ import time
 import torch
 
 import winnow
-from winnow import _capi, _device
+from winnow import _capi, _device, ops
 
 parser = argparse.ArgumentParser()
 parser.add_argument("out")
@@ -73,9 +79,11 @@ out = torch.empty(T, K, dtype=torch.int32, device=device)
 
 ctx = winnow.Context()
 plan = ctx.topk_plan(heads=H, k=K, window="ranges", arch=None if gpu else "sm_90a")
+path = "c++" if winnow.fast_ops_loaded() else "ctypes"
 record = {"python": platform.python_version(), "torch": torch.__version__,
           "winnow": winnow.__version__, "gpu": torch.cuda.get_device_name() if gpu else None,
-          "calls": args.calls, "shape": {"T": T, "H": H, "N": N, "k": K}}
+          "calls": args.calls, "shape": {"T": T, "H": H, "N": N, "k": K}, "path": path,
+          "fast_ops_status": winnow.fast_ops_status()}
 
 # The parts.
 noop = torch.library.Library("winnow_overhead_probe", "DEF")
@@ -84,6 +92,11 @@ noop.define("probe(int plan, Tensor q, Tensor k, Tensor? weights=None, Tensor? k
             "Tensor(a!) out) -> ()")
 noop.impl("probe", lambda *a, **kw: None, "CUDA" if gpu else "CPU")
 probe = torch.ops.winnow_overhead_probe.probe
+# The ctypes path beside the extension: the winnow schemas with the Python implementations.
+noop.define(ops._SCHEMAS["indexer_topk_out"].replace("indexer_topk_out(", "ctypes_topk_out(", 1))
+noop.define(ops._SCHEMAS["indexer_topk"].replace("indexer_topk(", "ctypes_topk(", 1))
+noop.impl("ctypes_topk_out", ops._indexer_topk_out, "CUDA")
+noop.impl("ctypes_topk", ops._indexer_topk, "CUDA")
 parts = {
     "torch_dispatch_noop_op": per_call_us(
         lambda: probe(plan.id, q, k, w, scale, ks, ke, None, out=out), args.calls),
@@ -94,11 +107,34 @@ parts = {
 }
 record["parts_us"] = parts
 if gpu:
-    record["indexer_topk_out_us"] = per_call_us(
-        lambda: torch.ops.winnow.indexer_topk_out(plan.id, q, k, w, scale, ks, ke, out=out),
-        args.calls)
-    record["indexer_topk_us"] = per_call_us(
-        lambda: torch.ops.winnow.indexer_topk(plan.id, q, k, w, scale, ks, ke), args.calls)
+    paths = {path: {
+        "indexer_topk_out_us": per_call_us(
+            lambda: torch.ops.winnow.indexer_topk_out(plan.id, q, k, w, scale, ks, ke, out=out),
+            args.calls),
+        "indexer_topk_out_default_us": per_call_us(  # the OpOverload: no overload lookup
+            lambda: torch.ops.winnow.indexer_topk_out.default(plan.id, q, k, w, scale, ks, ke,
+                                                              out=out), args.calls),
+        "indexer_topk_us": per_call_us(
+            lambda: torch.ops.winnow.indexer_topk(plan.id, q, k, w, scale, ks, ke), args.calls),
+        "winnow_indexer_topk_out_us": per_call_us(  # the Python wrapper, out=
+            lambda: winnow.indexer_topk(plan, q, k, w, scale, ks, ke, out=out), args.calls),
+    }}
+    if path == "c++":
+        probe_out = torch.ops.winnow_overhead_probe.ctypes_topk_out
+        probe_topk = torch.ops.winnow_overhead_probe.ctypes_topk
+        paths["ctypes"] = {
+            "indexer_topk_out_us": per_call_us(
+                lambda: probe_out(plan.id, q, k, w, scale, ks, ke, out=out), args.calls),
+            "indexer_topk_us": per_call_us(
+                lambda: probe_topk(plan.id, q, k, w, scale, ks, ke), args.calls),
+        }
+        check = torch.full_like(out, -9)
+        probe_out(plan.id, q, k, w, scale, ks, ke, out=check)
+        torch.ops.winnow.indexer_topk_out(plan.id, q, k, w, scale, ks, ke, out=out)
+        record["paths_equal"] = bool(torch.equal(check, out))
+    record["paths_us"] = paths
+    record["indexer_topk_out_us"] = paths[path]["indexer_topk_out_us"]
+    record["indexer_topk_us"] = paths[path]["indexer_topk_us"]
     record["plan_execute_us"] = per_call_us(
         lambda: plan.execute(q, k, w, scale, ks, ke, out=out), args.calls)
     record["gpu_us_per_call"] = gpu_us_per_call(

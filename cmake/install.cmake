@@ -36,4 +36,10 @@ if(WINNOW_PYTHON)
   add_custom_target(winnow_python)
   add_dependencies(winnow_python winnow)
   install(FILES $<TARGET_FILE:winnow> DESTINATION winnow RENAME libwinnow.so.0 COMPONENT python)
+  # The torch extension, when built (cmake/torch_ext.cmake), beside it: its RUNPATH $ORIGIN
+  # finds that libwinnow.so.0, and python/winnow/_fast_ops.py looks for it there.
+  if(TARGET winnow_torch)
+    add_dependencies(winnow_python winnow_torch)
+    install(TARGETS winnow_torch LIBRARY DESTINATION winnow COMPONENT python)
+  endif()
 endif()

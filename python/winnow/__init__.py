@@ -2,8 +2,12 @@
 
 The C library through ctypes (winnow.Context, TopkPlan, BlockPlan; errors as WinnowError
 with the C message) works without torch; with torch, the ops of the `winnow` namespace
-(torch.ops.winnow.*) and the engine adapters (winnow.vllm, winnow.sglang) come too."""
+(torch.ops.winnow.*) and the engine adapters (winnow.vllm, winnow.sglang) come too.
+fast_ops_loaded() says whether the hot ops run as C++ kernels (the torch extension
+libwinnow_torch.so) or as Python over ctypes; fast_ops_status() says which and why."""
 from ._capi import library_path, version
+from ._fast_ops import loaded as fast_ops_loaded
+from ._fast_ops import status as fast_ops_status
 from .block_plan import BlockPlan, block_rule
 from .context import Context
 from .errors import (CompileError, CudaError, InternalError, InvalidArgument, NoDevice,

@@ -1,7 +1,8 @@
 """The life of a C plan handle, shared by TopkPlan and BlockPlan: adopted from its Create
 call, registered with its context and with the ops' id registry, its workspace (the
-caller's tensor or one allocated once), destroyed by close() or at collection."""
-from . import _device, _registry
+caller's tensor or one allocated once), mirrored in the torch extension's plan table when it
+is loaded (_fast_ops), destroyed by close() or at collection."""
+from . import _device, _fast_ops, _registry
 from ._tensors import TensorSlots
 from .errors import check
 
@@ -9,6 +10,7 @@ from .errors import check
 class PlanHandle:
     _kind = "plan"  # the class name in messages
     _destroy = None  # the C function that destroys the handle
+    _fast_kind = None  # the torch extension's kind of plan (_fast_ops.KIND_*), None: not taken
 
     def _adopt(self, context, handle, slots):
         """Takes the handle a Create call returned; slots: the tensor descriptors a call packs."""
@@ -20,6 +22,7 @@ class PlanHandle:
         self.workspace = None
         self._workspace_ptr, self._workspace_bytes = None, 0
         self.built = False
+        _fast_ops.sync(self)
 
     @property
     def closed(self):
@@ -42,10 +45,12 @@ class PlanHandle:
         else:
             self._workspace_ptr = workspace.data_ptr()
             self._workspace_bytes = workspace.numel() * workspace.element_size()
+        _fast_ops.sync(self)
 
     def close(self):
         if getattr(self, "_handle", None) is not None:
             _registry.remove(self)
+            _fast_ops.forget(self)  # waits for the extension's calls on this plan
             check(type(self)._destroy(self._handle))
             self._handle = None
 

@@ -19,6 +19,11 @@ def remove(plan):
     _plans.pop(plan.id, None)
 
 
+def open_plans():
+    """The plans open now."""
+    return list(_plans.values())
+
+
 def get(plan_id, kind):
     """The open plan `plan_id` of class `kind`; ValueError otherwise."""
     plan = _plans.get(plan_id)

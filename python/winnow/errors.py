@@ -48,8 +48,12 @@ _BY_STATUS = {1: InvalidArgument, 2: NotSupported, 3: CompileError, 4: NoDevice,
               6: NotBuilt, 7: WorkspaceTooSmall, 8: InternalError}
 
 
+def exception_for(status, message):
+    """The exception of a non-zero status carrying `message`."""
+    return _BY_STATUS.get(status, WinnowError)(status, message)
+
+
 def check(status):
     """Raises the exception of a non-zero status with the thread's last C message."""
     if status != _capi.STATUS_SUCCESS:
-        message = _capi.lib.winnowGetLastError().decode("utf-8", "replace")
-        raise _BY_STATUS.get(status, WinnowError)(status, message)
+        raise exception_for(status, _capi.lib.winnowGetLastError().decode("utf-8", "replace"))

@@ -14,10 +14,15 @@ implementations for torch.compile:
 built before the first call, so a call can be traced, compiled and captured in a CUDA graph.
 They are defined with torch.library.Library (not custom_op, whose Python dispatch costs
 more per call) and registered for CUDA and CPU (CPU tensors reach the C checks, which
-refuse them with the C message)."""
+refuse them with the C message). When the torch extension libwinnow_torch.so is found
+(_fast_ops: $WINNOW_TORCH_EXT, or beside libwinnow.so.0), its C++ kernels implement
+indexer_topk, indexer_topk_out and knn for CUDA and CPU instead of the Python ones below
+(winnow.fast_ops_loaded() says which); the schemas and fake implementations stay these.
+Called through torch.ops, the C++ kernels raise RuntimeError carrying the C message; the
+functions at the end of this module raise the Python path's exceptions on both paths."""
 import torch
 
-from . import _registry
+from . import _fast_ops, _registry
 from .block_plan import BlockPlan, block_rule
 from .plan import TopkPlan
 
@@ -145,28 +150,49 @@ _IMPLS = {
     "block_attention": (_block_attention, _block_attention_fake),
 }
 for _name, _schema in _SCHEMAS.items():
-    _real, _fake = _IMPLS[_name]
     _lib.define(_schema)
-    _lib.impl(_name, _real, "CUDA")
-    _lib.impl(_name, _real, "CPU")
+_fast_ops.load()
+for _name in _SCHEMAS:
+    _real, _fake = _IMPLS[_name]
+    if not _fast_ops.provides(_name):
+        _lib.impl(_name, _real, "CUDA")
+        _lib.impl(_name, _real, "CPU")
     torch.library.register_fake(f"winnow::{_name}", _fake, lib=_lib)
+
+_indexer_topk_op = torch.ops.winnow.indexer_topk.default
+_indexer_topk_out_op = torch.ops.winnow.indexer_topk_out.default
+_knn_op = torch.ops.winnow.knn.default
+
+
+def _raise_as_python_path(error):
+    """Re-raises a C++ kernel's RuntimeError as the Python path's exception."""
+    mapped = _fast_ops.python_error(error)
+    if mapped is None:
+        raise error
+    raise mapped from None
 
 
 # ---- Python entry points taking plan objects ----
 def indexer_topk(plan, q, k, weights=None, key_scale=None, window_start=None, window_end=None,
                  sample_hint=None, out=None):
     """Top-k indices int32 [rows, k] (into `out` when given) of a built TopkPlan."""
-    if out is None:
-        return torch.ops.winnow.indexer_topk(plan.id, q, k, weights, key_scale, window_start,
-                                             window_end, sample_hint)
-    torch.ops.winnow.indexer_topk_out(plan.id, q, k, weights, key_scale, window_start,
-                                      window_end, sample_hint, out=out)
+    try:
+        if out is None:
+            return _indexer_topk_op(plan.id, q, k, weights, key_scale, window_start,
+                                    window_end, sample_hint)
+        _indexer_topk_out_op(plan.id, q, k, weights, key_scale, window_start, window_end,
+                             sample_hint, out=out)
+    except RuntimeError as e:
+        _raise_as_python_path(e)
     return out
 
 
 def knn(plan, q, k):
     """(indices int32 [rows, k], scores fp32 [rows, k]) of an ip / l2 / cosine TopkPlan."""
-    return torch.ops.winnow.knn(plan.id, q, k)
+    try:
+        return _knn_op(plan.id, q, k)
+    except RuntimeError as e:
+        _raise_as_python_path(e)
 
 
 def stream_topk(plan, q, k, weights=None, key_scale=None, chunk_rows=0, sample_hint=True):

@@ -4,7 +4,7 @@ execute; execute borrows torch tensors (no copies) and launches on the current t
 A plan, with its workspace, serves one stream at a time."""
 import ctypes
 
-from . import _capi, _device
+from . import _capi, _device, _fast_ops
 from ._plan_handle import PlanHandle
 from .errors import InvalidArgument, check
 
@@ -59,6 +59,8 @@ class TopkPlan(PlanHandle):
         desc.key_splits, desc.max_workspace_bytes = key_splits, max_workspace_bytes
         self.desc = desc
         self.k, self.mode, self.window = k, mode, window
+        self._fast_kind = (_fast_ops.KIND_TOPK if mode == "topk" else
+                           _fast_ops.KIND_MATERIALIZE)
         handle = ctypes.c_void_p()
         check(_capi.lib.winnowPlanCreate(context.handle, ctypes.byref(desc),
                                          ctypes.byref(handle)))
