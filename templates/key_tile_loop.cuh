@@ -4,6 +4,7 @@
 #pragma once
 #include "winnow/mbarrier.cuh"
 #include "winnow/mma_sync.cuh"
+#include "winnow/ring_slot.cuh"
 #include "winnow/tile_scoring.cuh"
 #include "winnow/tma.cuh"
 #include "winnow/topk_params.cuh"
@@ -51,9 +52,9 @@ template <class C>
 __device__ __forceinline__ void publish_gathered(const TopkSmem<C>& s, int& gathered, int pending) {
   if (gathered < 0) return;
   if (pending == 0) {
-    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    copies_landed<0>();
   } else {
-    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+    copies_landed<1>();
   }
   fence_async_smem();
   mbarrier_arrive(s.ring_full + gathered);

@@ -6,6 +6,7 @@
 #pragma once
 #include "winnow/mma_sync.cuh"
 #include "winnow/portable.cuh"
+#include "winnow/ring_slot.cuh"
 
 namespace winnow {
 
@@ -37,6 +38,12 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(u64* bar, unsigned byt
 __device__ __forceinline__ void mbarrier_arrive_after_copies(u64* bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(shared_address(bar))
                : "memory");
+}
+// Waits until at most `Pending` of this thread's cp.async groups are still in flight (the
+// sample's gathered tiles: each lane waits for its copies before it arrives).
+template <int Pending>
+__device__ __forceinline__ void copies_landed() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
 }
 // Spins until the phase of parity `parity` has completed. A new barrier counts the phase
 // before its first as complete: waiting for parity 1 returns at once.
@@ -76,22 +83,5 @@ __device__ __forceinline__ void named_barrier_arrive() {
   asm volatile("bar.arrive %0, %1;\n" ::"n"(Id), "n"(Threads) : "memory");
 }
 #endif
-
-// Stage and phase parity of the pos-th use of a ring of `stages` (producer and consumers
-// count the same uses).
-struct RingSlot {
-  int stage;
-  unsigned parity;
-  // The next use: the next stage, the phase flipping on each wrap (no division per tile).
-  WINNOW_HD void advance(int stages) {
-    if (++stage == stages) {
-      stage = 0;
-      parity ^= 1u;
-    }
-  }
-};
-WINNOW_HD RingSlot ring_slot(unsigned pos, int stages) {
-  return RingSlot{int(pos % unsigned(stages)), (pos / unsigned(stages)) & 1u};
-}
 
 }  // namespace winnow

@@ -1,5 +1,5 @@
 // Warp-level tensor-core and copy primitives shared by the kernels (sm_80+ PTX):
-// mma.sync m16n8k16 on bf16, ldmatrix, cp.async, and bf16 packing.
+// mma.sync m16n8k16 on bf16, ldmatrix, cp.async, an L2-only load, and bf16 packing.
 #pragma once
 #include "winnow/portable.cuh"
 
@@ -59,6 +59,14 @@ __device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.com
 template <int Pending>
 __device__ __forceinline__ void copy_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
+}
+
+// An L2-only load (ld.global.cg), written as CUDA's own __ldcg is: clang's CUDA headers
+// (the LLVM backend) do not declare __ldcg, so both backends see this one.
+__device__ __forceinline__ u64 load_cg(const u64* ptr) {
+  u64 v;
+  asm volatile("ld.global.cg.u64 %0, [%1];" : "=l"(v) : "l"(ptr));
+  return v;
 }
 
 }  // namespace winnow

@@ -208,9 +208,7 @@ __device__ __forceinline__ float weighted_factor(float dot, float kscale) {
   if constexpr (relus_by_add<C, S>()) {
     return __fadd_rn(dot, fabsf(dot));
   } else if constexpr (S::kReluOfDot) {
-    float r;
-    asm("max.NaN.f32 %0, %1, 0f00000000;\n" : "=f"(r) : "f"(dot));
-    return r;
+    return max_nan_zero(dot);
   } else {
     return S::unweighted(dot, kscale);
   }
@@ -288,7 +286,7 @@ __device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit,
     wgmma_commit();
     issued();
     // The scales are in registers before the stage can be released.
-    asm volatile("" : "+f"(ks0), "+f"(ks1));
+    keep_in_registers(ks0, ks1);
     wgmma_wait<0>();
     wgmma_pin(d);
     drained();

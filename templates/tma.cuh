@@ -6,13 +6,9 @@
 #pragma once
 #include "winnow/mma_sync.cuh"
 #include "winnow/portable.cuh"
+#include "winnow/tma_map.cuh"
 
 namespace winnow {
-
-// CUtensorMap's 128 opaque bytes (cuda.h), with its alignment.
-struct alignas(64) TmaMap {
-  unsigned long long opaque[16];
-};
 
 #if defined(__CUDA_ARCH__)
 __device__ __forceinline__ void tma_prefetch(const TmaMap* map) {

@@ -1,20 +1,13 @@
 // Key splits: each CTA stores its part's selection; the last CTA of a row block merges the
 // parts exactly and writes the outputs.
 #pragma once
+#include "winnow/mma_sync.cuh"
 #include "winnow/radix_select.cuh"
 #include "winnow/topk_output.cuh"
 #include "winnow/topk_params.cuh"
 #include "winnow/topk_smem.cuh"
 
 namespace winnow {
-
-// An L2-only load (ld.global.cg), written as CUDA's own __ldcg is: clang's CUDA headers
-// (the LLVM backend) do not declare __ldcg, so both backends see this one.
-__device__ __forceinline__ u64 load_cg(const u64* ptr) {
-  u64 v;
-  asm volatile("ld.global.cg.u64 %0, [%1];" : "=l"(v) : "l"(ptr));
-  return v;
-}
 
 // Key splits: stores this CTA's per-row selections; the last CTA of the row block to
 // finish merges every part's selection exactly (radix select over the RankKeys, which

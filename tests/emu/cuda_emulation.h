@@ -1,16 +1,26 @@
 // Runs the block kernels' device code on the CPU: one std::thread per CUDA thread, a
 // barrier per CTA for __syncthreads and one per warp for the warp-level exchanges
 // (shuffles, ballots, mma.sync and ldmatrix fragments, emulated from the PTX ISA's
-// fragment layouts in tests/emu/winnow/mma_sync.cuh). Slow, and only for tiny problems:
-// it checks the kernels' indexing and fragment bookkeeping without a GPU, not their speed.
-// Include it before any template.
+// fragment layouts in tests/emu/winnow/mma_sync.cuh and wgmma_ops.cuh), the CTA's
+// mbarriers and named barriers (tests/emu/winnow/mbarrier.cuh) and TMA loads
+// (tests/emu/winnow/tma.cuh). Slow, and only for tiny problems: it checks the kernels'
+// indexing, fragment bookkeeping and pipeline handshakes without a GPU, not their speed
+// (a missing arrival hangs here as it would there; a misuse the hardware leaves undefined
+// stops the test with a message). Include it before any template.
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <barrier>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -20,6 +30,7 @@
 #define __forceinline__ inline
 #define __shared__ static  // CTAs run one after another
 #define __launch_bounds__(...)
+#define __grid_constant__
 
 namespace winnow_emu {
 
@@ -33,13 +44,43 @@ struct Warp {
   const void* addresses[32] = {};
 };
 
+// A misuse the hardware leaves undefined: the emulation stops there, saying what.
+[[noreturn]] inline void fail(const char* what) {
+  std::fprintf(stderr, "cuda emulation: %s\n", what);
+  std::abort();
+}
+
+// One shared-memory mbarrier (PTX ISA "mbarrier"): the current phase's parity, its pending
+// arrivals (of `expected`) and transaction bytes still to land.
+struct Mbarrier {
+  int expected, pending;
+  long long tx;
+  int phase;
+};
+
 struct Cta {
   std::barrier<> sync;
   std::vector<std::unique_ptr<Warp>> warps;
+  std::mutex mbar_mutex;
+  std::condition_variable mbar_changed;
+  std::map<unsigned, Mbarrier> mbars;  // by shared-memory address
+  std::mutex named_mutex;
+  std::map<int, std::unique_ptr<std::barrier<>>> named_barriers;
   explicit Cta(unsigned threads) : sync(std::ptrdiff_t(threads)) {
     for (unsigned w = 0; w < (threads + 31) / 32; ++w) warps.push_back(std::make_unique<Warp>());
   }
+  // Named barrier `id` over `threads` threads (bar.sync id, threads): made on first use.
+  std::barrier<>& named(int id, int threads) {
+    std::lock_guard<std::mutex> lock(named_mutex);
+    auto& b = named_barriers[id];
+    if (!b) b = std::make_unique<std::barrier<>>(std::ptrdiff_t(threads));
+    return *b;
+  }
 };
+
+// The shared memory of the CTA running now (CTAs run one after another): shared
+// addresses (shared_address, wgmma descriptors, mbarriers) count from it.
+inline unsigned char* shared_window = nullptr;
 
 inline thread_local Dim3 thread_idx, block_idx, block_dim;
 inline thread_local Cta* cta = nullptr;
@@ -83,6 +124,21 @@ inline void done_reading() { warp->sync.arrive_and_wait(); }
 #define blockDim winnow_emu::block_dim
 
 inline void __syncthreads() { winnow_emu::cta->sync.arrive_and_wait(); }
+inline void __syncwarp(unsigned = 0xFFFFFFFFu) { winnow_emu::warp->sync.arrive_and_wait(); }
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline long long clock64() { return 0; }
+
+struct float2 {
+  float x, y;
+};
+struct uint4 {
+  unsigned x, y, z, w;
+};
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
+// Warp votes over a partial warp are not emulated (the kernels' other collectives use the
+// whole warp): a kernel compiled for the emulation must not reach these.
+inline unsigned __activemask() { winnow_emu::fail("__activemask is not emulated"); }
+inline unsigned __match_any_sync(unsigned, unsigned) { winnow_emu::fail("__match_any_sync is not emulated"); }
 
 inline float __int_as_float(int i) {
   float f;
@@ -94,18 +150,64 @@ inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fdiv_rn(float a, float b) { return a / b; }
 inline float __fsqrt_rn(float a) { return std::sqrt(a); }
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 inline int __popc(unsigned v) { return __builtin_popcount(v); }
+inline int __ffs(unsigned v) { return __builtin_ffs(int(v)); }
+inline int __clz(unsigned v) { return v == 0 ? 32 : __builtin_clz(v); }
 inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+inline long long min(long long a, long long b) { return a < b ? a : b; }
+inline long long max(long long a, long long b) { return a > b ? a : b; }
+
+// Atomics on shared or global words: std::atomic_ref over the same memory.
+inline unsigned atomicAdd(unsigned* p, unsigned v) { return std::atomic_ref<unsigned>(*p).fetch_add(v); }
+inline int atomicAdd(int* p, int v) { return std::atomic_ref<int>(*p).fetch_add(v); }
+inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {
+  return std::atomic_ref<unsigned long long>(*p).fetch_add(v);
+}
+inline unsigned atomicMax(unsigned* p, unsigned v) {
+  std::atomic_ref<unsigned> a(*p);
+  unsigned old = a.load();
+  while (old < v && !a.compare_exchange_weak(old, v)) {
+  }
+  return old;
+}
+
+namespace winnow_emu {
+// Every lane of the warp takes part (mask 0xFFFFFFFF: the kernels' only form); lane
+// `src(lane)` in range gives its value, else the lane keeps its own (as __shfl_up/down do).
+template <class T, class Src>
+T shuffle(T v, Src src) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "32- and 64-bit values");
+  constexpr int n = int(sizeof(T) / 4);
+  uint32_t w[n];
+  std::memcpy(w, &v, sizeof(T));
+  publish(w, n);
+  const int from = src(int(lane));
+  if (from >= 0 && from < 32) std::memcpy(&v, &warp->slots[from][0], sizeof(T));
+  done_reading();
+  return v;
+}
+}  // namespace winnow_emu
 
 template <class T>
 T __shfl_xor_sync(unsigned, T v, int offset) {
-  static_assert(sizeof(T) == 4, "32-bit values");
-  uint32_t w;
-  std::memcpy(&w, &v, 4);
-  winnow_emu::publish(&w, 1);
-  std::memcpy(&v, &winnow_emu::warp->slots[winnow_emu::lane ^ unsigned(offset)][0], 4);
-  winnow_emu::done_reading();
-  return v;
+  return winnow_emu::shuffle(v, [&](int l) { return l ^ offset; });
+}
+template <class T>
+T __shfl_sync(unsigned, T v, int src, int width = 32) {
+  if (width != 32) winnow_emu::fail("__shfl_sync: only whole warps are emulated");
+  return winnow_emu::shuffle(v, [&](int) { return src & 31; });
+}
+template <class T>
+T __shfl_up_sync(unsigned, T v, unsigned delta) {
+  return winnow_emu::shuffle(v, [&](int l) { return l - int(delta); });
+}
+template <class T>
+T __shfl_down_sync(unsigned, T v, unsigned delta) {
+  return winnow_emu::shuffle(v, [&](int l) { return l + int(delta); });
 }
 
 inline unsigned __ballot_sync(unsigned, bool p) {

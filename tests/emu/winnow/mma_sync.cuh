@@ -1,11 +1,19 @@
 // CPU stand-in of templates/mma_sync.cuh for tests/emu/cuda_emulation.h: the same
 // functions, with the warp's fragments exchanged between the lane threads and the results
-// placed by the PTX ISA's layouts (mma.m16n8k16 .row.col, ldmatrix .m8n8 .trans).
+// placed by the PTX ISA's layouts (mma.m16n8k16 .row.col, ldmatrix .m8n8 .trans); copies
+// are synchronous and shared addresses count from winnow_emu::shared_window.
 #pragma once
 #include "winnow/element_decode.cuh"
 #include "winnow/portable.cuh"
 
 namespace winnow {
+
+inline unsigned shared_address(const void* smem) {
+  const auto* p = static_cast<const unsigned char*>(smem);
+  if (p < winnow_emu::shared_window || p >= winnow_emu::shared_window + (1u << 18))
+    winnow_emu::fail("shared_address of memory outside the CTA's shared window");
+  return unsigned(p - winnow_emu::shared_window);
+}
 
 inline float emu_half(u32 word, int hi) { return decode_bf16((unsigned short)(hi ? word >> 16 : word)); }
 
@@ -62,8 +70,14 @@ inline void copy_async_16(void* smem, const void* global, bool valid) {
   if (valid) std::memcpy(smem, global, 16);
   else std::memset(smem, 0, 16);
 }
+inline void copy_async_4(void* smem, const void* global, bool valid) {
+  if (valid) std::memcpy(smem, global, 4);
+  else std::memset(smem, 0, 4);
+}
 inline void copy_async_commit() {}
 template <int Pending>
 inline void copy_async_wait() {}
+
+inline u64 load_cg(const u64* ptr) { return std::atomic_ref<u64>(*const_cast<u64*>(ptr)).load(); }
 
 }  // namespace winnow
