@@ -430,6 +430,79 @@ WINNOW_API winnowStatus_t winnowPagedTopk(winnowPagedPlan_t plan, const winnowTe
                                           const winnowTensor_t* out_indices, void* workspace,
                                           size_t workspace_bytes, CUstream stream);
 
+/* ---- Sharded top-k (keys split across GPUs, merged exactly) ----
+ * For corpora or contexts larger than one GPU: rank r of R holds the global keys
+ * [key_offset_r, key_offset_r + n_r) of total_keys (disjoint shards covering the keys).
+ * 1. Each rank's plan (mode TOPK) is told its shard with winnowPlanSetShard before
+ *    winnowPlanBuild; the window arrays (RANGES) and causal positions are then global, and
+ *    so are the outputs: absolute indices are global key numbers, relative ones count from
+ *    the window's global start. Each rank runs winnowExecute with out_scores.
+ * 2. winnowShardMerge (a caller's all-gather) or winnowShardMergeNccl (an ncclComm_t) on
+ *    every rank merges the R lists of k per row into the top k over all keys: equal to one
+ *    plan over all keys bit for bit (ties to the smaller global index, NaN first, -1 padding
+ *    when a row's window holds fewer than k keys, the scores as the kernels computed them).
+ * The merge never allocates, compiles or synchronises the host (its workspace is sized by
+ * its plan); every rank must call it with the same rows, as collectives ask. */
+
+/* Tells a top-k plan, before winnowPlanBuild, that its K holds the global keys
+ * [key_offset, key_offset + K's rows) of total_keys (0 <= key_offset < total_keys < 2^31).
+ * total_keys 0 (and key_offset 0) makes it unsharded again. At execute, K's rows must not
+ * run past total_keys, and causal windows must end at or before total_keys. */
+WINNOW_API winnowStatus_t winnowPlanSetShard(winnowPlan_t plan, int64_t key_offset,
+                                             int64_t total_keys);
+
+#define WINNOW_MERGE_DESC_VERSION 1
+typedef struct winnowMergeDesc_t {
+  size_t struct_size; /* sizeof(winnowMergeDesc_t) */
+  uint32_t version;   /* WINNOW_MERGE_DESC_VERSION */
+  int32_t ranks;      /* R, 1..1024: lists merged per row */
+  int32_t k;          /* 1..8192: the top-k plans' k */
+  int64_t max_rows;   /* rows per call at most (>= 1): sizes the workspace */
+  int32_t sorted;     /* nonzero: rows best first; 0: ascending index (as WINNOW_OUTPUT_SORTED) */
+  const char* arch;   /* "sm_90a" or "sm_100a"; NULL: the context's device */
+} winnowMergeDesc_t;
+
+/* Fills d with the defaults: ranks 2, k 2048, max_rows 0 (to be set), sorted 0, arch NULL. */
+WINNOW_API void winnowMergeDescInit(winnowMergeDesc_t* d);
+typedef struct winnowMergePlan* winnowMergePlan_t;
+WINNOW_API winnowStatus_t winnowMergePlanCreate(winnowContext_t ctx, const winnowMergeDesc_t* desc,
+                                                winnowMergePlan_t* plan);
+WINNOW_API winnowStatus_t winnowMergePlanBuild(winnowMergePlan_t plan);
+/* 256 + max_rows k 8 (ranks + 1) bytes; known without a GPU. */
+WINNOW_API winnowStatus_t winnowMergePlanGetWorkspaceSize(winnowMergePlan_t plan, size_t* bytes);
+/* Two uint32 in the workspace after each merge: [0] rows whose lists held one key twice
+ * (the shards overlap: those rows are wrong), [1] entries with an index below -1 (dropped). */
+WINNOW_API winnowStatus_t winnowMergePlanGetCounterOffset(winnowMergePlan_t plan, size_t* offset);
+WINNOW_API winnowStatus_t winnowMergePlanDestroy(winnowMergePlan_t plan);
+
+/* A caller's all-gather (an engine's own communicator): copies `bytes` from send (this
+ * rank's candidates, in the workspace) to recv + r * bytes for every rank r (rank order),
+ * enqueued on `stream` without waiting on the host. Returns 0 on success; anything else
+ * fails the merge with WINNOW_STATUS_CUDA_ERROR. */
+typedef int (*winnowAllGatherFn_t)(const void* send, void* recv, size_t bytes, CUstream stream,
+                                   void* user);
+
+/* local_indices int32 and local_scores fp32 [rows, k]: this rank's winnowExecute outputs;
+ * out_indices int32 [rows, k], out_scores fp32 [rows, k] or NULL. all_gather NULL: loopback,
+ * for one process holding every rank's lists: local_* are then [ranks, rows, k]. */
+WINNOW_API winnowStatus_t winnowShardMerge(winnowMergePlan_t plan,
+                                           const winnowTensor_t* local_indices,
+                                           const winnowTensor_t* local_scores,
+                                           winnowAllGatherFn_t all_gather, void* user,
+                                           const winnowTensor_t* out_indices,
+                                           const winnowTensor_t* out_scores, void* workspace,
+                                           size_t workspace_bytes, CUstream stream);
+/* The same through NCCL: nccl_comm is an ncclComm_t of `ranks` ranks (this rank's). NCCL is
+ * loaded (dlopen of libnccl.so.2, or $WINNOW_NCCL_LIBRARY) at the first call only: where it
+ * cannot be, WINNOW_STATUS_NOT_SUPPORTED saying why. An NCCL error is
+ * WINNOW_STATUS_CUDA_ERROR with NCCL's message. */
+WINNOW_API winnowStatus_t winnowShardMergeNccl(winnowMergePlan_t plan,
+                                               const winnowTensor_t* local_indices,
+                                               const winnowTensor_t* local_scores,
+                                               void* nccl_comm, const winnowTensor_t* out_indices,
+                                               const winnowTensor_t* out_scores, void* workspace,
+                                               size_t workspace_bytes, CUstream stream);
+
 #ifdef __cplusplus
 }
 #endif

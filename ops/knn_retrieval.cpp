@@ -146,6 +146,7 @@ void KnnRetrieval::execute(const TopkInputs& in, const CallShape& shape,
     p.num_keys = int(shape.num_keys);
     p.key_tiles = key_tiles;
     p.capacity = m.plan.capacity;
+    p.key_offset = int(m.problem.shard_key_offset);
     p.sample_cap = m.plan.sample_cap;
     if (m.plan.materialize) {
       void* args[] = {&p, &kmap};

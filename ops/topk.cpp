@@ -274,6 +274,8 @@ void TopkOp::execute(const TopkInputs& in, const TensorView* out_indices,
   p.num_keys = int(shape.num_keys);
   p.causal_offset = causal_offset;
   p.causal_ratio = m.problem.causal_ratio;
+  p.key_offset = int(m.problem.shard_key_offset);
+  p.total_keys = m.problem.sharded() ? int(m.problem.total_keys) : int(shape.num_keys);
   auto* base = static_cast<unsigned char*>(workspace);
   p.counters = reinterpret_cast<unsigned int*>(base);
   p.workspace = reinterpret_cast<unsigned long long*>(base + kBuffersOffset);

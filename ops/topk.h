@@ -55,6 +55,14 @@ struct TopkProblem {
   // on resident CTAs per SM (0: as many as fit). ops/topk_space.h lists the valid ones.
   plan::PlanKnobs plan_knobs;
   int max_ctas_per_sm = 0;
+  // Sharded keys (issue 19, ops/shard_merge.h): K's rows are the global keys
+  // [shard_key_offset, shard_key_offset + K's rows) of total_keys. Windows (ranges, causal)
+  // are then in global key numbers, and the outputs are too (absolute: the global key;
+  // relative: from the window's global start), so that the ranks' lists merge exactly.
+  // total_keys 0: not sharded (the offset must be 0 too).
+  int64_t shard_key_offset = 0;
+  int64_t total_keys = 0;
+  bool sharded() const { return total_keys > 0; }
 };
 
 // How many CTAs a workspace of `bound` bytes (0: no bound) holds, given `resident` CTAs

@@ -88,6 +88,16 @@ void validate_problem(const TopkProblem& p) {
   if (p.max_ctas_per_sm < 0 || p.max_ctas_per_sm > kMaxCtasPerSm)
     fail(fmt::format("max_ctas_per_sm = {} is outside 0..{} (0: as many as fit)",
                      p.max_ctas_per_sm, kMaxCtasPerSm));
+  if (p.total_keys < 0 || p.total_keys > std::numeric_limits<int32_t>::max())
+    fail(fmt::format("total_keys = {} is outside 0..{} (0: not sharded)", p.total_keys,
+                     std::numeric_limits<int32_t>::max()));
+  if (p.shard_key_offset < 0 || (p.total_keys == 0 && p.shard_key_offset != 0) ||
+      (p.total_keys > 0 && p.shard_key_offset >= p.total_keys))
+    fail(fmt::format("shard_key_offset = {} must be in 0..total_keys - 1 = {} (0 when not "
+                     "sharded)",
+                     p.shard_key_offset, p.total_keys - 1));
+  if (p.sharded() && p.mode != Mode::TopK)
+    fail("a sharded plan must be in top-k mode: materialize mode has nothing to merge");
   try {
     ir::verify(p.score, p.heads, p.expression);
   } catch (const ir::UserError& e) {
@@ -136,6 +146,14 @@ CallShape validate_call(const TopkProblem& p, int device, const TopkInputs& in,
     r.vector_rows(0);
   }
   const int64_t num_keys = in.k.shape[0];
+  // Sharded: k holds keys [shard_key_offset, + num_keys) of total_keys, and windows are in
+  // global key numbers.
+  const int64_t window_limit = p.sharded() ? p.total_keys : num_keys;
+  if (p.sharded() && num_keys > p.total_keys - p.shard_key_offset)
+    fail(fmt::format("k: shape[0] is {}, but the shard holds keys {}..{} of total_keys {}: at "
+                     "most {}",
+                     num_keys, p.shard_key_offset, p.total_keys - 1, p.total_keys,
+                     p.total_keys - p.shard_key_offset));
 
   const ir::Uses uses = ir::uses(p.score);
   if (require_iff("weights", in.weights, uses.w,
@@ -166,10 +184,11 @@ CallShape validate_call(const TopkProblem& p, int device, const TopkInputs& in,
       fail(fmt::format("window of row {} ends past num_keys {}: causal_offset = {} is too large",
                        last, num_keys, causal_offset));
     const int64_t end = (causal_offset + rows) / p.causal_ratio;
-    if (end > num_keys)
-      fail(fmt::format("window of row {} ends at {}, past num_keys {} (causal_offset = {}, "
+    if (end > window_limit)
+      fail(fmt::format("window of row {} ends at {}, past {} {} (causal_offset = {}, "
                        "causal_ratio = {})",
-                       last, end, num_keys, causal_offset, p.causal_ratio));
+                       last, end, p.sharded() ? "total_keys" : "num_keys", window_limit,
+                       causal_offset, p.causal_ratio));
   }
 
   // Sample hint: int32 [n]. Its values are device data the host never reads: the kernel

@@ -23,7 +23,8 @@ inline constexpr int kMaxCtasPerSm = 32;  // the most resident CTAs an SM of sm_
 // [1, kMaxHeads], head_dim a multiple of 16 in [16, kMaxHeadDim], dtypes, causal_ratio >= 1
 // and causal_offset >= 0 (causal windows only: other windows ignore both), sample_size in
 // [-1, kMaxSampleSize], candidate_capacity in [0, kMaxCandidateCapacity], key_splits in
-// [0, kMaxKeySplits], the score program verified for these heads (ir::verify; its
+// [0, kMaxKeySplits], shard_key_offset in [0, total_keys) (0 when total_keys is 0: not
+// sharded; sharded plans in top-k mode only), the score program verified for these heads (ir::verify; its
 // UserError becomes InvalidArgument with the same message).
 void validate_problem(const TopkProblem& p);
 

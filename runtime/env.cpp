@@ -12,7 +12,7 @@
 namespace winnow::rt {
 namespace {
 
-constexpr std::array<EnvVar, 11> kRegistry{{
+constexpr std::array<EnvVar, 12> kRegistry{{
     {"HOME", false, "home folder: the cache defaults to $HOME/.cache/winnow"},
     {"TMPDIR", false, "without HOME the cache is $TMPDIR/winnow-cache-<uid> (default /tmp)"},
     // The backend's name and exact version are in every key already (ops/jit_module.cpp).
@@ -27,6 +27,8 @@ constexpr std::array<EnvVar, 11> kRegistry{{
      "\"1\" runs one-head dense fp16/bf16 top-k (knn) in the retrieval mode instead of the "
      "topk kernel (opt-in until its GPU tests have passed)"},
     {"WINNOW_LOG_LEVEL", false, "error|warn|info|debug"},
+    // Read only when a merge is handed an ncclComm_t (runtime/nccl_library.h).
+    {"WINNOW_NCCL_LIBRARY", false, "the NCCL library to dlopen (default libnccl.so.2)"},
     {"WINNOW_NVRTC_OPTIONS", true, "extra NVRTC options, whitespace-separated"},
     {"XDG_CACHE_HOME", false, "the cache defaults to $XDG_CACHE_HOME/winnow"},
 }};

@@ -40,6 +40,7 @@ struct KnnParams {
   int sample_tiles, sample_stride, sample_valid, sample_rank, sample_cap;
   int capacity;
   int round;               // 0: the first filter; r > 0: fallback round r
+  int key_offset;          // sharded keys: added to every index written (0: not sharded)
 };
 
 }  // namespace winnow

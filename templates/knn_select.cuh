@@ -77,15 +77,8 @@ __device__ void knn_select(const KnnParams& p, unsigned char* smem) {
   if (answered || p.round == C::kRounds) {
     u32 chosen = 0;
     if (answered && need > 0) {
-      // Exactly `need` distinct RankKeys at or above kth (all of them when stored == need).
-      const u64 kth = stored == need ? 0ull : radix_kth<KnnSelectCta>(s, need, scan);
-      if (threadIdx.x == 0) *s.taken = 0;
-      for (int i = threadIdx.x; i < KP; i += kKnnSelectThreads) s.sel[i] = 0;
-      __syncthreads();
-      scan([&](u64 v) {
-        if (v >= kth) s.sel[atomicAdd(s.taken, 1u)] = v;
-      });
-      __syncthreads();
+      // Exactly `need` distinct RankKeys (all of them when stored == need).
+      gather_best<KnnSelectCta>(s, need, stored, scan, s.sel, KP, s.taken);
       // Sorted: by score; unsorted: by index, ascending (one answer per row either way).
       sort_desc<KnnSelectCta>(s.sel, KP, !C::kSorted);
       chosen = need;
@@ -95,7 +88,7 @@ __device__ void knn_select(const KnnParams& p, unsigned char* smem) {
     for (int i = threadIdx.x; i < K; i += kKnnSelectThreads) {
       const bool real = u32(i) < chosen;
       const u64 v = real ? s.sel[i] : 0ull;
-      out_idx[i] = real ? rank_key_index(v) : -1;
+      out_idx[i] = real ? rank_key_index(v) + p.key_offset : -1;
       if (out_sc) out_sc[i] = real ? order_key_score(rank_key_order(v)) : -__int_as_float(0x7F800000);
     }
     if (threadIdx.x == 0) rs->retry = 0;

@@ -87,4 +87,26 @@ __device__ u64 radix_kth(const Smem& s, u32 k, ForEach for_each) {
   return kth;
 }
 
+// The `need` largest of the `count` distinct nonzero RankKeys that `scan` yields (all of
+// them when count <= need), gathered into sel[0, kp) (zeros after them) by the whole CTA,
+// counted in *taken: the one exact select of the key-split merge, the retrieval mode's
+// select and the shard merge (templates/shard_merge.cuh). A scan that yields a key twice
+// (inputs breaking the contract) may take more than need: sel keeps at most kp, and
+// *taken, read after the call, says so.
+template <class C, class Smem, class Scan>
+__device__ void gather_best(const Smem& s, u32 need, u32 count, Scan scan, u64* sel, int kp,
+                            u32* taken) {
+  const u64 kth = count <= need ? 1ull : radix_kth<C>(s, need, scan);
+  if (threadIdx.x == 0) *taken = 0;
+  for (int i = threadIdx.x; i < kp; i += C::kThreads) sel[i] = 0ull;
+  __syncthreads();
+  scan([&](u64 v) {
+    if (v >= kth) {
+      const u32 at = atomicAdd(taken, 1u);
+      if (at < u32(kp)) sel[at] = v;
+    }
+  });
+  __syncthreads();
+}
+
 }  // namespace winnow

@@ -47,19 +47,11 @@ __device__ void store_or_merge_parts(const TopkParams& p, const TopkSmem<C>& s, 
       }
     };
     u32* real = s.radix + kScratchMergeReal;
-    if (threadIdx.x == 0) {
-      *real = 0;
-      st.selected = 0;
-    }
-    for (int i = threadIdx.x; i < KP; i += C::kThreads) sel[i] = 0ull;
+    if (threadIdx.x == 0) *real = 0;
     __syncthreads();
     scan([&](u64) { atomicAdd(real, 1u); });
     __syncthreads();
-    const u64 kth = *real <= u32(K) ? 1ull : radix_kth<C>(s, K, scan);
-    scan([&](u64 v) {
-      if (v >= kth) sel[atomicAdd(&st.selected, 1u)] = v;
-    });
-    __syncthreads();
+    gather_best<C>(s, u32(K), *real, scan, sel, KP, &st.selected);
     write_row<C>(p, s, r, row, sel);
   }
 }

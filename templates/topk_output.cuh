@@ -26,7 +26,9 @@ __device__ void write_row(const TopkParams& p, const TopkSmem<C>& s, int r, int 
   // On the wgmma path the copy engine (async proxy) rewrites these stages next.
   if constexpr (kInShared && C::kWgmma) fence_async_smem();
   const u32 chosen = s.rows[r].selected;
-  const int base = C::kAbsolute ? 0 : s.rows[r].origin;
+  // Absolute: the global key number (shard offset + local); relative: from the window's
+  // start (RowState::origin, in local numbers).
+  const int base = C::kAbsolute ? -p.key_offset : s.rows[r].origin;
   for (int i = threadIdx.x; i < K; i += C::kThreads) {
     bool real = u32(i) < chosen;
     u64 v = sel[i];

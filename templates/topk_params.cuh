@@ -22,7 +22,10 @@ struct TopkParams {
   int num_keys;
   long long causal_offset;    // position of row 0
   int causal_ratio;           // m
-  int pad0;
+  // Sharded keys (ops/shard_merge.h): k holds global keys [key_offset, key_offset +
+  // num_keys) of total_keys; windows are in global numbers, outputs too. Not sharded: 0
+  // and num_keys.
+  int key_offset;
   unsigned long long* workspace;  // per CTA: rows_per_cta * (capacity + k) rank keys
   // [0] fallback rows, [1] rows with a bad window, [2] the next work item (row block x
   // part) a CTA takes; zero before the launch (execute clears it, also in a CUDA graph).
@@ -40,7 +43,7 @@ struct TopkParams {
   // min(kCapacity, 2 next_pow2(k)) entries are read (TopkOp::max_sample_hint).
   const int* sample_hint;
   int sample_hint_count;
-  int pad2;
+  int total_keys;
 };
 
 }  // namespace winnow

@@ -46,24 +46,29 @@ __device__ void load_rows(const TopkParams& p, const TopkSmem<C>& s, int row0, i
     st.start = 0;
     st.end = 0;
     st.bad = 0;
+    st.origin = 0;
     if (row < p.rows) {
-      if (C::kWindow == 0) {
-        st.end = p.num_keys;
-      } else if (C::kWindow == 1) {
-        int a = p.window_start[row], b = p.window_end[row];
-        if (a < 0 || b > p.num_keys || a > b) {
+      // The row's window [a, b) in global key numbers, then the part of it this shard
+      // holds in its own (not sharded: key_offset 0, total_keys num_keys: the same).
+      long long a = 0, b = p.total_keys;
+      if (C::kWindow == 1) {
+        a = p.window_start[row];
+        b = p.window_end[row];
+        if (a < 0 || b > p.total_keys || a > b) {
           st.bad = 1;
           if (split == 0) atomicAdd(&p.counters[1], 1u);
-        } else {
-          st.start = a;
-          st.end = b;
+          a = b = p.key_offset;
         }
-      } else {
+      } else if (C::kWindow == 2) {
         long long e = (p.causal_offset + row + 1) / p.causal_ratio;
-        st.end = int(e < p.num_keys ? e : p.num_keys);
+        b = e < p.total_keys ? e : p.total_keys;
       }
+      const long long lo = a - p.key_offset, hi = b - p.key_offset;
+      st.start = int(lo < 0 ? 0 : (lo > p.num_keys ? p.num_keys : lo));
+      st.end = int(hi < 0 ? 0 : (hi > p.num_keys ? p.num_keys : hi));
+      if (st.end < st.start) st.end = st.start;
+      st.origin = int(lo);  // relative indices count from the window's global start
     }
-    st.origin = st.start;
     if (p.key_splits > 1) {
       // Whole key tiles per part, so parts never share a tile.
       const int kt = C::kKeyTile, n = st.end - st.start;

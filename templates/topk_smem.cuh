@@ -20,7 +20,8 @@ struct RowState {
   u32 sample_max;       // largest order key in the sample
   u32 selected;         // keys written to the selection list
   ThresholdBins bins;   // 3 words
-  int origin;           // the whole window's start (relative indices count from it)
+  int origin;           // the whole window's start, local numbers (relative indices count
+                        // from it; negative when it starts in an earlier shard)
   float gate_score;     // gate_edge_score(bins, gate): scores below it are out at once
   int pad[3];
 };

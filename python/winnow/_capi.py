@@ -77,6 +77,12 @@ class BlockRule(ctypes.Structure):
                 ("min_blocks", ctypes.c_int32)]
 
 
+class MergeDesc(ctypes.Structure):  # winnowMergeDesc_t (sharded top-k, issue 19)
+    _fields_ = [("struct_size", ctypes.c_size_t), ("version", ctypes.c_uint32),
+                ("ranks", ctypes.c_int32), ("k", ctypes.c_int32), ("max_rows", ctypes.c_int64),
+                ("sorted", ctypes.c_int32), ("arch", ctypes.c_char_p)]
+
+
 # ---- the library ----
 def library_path():
     """Where the library is loaded from (see the module's docstring)."""
@@ -130,6 +136,16 @@ _PROTOTYPES = {
     "winnowBlockPlanDestroy": (_STATUS, [_P]),
     "winnowBlockSelect": (_STATUS, [_P, _P, _P, _P, _P, _P, _P, ctypes.c_size_t, _P]),
     "winnowBlockAttention": (_STATUS, [_P, _P, _P, _P, _P, _P, _P, _P]),
+    # Sharded top-k (issue 19).
+    "winnowPlanSetShard": (_STATUS, [_P, ctypes.c_int64, ctypes.c_int64]),
+    "winnowMergeDescInit": (None, [_P]),
+    "winnowMergePlanCreate": (_STATUS, [_P, _P, _P]),
+    "winnowMergePlanBuild": (_STATUS, [_P]),
+    "winnowMergePlanGetWorkspaceSize": (_STATUS, [_P, _P]),
+    "winnowMergePlanGetCounterOffset": (_STATUS, [_P, _P]),
+    "winnowMergePlanDestroy": (_STATUS, [_P]),
+    "winnowShardMerge": (_STATUS, [_P, _P, _P, _P, _P, _P, _P, _P, ctypes.c_size_t, _P]),
+    "winnowShardMergeNccl": (_STATUS, [_P, _P, _P, _P, _P, _P, _P, ctypes.c_size_t, _P]),
 }
 for _name, (_restype, _argtypes) in _PROTOTYPES.items():
     _fn = getattr(lib, _name)
