@@ -47,6 +47,17 @@ class PlanHandle:
             self._workspace_bytes = workspace.numel() * workspace.element_size()
         _fast_ops.sync(self)
 
+    def counters(self):
+        """(fallback rows, malformed-window rows) of the last call, from the two uint32 at
+        the plan's counter_offset in its workspace (synchronises the stream: not for a hot
+        path)."""
+        if self.workspace is None:
+            raise ValueError("the plan has no workspace (no GPU)")
+        import torch
+        offset = self.counter_offset
+        words = self.workspace[offset:offset + 8].cpu().view(dtype=torch.int32)
+        return int(words[0]), int(words[1])
+
     def close(self):
         if getattr(self, "_handle", None) is not None:
             _registry.remove(self)

@@ -105,15 +105,6 @@ class TopkPlan(PlanHandle):
         """Uses the caller's uint8 device tensor, or allocates one (workspace_size bytes)."""
         self._use_workspace(workspace, lambda: self.workspace_size)
 
-    def counters(self):
-        """(fallback rows, malformed-window rows) of the last execute: reads the workspace
-        (synchronises the stream: not for a hot path)."""
-        if self.workspace is None:
-            raise ValueError("the plan has no workspace (no GPU)")
-        offset = self.counter_offset
-        words = self.workspace[offset:offset + 8].cpu().view(dtype=_int32())
-        return int(words[0]), int(words[1])
-
     # ---- calls ----
     def _fill(self, q, k, weights, key_scale, window_start, window_end, sample_hint, out,
               out_scores):
@@ -163,8 +154,3 @@ class TopkPlan(PlanHandle):
             stream = _device.current_stream(self.context.device)
         check(_capi.lib.winnowExecuteStream(self.handle, *args, self._workspace_ptr,
                                             self._workspace_bytes, stream, ctypes.addressof(o)))
-
-
-def _int32():
-    import torch
-    return torch.int32
