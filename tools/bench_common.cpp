@@ -90,6 +90,23 @@ void emit(const std::string& out_path, const std::vector<std::string>& lines) {
   }
 }
 
+Ceilings read_ceilings(const std::string& path) {
+  Ceilings c;
+  if (path.empty()) return c;
+  const auto file = read_text(path, "ceilings", "using docs/performance.md's published values");
+  if (!file) return c;
+  const std::string& text = *file;
+  auto take = [&](const char* key, double& slot) {
+    if (auto v = json_number(text, key)) slot = *v, ++c.measured;
+    else fmt::print(stderr, "ceilings: no {} in {}: using the published {}\n", key, path, slot);
+  };
+  take("copy_tbps", c.copy_tbps);
+  take("bf16_tflops", c.bf16_tflops);
+  take("fp8_tflops", c.fp8_tflops);
+  return c;
+}
+
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

@@ -33,6 +33,18 @@ double seconds_since(std::chrono::steady_clock::time_point t0);
 // False, with the reason on stderr, when no GPU can run the benchmark.
 bool bench_gpu_present();
 
+// The ceilings ratios are taken against: docs/performance.md's values on this H200 (torch
+// 2.11, CUDA 13.0), or those bench/ceilings.py measured in the same visit (--ceilings).
+struct Ceilings {
+  double copy_tbps = 4.23, bf16_tflops = 749, fp8_tflops = 1408;
+  int measured = 0;  // how many of the three came from the file
+  const char* source() const {
+    return measured == 3 ? "measured" : measured == 0 ? "published" : "mixed";
+  }
+};
+// The published values where `path` is empty or lacks one (said on stderr).
+Ceilings read_ceilings(const std::string& path);
+
 struct Timing {
   float median = 0, min = 0, max = 0;
 };
