@@ -111,6 +111,12 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+size_t free_device_memory() {
+  size_t free = 0, total = 0;
+  rt::check(rt::driver().cuMemGetInfo(&free, &total), "cuMemGetInfo");
+  return free;
+}
+
 bool bench_gpu_present() {
   std::string why;
   if (rt::gpu_available(&why)) return true;

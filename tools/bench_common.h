@@ -30,6 +30,7 @@ std::string utc_date();  // "2026-12-01"
 // Prints the records on stdout and appends them to out_path (when not empty).
 void emit(const std::string& out_path, const std::vector<std::string>& lines);
 double seconds_since(std::chrono::steady_clock::time_point t0);
+size_t free_device_memory();  // bytes free on the current device now
 // False, with the reason on stderr, when no GPU can run the benchmark.
 bool bench_gpu_present();
 

@@ -67,11 +67,12 @@ constexpr int64_t kCsaMaterializeMax = 65536;
 constexpr int64_t kCsaReferenceRows = 1000;
 
 
-// Every workload `bench` runs, block-select (tools/cmd_bench_block.cpp) included.
+// Every workload `bench` runs, dsa-decode (tools/cmd_bench_decode.cpp) and block-select
+// (tools/cmd_bench_block.cpp) included.
 std::string workload_list() {
   std::string s;
   for (const Workload& w : workloads()) s += (s.empty() ? "" : ", ") + std::string(w.name);
-  return s + ", block-select and jit";
+  return s + ", dsa-decode, block-select and jit";
 }
 
 struct BenchArgs {
@@ -112,6 +113,9 @@ Workloads:
   knn-ip               inner product, d=768, fp16 corpus of N vectors, a batch of queries
   knn-l2               as knn-ip with the negated squared L2 distance
   knn-cosine           as knn-ip with the cosine similarity
+  dsa-decode           the paged decode indexer top-k over the engines' fp8 key cache,
+                       B requests x len, mixed batches, graph replay (its own options:
+                       winnow bench dsa-decode --help)
   block-select         FlashPrefill block selection + block-sparse attention (its own
                        options: winnow bench block-select --help)
   jit                  the cold build of a new kernel and its disk hit, per backend; no
@@ -151,10 +155,13 @@ Options:
 const Workload& find_workload(const std::string& name) {
   for (const Workload& w : workloads())
     if (name == w.name) return w;
-  if (name == "block-select" || name == "jit")  // dispatched by bench_main only as the first argument
+  if (name == "block-select" || name == "jit" || name == "dsa-decode")  // dispatched by
+    // bench_main only as the first argument
     throw UsageError(name + " has its own options: name it first, as in 'winnow bench " + name +
-                     (name == "jit" ? " --kernels relu_mh" : " --L 16K") + "' (see winnow bench " +
-                     name + " --help)");
+                     (name == "jit"          ? " --kernels relu_mh"
+                      : name == "dsa-decode" ? " --B 64 --len 64K"
+                                             : " --L 16K") +
+                     "' (see winnow bench " + name + " --help)");
   throw UsageError("unknown workload '" + name + "'; the workloads are " + workload_list());
 }
 
@@ -291,13 +298,6 @@ struct FusedRun {
   size_t extra_mem = 0;
   ops::ChunkPlan chunks;  // the streaming driver's (csa); {0, 0} for one launch
 };
-
-// Free device memory now.
-size_t free_device_memory() {
-  size_t free = 0, total = 0;
-  rt::check(rt::driver().cuMemGetInfo(&free, &total), "cuMemGetInfo");
-  return free;
-}
 
 int selected_keys(const ops::TopkOp& op) { return op.problem().k; }
 int selected_keys(const ops::StreamTopk& op) { return op.problem().topk.k; }
@@ -941,6 +941,7 @@ std::vector<SizeResult> run_size(const BenchArgs& a, const ops::TopkProblem& bas
 int bench_main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "block-select") return run_bench_block(argc, argv);
   if (argc > 1 && std::string(argv[1]) == "jit") return run_bench_jit(argc, argv);
+  if (argc > 1 && std::string(argv[1]) == "dsa-decode") return run_bench_decode(argc, argv);
   BenchArgs a;
   if (!parse_args(argc, argv, a)) {
     fmt::print("{}", kHelp);
