@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +33,16 @@ std::vector<int64_t> parse_sizes(const std::string& flag, const std::string& lis
   std::stringstream in(list);
   for (std::string item; std::getline(in, item, ',');) out.push_back(parse_size(flag, item));
   if (out.empty()) throw UsageError(flag + " needs at least one value");
+  return out;
+}
+
+std::vector<std::string> split_list(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at <= s.size();) {
+    const size_t next = std::min(s.find(sep, at), s.size());
+    if (next > at) out.push_back(s.substr(at, next - at));
+    at = next + 1;
+  }
   return out;
 }
 

@@ -17,6 +17,8 @@ namespace winnow::tools {
 // "65536", "64K", "1M" (binary multiples); a list separated by commas. UsageError otherwise.
 int64_t parse_size(const std::string& flag, const std::string& s);
 std::vector<int64_t> parse_sizes(const std::string& flag, const std::string& list);
+// The non-empty items of a list separated by `sep`.
+std::vector<std::string> split_list(const std::string& s, char sep = ',');
 
 // The number after "key": in a flat JSON object; nullopt when missing, null or not > 0.
 std::optional<double> json_number(const std::string& text, const std::string& key);

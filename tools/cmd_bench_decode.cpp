@@ -21,7 +21,6 @@
 #include <numeric>
 #include <optional>
 #include <random>
-#include <sstream>
 
 #include "compiler/backend/backend.h"
 #include "compiler/build_id.h"
@@ -93,8 +92,7 @@ struct DecodeArgs {
 // "COUNTxLEN" joined by '+': one shape.
 DecodeShape parse_batch(const std::string& flag, const std::string& spec) {
   DecodeShape s;
-  std::stringstream in(spec);
-  for (std::string part; std::getline(in, part, '+');) {
+  for (const std::string& part : split_list(spec, '+')) {
     const auto x = part.find('x');
     if (x == std::string::npos)
       throw UsageError(flag + " expects COUNTxLEN parts joined by '+', got '" + part + "'");
@@ -112,8 +110,7 @@ DecodeShape parse_batch(const std::string& flag, const std::string& spec) {
 std::vector<DecodeShape> parse_batches(const std::string& flag, const std::string& list) {
   std::vector<DecodeShape> out;
   if (list == "none") return out;
-  std::stringstream in(list);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(parse_batch(flag, item));
+  for (const std::string& item : split_list(list)) out.push_back(parse_batch(flag, item));
   if (out.empty()) throw UsageError(flag + " needs at least one shape, or none");
   return out;
 }

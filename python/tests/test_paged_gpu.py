@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 import winnow  # noqa: E402
 from winnow import vllm  # noqa: E402
-from winnow.testing import data, reference  # noqa: E402
+from winnow.testing import cuda_graph, data, reference  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 H, BLOCKS, MAX_BATCH = 64, 64, 16  # lengths up to 4096
@@ -126,14 +126,7 @@ def test_cuda_graph_replay_with_other_lengths_equals_eager(plans):
     first = data.paged_inputs([BLOCKS * 64] * MAX_BATCH, next_n=2, H=H, max_blocks=BLOCKS,
                               seed=20)
     static = [t.clone() for t in op_order(*on_gpu(*first))]
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm up off the default stream, as torch asks
-        winnow.paged_indexer_topk(plan, *static)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        captured = winnow.paged_indexer_topk(plan, *static)
+    graph, captured = cuda_graph.capture(lambda: winnow.paged_indexer_topk(plan, *static))
     g = torch.Generator().manual_seed(21)
     for replay in range(3):
         lens = torch.randint(0, BLOCKS * 64 + 1, (MAX_BATCH,), generator=g).tolist()

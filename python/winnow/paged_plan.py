@@ -23,6 +23,9 @@ class PagedPlan(PlanHandle):
 
     _kind = "PagedPlan"
     _destroy = staticmethod(lambda h: _capi.lib.winnowPagedPlanDestroy(h))
+    _build_plan = _capi.lib.winnowPagedPlanBuild  # compiles both modules
+    _get_workspace_size = _capi.lib.winnowPagedPlanGetWorkspaceSize
+    _get_counter_offset = _capi.lib.winnowPagedPlanGetCounterOffset  # fallback rows, bad requests' rows
 
     def __init__(self, context, *, max_blocks_per_seq, heads=64, k=2048, next_n=1,
                  max_batch=1, max_total_keys=0, sorted=False, key_splits=0, expression=None,
@@ -32,9 +35,7 @@ class PagedPlan(PlanHandle):
         desc = _capi.PagedDesc()
         _capi.lib.winnowPagedDescInit(ctypes.byref(desc))
         if expression is not None:
-            desc.score = _capi.SCORE_EXPR
-            self._expression = expression.encode()
-            desc.expression = self._expression
+            self._set_expression(desc, expression)
         desc.heads, desc.k, desc.next_n, desc.max_batch = heads, k, next_n, max_batch
         desc.max_blocks_per_seq, desc.max_total_keys = max_blocks_per_seq, max_total_keys
         desc.sorted, desc.key_splits = 1 if sorted else 0, key_splits
@@ -43,33 +44,7 @@ class PagedPlan(PlanHandle):
         self.desc = desc
         self.heads, self.k, self.next_n, self.max_batch = heads, k, next_n, max_batch
         self.max_blocks_per_seq = max_blocks_per_seq
-        handle = ctypes.c_void_p()
-        check(_capi.lib.winnowPagedPlanCreate(context.handle, ctypes.byref(desc),
-                                              ctypes.byref(handle)))
-        self._adopt(context, handle, 6)
-        if build:
-            self.build(workspace)
-
-    def build(self, workspace=None):
-        """winnowPagedPlanBuild (compiles both modules, or loads the cached cubins), then the
-        workspace: the caller's, or one allocated now (none without a GPU)."""
-        check(_capi.lib.winnowPagedPlanBuild(self.handle))
-        self.built = True
-        self._use_workspace(workspace, lambda: self.workspace_size)
-        return self
-
-    @property
-    def workspace_size(self):
-        n = ctypes.c_size_t()
-        check(_capi.lib.winnowPagedPlanGetWorkspaceSize(self.handle, ctypes.byref(n)))
-        return n.value
-
-    @property
-    def counter_offset(self):
-        """Where (fallback rows, bad requests' rows) lie in the workspace after a call."""
-        n = ctypes.c_size_t()
-        check(_capi.lib.winnowPagedPlanGetCounterOffset(self.handle, ctypes.byref(n)))
-        return n.value
+        self._create(context, _capi.lib.winnowPagedPlanCreate, desc, 6, build, workspace)
 
     def rows(self, q):
         """Output rows of a call with these queries: B * next_n."""
