@@ -2,7 +2,7 @@
 # One visit to the lent GPU: the [gpu] tests, the demo, the ceilings (PyTorch) and the
 # benchmark, every output under $OUT. Binaries built on the CPU machine are carried in
 # .devbin/. Env: TESTS (Catch2 filter, "-" to skip), DEMO_ARGS ("-" to skip), BENCH,
-# TORCH_TOPK, TORCH_KNN, BENCH_VARIANT, NCU (a demo argument list to profile with ncu),
+# TORCH_TOPK, TORCH_KNN, TORCH_DECODE, BENCH_VARIANT, NCU (a demo argument list to profile with ncu),
 # VARIANT_RUNS, TEST_EACH, CASE_TIMEOUT, TEST_TIMEOUT, ORDER_SEED, C_TEST, SANITIZE, PY_TESTS,
 # TUNE.
 #
@@ -135,10 +135,12 @@ if [ -n "${TUNE:-}" ]; then
 fi
 if [ -n "${BENCH:-}" ]; then
   timeout 120 python3 bench/ceilings.py "$OUT/ceilings.json" 2>&1 | tail -n 3
-  # TORCH_TOPK="RxTxK,..." / TORCH_KNN="BxNxDxK,...": the PyTorch baselines, same visit.
-  if [ -n "${TORCH_TOPK:-}${TORCH_KNN:-}" ]; then
+  # TORCH_TOPK="RxTxK,..." / TORCH_KNN="BxNxDxK,..." / TORCH_DECODE="LENS:NEXT_N:K,...":
+  # the PyTorch baselines, same visit.
+  if [ -n "${TORCH_TOPK:-}${TORCH_KNN:-}${TORCH_DECODE:-}" ]; then
     timeout ${TORCH_TIMEOUT:-240} python3 bench/torch_baselines.py "$OUT/baselines.json" \
-      ${TORCH_TOPK:+--topk "$TORCH_TOPK"} ${TORCH_KNN:+--knn "$TORCH_KNN"} 2>&1 | tail -n 12
+      ${TORCH_TOPK:+--topk "$TORCH_TOPK"} ${TORCH_KNN:+--knn "$TORCH_KNN"} \
+      ${TORCH_DECODE:+--decode "$TORCH_DECODE"} 2>&1 | tail -n 12
   fi
   # block-select compares with dense torch SDPA: timed first, read back with --dense.
   if [[ "$BENCH" == *block-select* ]]; then

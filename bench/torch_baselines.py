@@ -3,6 +3,7 @@
 the same visit (PERF.md, "Baselines to run beside winnow").
 
     python3 bench/torch_baselines.py OUT.json [--topk RxTxK,...] [--knn BxNxDxK,...]
+                                     [--decode LENS:NEXT_N:K,...]
 
 --topk R x T x K: torch.topk(K) over an R x T fp32 logits matrix (the second half of the
     "materialize" baseline: winnow's score-only kernel writes those logits, the bench adds
@@ -10,6 +11,13 @@ the same visit (PERF.md, "Baselines to run beside winnow").
 --knn B x N x D x K: plain PyTorch retrieval, fp16: q[B, D] @ corpus[N, D].T (fp16 logits)
     then torch.topk(K) along N. Keys "knn_ip_ms:BxNxDxK" and "knn_l2_ms:BxNxDxK" (l2: the
     same matmul, then -(|k|^2 - 2 q.k) with stored |k|^2, then topk: the usual torch form).
+--decode LENS:NEXT_N:K (LENS: COUNTxLEN joined by '+', as `winnow bench dsa-decode` labels
+    its shapes, e.g. 64x65536 or 63x1024+1x1048576): the paged decode indexer in plain
+    PyTorch over the engines' cache uint8 [blocks, 64, 1, 132] (keys gathered through the
+    block table per request, fp32 relu_mh with the key scales into [B * next_n, max_len]
+    logits masked past each query's length, then torch.topk(K)). Key
+    "decode_torch_ms:LENS:NEXT_N:K"; also "topk_ms:RxTxK" for R = B * next_n, T = max_len
+    (the top-k half of materialize + torch.topk).
 
 Each value is the median of REPEATS runs between CUDA events, after WARMUP runs; a size
 that fails (out of memory) is written as null with the error beside it. Progress lines
@@ -64,11 +72,54 @@ def knn_ms(batch, n, d, k):
     return ip, l2
 
 
+def decode_lens(spec):
+    """'63x1024+1x1048576' -> [1024] * 63 + [1048576]."""
+    lens = []
+    for part in spec.split("+"):
+        count, length = sizes(part, 2)[0]
+        lens += [length] * count
+    return lens
+
+
+def decode_torch_ms(lens, next_n, k, heads=64):
+    """torch-only decode: per request, its pages gathered from the cache, fp8 keys and
+    scales decoded, sum_h w relu(q . k) * scale, masked, then topk over [rows, max_len]."""
+    pages = [(n + 63) // 64 for n in lens]
+    cache = torch.randint(0, 120, (sum(pages), 64, 1, 132), dtype=torch.uint8, device="cuda")
+    flat = cache.view(cache.shape[0], -1)
+    flat[:, 8192:] = torch.ones(cache.shape[0], 64, device="cuda").view(torch.uint8)
+    table = torch.randperm(sum(pages), device="cuda", dtype=torch.int64).to(torch.int32)
+    starts = [sum(pages[:b]) for b in range(len(lens))]
+    B, width = len(lens), max(lens)
+    q = torch.randn(B, next_n, heads, 128, device="cuda").to(torch.float8_e4m3fn)
+    w = torch.randn(B * next_n, heads, device="cuda")
+    logits = torch.empty(B * next_n, width, device="cuda")
+    pos = torch.arange(width, device="cuda")
+
+    def call():
+        logits.fill_(float("-inf"))
+        for b, n in enumerate(lens):
+            blocks = flat[table[starts[b]:starts[b] + pages[b]].long()]
+            k = blocks[:, :8192].reshape(-1, 128)[:n].view(torch.float8_e4m3fn).float()
+            scale = blocks[:, 8192:].reshape(-1, 4)[:n].view(torch.float32).squeeze(1)
+            s = torch.einsum("jhd,nd->jhn", q[b].float(), k).relu_()
+            s = torch.einsum("jh,jhn->jn", w[b * next_n:(b + 1) * next_n], s) * scale
+            seen = n - next_n + 1 + torch.arange(next_n, device="cuda")
+            logits[b * next_n:(b + 1) * next_n, :n] = s.masked_fill(pos[None, :n] >= seen[:, None],
+                                                                  float("-inf"))
+        return torch.topk(logits, min(k, width), dim=1, sorted=False)
+
+    ms = median_ms(call)
+    del cache, logits
+    return ms
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--topk", help="RxTxK,... (fp32 logits)")
     ap.add_argument("--knn", help="BxNxDxK,... (fp16 corpus)")
+    ap.add_argument("--decode", help="LENS:NEXT_N:K,... (paged decode, LENS as 63x1K+1x1M)")
     args = ap.parse_args()
     result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
               "date": datetime.date.today().isoformat(), "warmup": WARMUP, "repeats": REPEATS}
@@ -94,6 +145,18 @@ def main():
         name = f"{b}x{n}x{d}x{k}"
         both = measure(f"knn_ms:{name}", lambda: knn_ms(b, n, d, k))
         result[f"knn_ip_ms:{name}"], result[f"knn_l2_ms:{name}"] = both or (None, None)
+    for spec in filter(None, (args.decode or "").split(",")):
+        parts = spec.split(":")
+        if len(parts) != 3:
+            sys.exit(f"torch_baselines: '{spec}' is not LENS:NEXT_N:K")
+        lens, next_n, k = decode_lens(parts[0]), int(parts[1]), int(parts[2])
+        label = "+".join(f"{c}x{n}" for c, n in sizes(parts[0].replace("+", ","), 2))
+        key = f"decode_torch_ms:{label}:{next_n}:{k}"
+        result[key] = measure(key, lambda: decode_torch_ms(lens, next_n, k))
+        rows, width = len(lens) * next_n, max(lens)
+        topk_key = f"topk_ms:{rows}x{width}x{k}"
+        if topk_key not in result:
+            result[topk_key] = measure(topk_key, lambda: topk_ms(rows, width, k))
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)
         f.write("\n")

@@ -50,7 +50,7 @@ TEST_CASE("winnow bench names every workload, block-select and jit included", "[
   ToolRun r = run_tool("bench");
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Contains("which workload? one of dsa-prefill,"));
-  CHECK_THAT(r.output, Contains("knn-l2, knn-cosine, block-select and jit"));
+  CHECK_THAT(r.output, Contains("knn-l2, knn-cosine, dsa-decode, block-select and jit"));
   r = run_tool("bench nonesuch");
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Contains("block-select and jit"));
@@ -61,6 +61,41 @@ TEST_CASE("winnow bench names every workload, block-select and jit included", "[
   r = run_tool("bench --repeats 3 block-select");
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Contains("block-select has its own options: name it first"));
+}
+
+TEST_CASE("winnow bench dsa-decode: help, argument errors, and a GPU asked for", "[tool][decode]") {
+  ToolRun r = run_tool("bench dsa-decode --help");
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Contains("--mixed LIST") && Contains("63x1K+1x1M") &&
+                           Contains("--graph LIST") && Contains("Needs a GPU"));
+  const struct {
+    const char* args;
+    const char* message;
+  } errors[] = {
+      {"--next-n 5", "--next-n 5 is outside [1, 4]"},
+      {"--k 0", "--k 0 is outside [1, 8192]"},
+      {"--k 9000", "--k 9000 is outside [1, 8192]"},
+      {"--len 0", "--len expects positive integers"},
+      {"--mixed 63y1K", "--mixed expects COUNTxLEN parts joined by '+', got '63y1K'"},
+      {"--mixed 1x2048M", "--mixed: a length above 2^30"},
+      {"--graph none --mixed none --B 1 --len 1K --repeats 0", "--repeats >= 1"},
+      {"--nonesuch", "unknown argument '--nonesuch'"},
+  };
+  for (const auto& c : errors) {
+    INFO("winnow bench dsa-decode " << c.args);
+    r = run_tool(std::string("bench dsa-decode ") + c.args);
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Contains(c.message));
+  }
+  r = run_tool("bench --repeats 3 dsa-decode");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Contains("dsa-decode has its own options: name it first"));
+  if (!winnow::rt::gpu_available()) {
+    r = run_tool("bench dsa-decode --B 1 --len 1K --mixed none --graph none");
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.output, Contains("winnow bench needs a GPU"));
+  }
 }
 
 TEST_CASE("winnow bench jit: a cold build into an empty folder, then a disk hit", "[tool]") {

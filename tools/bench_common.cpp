@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +33,16 @@ std::vector<int64_t> parse_sizes(const std::string& flag, const std::string& lis
   std::stringstream in(list);
   for (std::string item; std::getline(in, item, ',');) out.push_back(parse_size(flag, item));
   if (out.empty()) throw UsageError(flag + " needs at least one value");
+  return out;
+}
+
+std::vector<std::string> split_list(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at <= s.size();) {
+    const size_t next = std::min(s.find(sep, at), s.size());
+    if (next > at) out.push_back(s.substr(at, next - at));
+    at = next + 1;
+  }
   return out;
 }
 
@@ -90,8 +101,31 @@ void emit(const std::string& out_path, const std::vector<std::string>& lines) {
   }
 }
 
+Ceilings read_ceilings(const std::string& path) {
+  Ceilings c;
+  if (path.empty()) return c;
+  const auto file = read_text(path, "ceilings", "using docs/performance.md's published values");
+  if (!file) return c;
+  const std::string& text = *file;
+  auto take = [&](const char* key, double& slot) {
+    if (auto v = json_number(text, key)) slot = *v, ++c.measured;
+    else fmt::print(stderr, "ceilings: no {} in {}: using the published {}\n", key, path, slot);
+  };
+  take("copy_tbps", c.copy_tbps);
+  take("bf16_tflops", c.bf16_tflops);
+  take("fp8_tflops", c.fp8_tflops);
+  return c;
+}
+
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+size_t free_device_memory() {
+  size_t free = 0, total = 0;
+  rt::check(rt::driver().cuMemGetInfo(&free, &total), "cuMemGetInfo");
+  return free;
 }
 
 bool bench_gpu_present() {

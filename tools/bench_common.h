@@ -17,6 +17,8 @@ namespace winnow::tools {
 // "65536", "64K", "1M" (binary multiples); a list separated by commas. UsageError otherwise.
 int64_t parse_size(const std::string& flag, const std::string& s);
 std::vector<int64_t> parse_sizes(const std::string& flag, const std::string& list);
+// The non-empty items of a list separated by `sep`.
+std::vector<std::string> split_list(const std::string& s, char sep = ',');
 
 // The number after "key": in a flat JSON object; nullopt when missing, null or not > 0.
 std::optional<double> json_number(const std::string& text, const std::string& key);
@@ -30,8 +32,21 @@ std::string utc_date();  // "2026-12-01"
 // Prints the records on stdout and appends them to out_path (when not empty).
 void emit(const std::string& out_path, const std::vector<std::string>& lines);
 double seconds_since(std::chrono::steady_clock::time_point t0);
+size_t free_device_memory();  // bytes free on the current device now
 // False, with the reason on stderr, when no GPU can run the benchmark.
 bool bench_gpu_present();
+
+// The ceilings ratios are taken against: docs/performance.md's values on this H200 (torch
+// 2.11, CUDA 13.0), or those bench/ceilings.py measured in the same visit (--ceilings).
+struct Ceilings {
+  double copy_tbps = 4.23, bf16_tflops = 749, fp8_tflops = 1408;
+  int measured = 0;  // how many of the three came from the file
+  const char* source() const {
+    return measured == 3 ? "measured" : measured == 0 ? "published" : "mixed";
+  }
+};
+// The published values where `path` is empty or lacks one (said on stderr).
+Ceilings read_ceilings(const std::string& path);
 
 struct Timing {
   float median = 0, min = 0, max = 0;

@@ -48,14 +48,13 @@
 #include "runtime/tuning_db.h"
 #include "tools/bench_common.h"
 #include "tools/commands.h"
+#include "tools/random_inputs.h"
 #include "tools/workloads.h"
 
 namespace winnow::tools {
 namespace {
 
-using ops::fill_chunk;
 using ops::parallel_for;
-using ops::splitmix64;
 
 // ---------------------------------------------------------------------------------------
 // Workloads and arguments
@@ -68,11 +67,12 @@ constexpr int64_t kCsaMaterializeMax = 65536;
 constexpr int64_t kCsaReferenceRows = 1000;
 
 
-// Every workload `bench` runs, block-select (tools/cmd_bench_block.cpp) included.
+// Every workload `bench` runs, dsa-decode (tools/cmd_bench_decode.cpp) and block-select
+// (tools/cmd_bench_block.cpp) included.
 std::string workload_list() {
   std::string s;
   for (const Workload& w : workloads()) s += (s.empty() ? "" : ", ") + std::string(w.name);
-  return s + ", block-select and jit";
+  return s + ", dsa-decode, block-select and jit";
 }
 
 struct BenchArgs {
@@ -113,6 +113,9 @@ Workloads:
   knn-ip               inner product, d=768, fp16 corpus of N vectors, a batch of queries
   knn-l2               as knn-ip with the negated squared L2 distance
   knn-cosine           as knn-ip with the cosine similarity
+  dsa-decode           the paged decode indexer top-k over the engines' fp8 key cache,
+                       B requests x len, mixed batches, graph replay (its own options:
+                       winnow bench dsa-decode --help)
   block-select         FlashPrefill block selection + block-sparse attention (its own
                        options: winnow bench block-select --help)
   jit                  the cold build of a new kernel and its disk hit, per backend; no
@@ -152,10 +155,13 @@ Options:
 const Workload& find_workload(const std::string& name) {
   for (const Workload& w : workloads())
     if (name == w.name) return w;
-  if (name == "block-select" || name == "jit")  // dispatched by bench_main only as the first argument
+  if (name == "block-select" || name == "jit" || name == "dsa-decode")  // dispatched by
+    // bench_main only as the first argument
     throw UsageError(name + " has its own options: name it first, as in 'winnow bench " + name +
-                     (name == "jit" ? " --kernels relu_mh" : " --L 16K") + "' (see winnow bench " +
-                     name + " --help)");
+                     (name == "jit"          ? " --kernels relu_mh"
+                      : name == "dsa-decode" ? " --B 64 --len 64K"
+                                             : " --L 16K") +
+                     "' (see winnow bench " + name + " --help)");
   throw UsageError("unknown workload '" + name + "'; the workloads are " + workload_list());
 }
 
@@ -222,31 +228,6 @@ bool parse_args(int argc, char** argv, BenchArgs& a) {
 // ---------------------------------------------------------------------------------------
 // Ceilings and the floor
 
-struct Ceilings {
-  // docs/performance.md's values on this H200 (torch 2.11, CUDA 13.0).
-  double copy_tbps = 4.23, bf16_tflops = 749, fp8_tflops = 1408;
-  int measured = 0;  // how many of the three came from the file
-  const char* source() const {
-    return measured == 3 ? "measured" : measured == 0 ? "published" : "mixed";
-  }
-};
-
-Ceilings read_ceilings(const std::string& path) {
-  Ceilings c;
-  if (path.empty()) return c;
-  const auto file = read_text(path, "ceilings", "using docs/performance.md's published values");
-  if (!file) return c;
-  const std::string& text = *file;
-  auto take = [&](const char* key, double& slot) {
-    if (auto v = json_number(text, key)) slot = *v, ++c.measured;
-    else fmt::print(stderr, "ceilings: no {} in {}: using the published {}\n", key, path, slot);
-  };
-  take("copy_tbps", c.copy_tbps);
-  take("bf16_tflops", c.bf16_tflops);
-  take("fp8_tflops", c.fp8_tflops);
-  return c;
-}
-
 // One (workload, size, k) problem's sizes, for FLOP and byte counts.
 struct Shape {
   int64_t Q, T;  // rows and keys
@@ -277,43 +258,6 @@ struct Shape {
 
 // ---------------------------------------------------------------------------------------
 // Random inputs
-
-// `count` values of `dist` in `dtype`, generated in slices on every core and uploaded.
-template <class Dist>
-rt::DeviceBuffer random_device_tensor(DType dtype, size_t count, Dist dist, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<float> samples(size_t(1) << 16);
-  for (float& x : samples) x = dist(rng);
-  const ops::HostTensor table = ops::make_tensor(dtype, std::move(samples));
-  const size_t eb = size_t(ops::dtype_bytes(dtype));
-  rt::DeviceBuffer dev(std::max<size_t>(count * eb, 16));
-  constexpr size_t kChunk = size_t(1) << 22;  // elements per job
-  const size_t jobs_per_slice = std::max(1u, std::thread::hardware_concurrency());
-  const size_t jobs = (count + kChunk - 1) / kChunk;
-  std::vector<uint8_t> host(std::min(jobs, jobs_per_slice) * kChunk * eb);
-  for (size_t first = 0; first < jobs; first += jobs_per_slice) {
-    const size_t n_jobs = std::min(jobs_per_slice, jobs - first);
-    const size_t begin = first * kChunk, end = std::min(count, (first + n_jobs) * kChunk);
-    parallel_for(n_jobs, [&](size_t j) {
-      const size_t e0 = (first + j) * kChunk, n = std::min(kChunk, count - e0);
-      const uint64_t state = splitmix64(seed * 0x100000001B3ull + first + j);
-      uint8_t* dst = host.data() + j * kChunk * eb;
-      switch (eb) {
-        case 1: fill_chunk(dst, n, table.bytes.data(), state); break;
-        case 2:
-          fill_chunk(reinterpret_cast<uint16_t*>(dst), n,
-                     reinterpret_cast<const uint16_t*>(table.bytes.data()), state);
-          break;
-        default:
-          fill_chunk(reinterpret_cast<uint32_t*>(dst), n,
-                     reinterpret_cast<const uint32_t*>(table.bytes.data()), state);
-      }
-    });
-    rt::check(rt::driver().cuMemcpyHtoD(dev.ptr() + begin * eb, host.data(), (end - begin) * eb),
-              "cuMemcpyHtoD (inputs)");
-  }
-  return dev;
-}
 
 // ---------------------------------------------------------------------------------------
 // Device side
@@ -354,13 +298,6 @@ struct FusedRun {
   size_t extra_mem = 0;
   ops::ChunkPlan chunks;  // the streaming driver's (csa); {0, 0} for one launch
 };
-
-// Free device memory now.
-size_t free_device_memory() {
-  size_t free = 0, total = 0;
-  rt::check(rt::driver().cuMemGetInfo(&free, &total), "cuMemGetInfo");
-  return free;
-}
 
 int selected_keys(const ops::TopkOp& op) { return op.problem().k; }
 int selected_keys(const ops::StreamTopk& op) { return op.problem().topk.k; }
@@ -1004,6 +941,7 @@ std::vector<SizeResult> run_size(const BenchArgs& a, const ops::TopkProblem& bas
 int bench_main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "block-select") return run_bench_block(argc, argv);
   if (argc > 1 && std::string(argv[1]) == "jit") return run_bench_jit(argc, argv);
+  if (argc > 1 && std::string(argv[1]) == "dsa-decode") return run_bench_decode(argc, argv);
   BenchArgs a;
   if (!parse_args(argc, argv, a)) {
     fmt::print("{}", kHelp);

@@ -99,16 +99,6 @@ struct JitArgs {
   std::string out_path;
 };
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  for (size_t at = 0; at <= s.size();) {
-    const size_t comma = std::min(s.find(',', at), s.size());
-    if (comma > at) out.push_back(s.substr(at, comma - at));
-    at = comma + 1;
-  }
-  return out;
-}
-
 // Returns false when --help was asked for.
 bool parse_jit_args(int argc, char** argv, JitArgs& a) {
   Args args(argc, argv);

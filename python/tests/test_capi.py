@@ -17,6 +17,7 @@ def test_version_is_the_headers():
 @pytest.mark.parametrize("struct, init", [
     (_capi.ProblemDesc, "winnowProblemDescInit"), (_capi.CallOptions, "winnowCallOptionsInit"),
     (_capi.StreamOptions, "winnowStreamOptionsInit"), (_capi.BlockDesc, "winnowBlockDescInit"),
+    (_capi.PagedDesc, "winnowPagedDescInit"),
 ])
 def test_struct_sizes_are_the_c_librarys(struct, init):
     s = struct()
@@ -31,6 +32,15 @@ def test_problem_desc_defaults_read_back_field_by_field():
     assert (d.key_scale, d.mode, d.k, d.output_flags, d.window) == (1, 0, 2048, 0, 0)
     assert (d.causal_ratio, d.causal_offset, d.arch) == (1, 0, None)
     assert (d.candidate_capacity, d.sample_size, d.key_splits, d.max_workspace_bytes) == (0, -1, 0, 0)
+
+
+def test_paged_desc_defaults_read_back():
+    d = _capi.PagedDesc()
+    _capi.lib.winnowPagedDescInit(ctypes.byref(d))
+    assert (d.version, d.score, d.expression, d.heads, d.k, d.next_n, d.max_batch) == \
+        (1, 0, None, 64, 2048, 1, 1)
+    assert (d.max_blocks_per_seq, d.max_total_keys, d.sorted, d.key_splits, d.arch) == \
+        (0, 0, 0, 0, None)
 
 
 def test_other_defaults_read_back():

@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 import winnow  # noqa: E402
 from winnow import sglang, vllm  # noqa: E402
-from winnow.testing import data, reference  # noqa: E402
+from winnow.testing import cuda_graph, data, reference  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 T, H, N, TOPK = 64, 64, 4096, 2048
@@ -154,14 +154,7 @@ def test_torch_compile_equals_eager(indexer, exact):
 def test_cuda_graph_replay_equals_eager(indexer, exact):
     _, gpu = exact
     static = [t.clone() for t in reorder(gpu)]
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm up off the default stream, as torch asks
-        winnow.indexer_topk(indexer, *static)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        captured = winnow.indexer_topk(indexer, *static)
+    graph, captured = cuda_graph.capture(lambda: winnow.indexer_topk(indexer, *static))
     fresh = data.indexer_inputs(T, H, N, seed=99)
     for dst, src in zip(static, reorder(on_gpu(*fresh))):
         dst.copy_(src)

@@ -1,6 +1,6 @@
 """winnow: fused score + top-k GPU kernels generated at run time, from Python.
 
-The C library through ctypes (winnow.Context, TopkPlan, BlockPlan; errors as WinnowError
+The C library through ctypes (winnow.Context, TopkPlan, BlockPlan, PagedPlan; errors as WinnowError
 with the C message) works without torch; with torch, the ops of the `winnow` namespace
 (torch.ops.winnow.*) and the engine adapters (winnow.vllm, winnow.sglang) come too.
 fast_ops_loaded() says whether the hot ops run as C++ kernels (the torch extension
@@ -12,6 +12,7 @@ from .block_plan import BlockPlan, block_rule
 from .context import Context
 from .errors import (CompileError, CudaError, InternalError, InvalidArgument, NoDevice,
                      NotBuilt, NotSupported, WinnowError, WorkspaceTooSmall)
+from .paged_plan import PagedPlan
 from .plan import TopkPlan
 
 try:
@@ -20,6 +21,7 @@ except ImportError:
     has_torch = False
 else:
     has_torch = True
-    from .ops import block_attention, block_select, indexer_topk, knn, stream_topk
+    from .ops import (block_attention, block_select, indexer_topk, knn, paged_indexer_topk,
+                      stream_topk)
 
 __version__ = "%d.%d.%d" % version()

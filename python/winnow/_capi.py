@@ -16,6 +16,7 @@ STATUS_NAMES = {
 }
 
 DTYPE_FLOAT32, DTYPE_FLOAT16, DTYPE_BFLOAT16, DTYPE_FP8_E4M3, DTYPE_INT32 = 1, 2, 3, 4, 5
+DTYPE_UINT8 = 6  # raw bytes: the paged decode key cache
 # The spellings the Python API takes for a plan's q_dtype / k_dtype (ops/names.cpp's short
 # names).
 DTYPES = {"fp32": DTYPE_FLOAT32, "fp16": DTYPE_FLOAT16, "bf16": DTYPE_BFLOAT16,
@@ -69,6 +70,15 @@ class BlockDesc(ctypes.Structure):
                 ("heads", ctypes.c_int32), ("kv_heads", ctypes.c_int32),
                 ("head_dim", ctypes.c_int32), ("max_seq_len", ctypes.c_int64),
                 ("arch", ctypes.c_char_p)]
+
+
+class PagedDesc(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("version", ctypes.c_uint32),
+                ("score", ctypes.c_int), ("expression", ctypes.c_char_p),
+                ("heads", ctypes.c_int32), ("k", ctypes.c_int32), ("next_n", ctypes.c_int32),
+                ("max_batch", ctypes.c_int32), ("max_blocks_per_seq", ctypes.c_int32),
+                ("max_total_keys", ctypes.c_int64), ("sorted", ctypes.c_int32),
+                ("key_splits", ctypes.c_int32), ("arch", ctypes.c_char_p)]
 
 
 class BlockRule(ctypes.Structure):
@@ -136,6 +146,14 @@ _PROTOTYPES = {
     "winnowBlockPlanDestroy": (_STATUS, [_P]),
     "winnowBlockSelect": (_STATUS, [_P, _P, _P, _P, _P, _P, _P, ctypes.c_size_t, _P]),
     "winnowBlockAttention": (_STATUS, [_P, _P, _P, _P, _P, _P, _P, _P]),
+    # Paged decode (issue 18).
+    "winnowPagedDescInit": (None, [_P]),
+    "winnowPagedPlanCreate": (_STATUS, [_P, _P, _P]),
+    "winnowPagedPlanBuild": (_STATUS, [_P]),
+    "winnowPagedPlanGetWorkspaceSize": (_STATUS, [_P, _P]),
+    "winnowPagedPlanGetCounterOffset": (_STATUS, [_P, _P]),
+    "winnowPagedPlanDestroy": (_STATUS, [_P]),
+    "winnowPagedTopk": (_STATUS, [_P, _P, _P, _P, _P, _P, _P, _P, ctypes.c_size_t, _P]),
     # Sharded top-k (issue 19).
     "winnowPlanSetShard": (_STATUS, [_P, ctypes.c_int64, ctypes.c_int64]),
     "winnowMergeDescInit": (None, [_P]),

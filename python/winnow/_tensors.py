@@ -57,14 +57,17 @@ class TensorSlots:
         _LAYOUTS[n].pack_into(self._buffer, i * _SIZE, data, dtype, n, *shape, *strides,
                               device)
 
-    def set(self, i, tensor, name):
+    def set(self, i, tensor, name, raw_bytes=False):
         """Slot i from a torch tensor (None: absent). The tensor is borrowed: the caller
-        keeps it alive over the call."""
+        keeps it alive over the call. raw_bytes: a uint8 tensor is bytes (the paged key
+        cache), not fp8 codes."""
         if tensor is None:
             self.clear(i)
             return
         codes = _torch_codes or torch_dtype_codes()
         code = codes.get(tensor.dtype)
+        if raw_bytes and code == _capi.DTYPE_FP8_E4M3 and not tensor.is_floating_point():
+            code = _capi.DTYPE_UINT8
         if code is None:
             raise InvalidArgument(1, f"{name}: torch dtype {tensor.dtype} has no winnow "
                                      "dtype (float32, float16, bfloat16, float8_e4m3fn or "

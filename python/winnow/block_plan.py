@@ -41,12 +41,7 @@ class BlockPlan(PlanHandle):
         desc.arch = self._arch
         self.desc = desc
         self.heads, self.max_seq_len = desc.heads, desc.max_seq_len
-        handle = ctypes.c_void_p()
-        check(_capi.lib.winnowBlockPlanCreate(context.handle, ctypes.byref(desc),
-                                              ctypes.byref(handle)))
-        self._adopt(context, handle, 6)
-        if build:
-            self.build(workspace)
+        self._create(context, _capi.lib.winnowBlockPlanCreate, desc, 6, build, workspace)
 
     def build(self, workspace=None):
         """winnowBlockPlanBuild, then the workspace for max_seq_len: the caller's, or one

@@ -36,6 +36,11 @@ class Context:
         from .block_plan import BlockPlan
         return BlockPlan(self, **fields)
 
+    def paged_plan(self, **fields):
+        """A PagedPlan (winnowPagedPlanCreate + winnowPagedPlanBuild): see PagedPlan."""
+        from .paged_plan import PagedPlan
+        return PagedPlan(self, **fields)
+
     def close(self):
         """winnowDestroy. Refused while a plan of this context is open."""
         if any(not p.closed for p in getattr(self, "_plans", ())):

@@ -9,8 +9,11 @@ implementations for torch.compile:
   torch.ops.winnow.block_select(plan, q, k, alpha, sink_blocks, local_blocks, last_blocks,
                                 min_blocks) -> (int32 offsets, int32 indices)
   torch.ops.winnow.block_attention(plan, q, k, v, offsets, indices) -> bf16 [L, heads, d]
+  torch.ops.winnow.paged_indexer_topk(plan, q, cache, block_table, context_lens, weights)
+                                -> int32 [B * next_n, k]      (decode, the paged key cache)
+  torch.ops.winnow.paged_indexer_topk_out(..., out) -> ()  (into the caller's buffer)
 
-`plan` is a built plan's id (TopkPlan.id, BlockPlan.id). The ops compile nothing: a plan is
+`plan` is a built plan's id (TopkPlan.id, BlockPlan.id, PagedPlan.id). The ops compile nothing: a plan is
 built before the first call, so a call can be traced, compiled and captured in a CUDA graph.
 They are defined with torch.library.Library (not custom_op, whose Python dispatch costs
 more per call) and registered for CUDA and CPU (CPU tensors reach the C checks, which
@@ -24,11 +27,13 @@ import torch
 
 from . import _fast_ops, _registry
 from .block_plan import BlockPlan, block_rule
+from .paged_plan import PagedPlan
 from .plan import TopkPlan
 
 _lib = torch.library.Library("winnow", "DEF")
 _TOPK_INPUTS = ("Tensor q, Tensor k, Tensor? weights=None, Tensor? key_scale=None, "
                 "Tensor? window_start=None, Tensor? window_end=None, Tensor? sample_hint=None")
+_PAGED_INPUTS = "Tensor q, Tensor cache, Tensor block_table, Tensor context_lens, Tensor? weights=None"
 _SCHEMAS = {
     "indexer_topk": f"indexer_topk(int plan, {_TOPK_INPUTS}) -> Tensor",
     "indexer_topk_out": f"indexer_topk_out(int plan, {_TOPK_INPUTS}, *, Tensor(a!) out) -> ()",
@@ -40,6 +45,9 @@ _SCHEMAS = {
                     "int? min_blocks=None) -> (Tensor, Tensor)",
     "block_attention": "block_attention(int plan, Tensor q, Tensor k, Tensor v, Tensor offsets, "
                        "Tensor indices) -> Tensor",
+    "paged_indexer_topk": f"paged_indexer_topk(int plan, {_PAGED_INPUTS}) -> Tensor",
+    "paged_indexer_topk_out": f"paged_indexer_topk_out(int plan, {_PAGED_INPUTS}, *, "
+                              "Tensor(a!) out) -> ()",
 }
 
 
@@ -53,6 +61,18 @@ def _topk_plan(plan_id):
 
 def _indices_like(plan, q):
     return q.new_empty((q.shape[0], plan.k), dtype=torch.int32)
+
+
+def _paged_indices_like(plan, q):
+    return q.new_empty((plan.rows(q), plan.k), dtype=torch.int32)
+
+
+def _check_out(out, rows, k, shape_name):
+    """The traced call's check of an _out variant's buffer (the C library checks it at run
+    time)."""
+    if out.dim() != 2 or out.shape[0] != rows or out.shape[1] != k:
+        raise ValueError(f"out_indices: shape {tuple(out.shape)}, expected {shape_name} = "
+                         f"[{rows}, {k}]")
 
 
 def _block_outputs(plan, q):
@@ -92,6 +112,18 @@ def _stream_topk(plan, q, k, weights=None, key_scale=None, chunk_rows=0, sample_
     return out
 
 
+def _paged_indexer_topk(plan, q, cache, block_table, context_lens, weights=None):
+    p = _registry.get(plan, PagedPlan)
+    out = _paged_indices_like(p, q)
+    p.execute(q, cache, block_table, context_lens, weights, out=out)
+    return out
+
+
+def _paged_indexer_topk_out(plan, q, cache, block_table, context_lens, weights=None, *, out):
+    _registry.get(plan, PagedPlan).execute(q, cache, block_table, context_lens, weights,
+                                           out=out)
+
+
 def _block_select(plan, q, k, alpha=None, sink_blocks=None, local_blocks=None,
                   last_blocks=None, min_blocks=None):
     p = _registry.get(plan, BlockPlan)
@@ -115,10 +147,7 @@ def _indexer_topk_fake(plan, q, k, weights=None, key_scale=None, window_start=No
 
 def _indexer_topk_out_fake(plan, q, k, weights=None, key_scale=None, window_start=None,
                            window_end=None, sample_hint=None, *, out):
-    p = _topk_plan(plan)
-    if out.dim() != 2 or out.shape[0] != q.shape[0] or out.shape[1] != p.k:
-        raise ValueError(f"out_indices: shape {tuple(out.shape)}, expected [rows, k] = "
-                         f"[{q.shape[0]}, {p.k}]")
+    _check_out(out, q.shape[0], _topk_plan(plan).k, "[rows, k]")
 
 
 def _knn_fake(plan, q, k):
@@ -141,6 +170,16 @@ def _block_attention_fake(plan, q, k, v, offsets, indices):
     return torch.empty_like(q)
 
 
+def _paged_indexer_topk_fake(plan, q, cache, block_table, context_lens, weights=None):
+    return _paged_indices_like(_registry.get(plan, PagedPlan), q)
+
+
+def _paged_indexer_topk_out_fake(plan, q, cache, block_table, context_lens, weights=None, *,
+                                 out):
+    p = _registry.get(plan, PagedPlan)
+    _check_out(out, p.rows(q), p.k, "[B * next_n, k]")
+
+
 _IMPLS = {
     "indexer_topk": (_indexer_topk, _indexer_topk_fake),
     "indexer_topk_out": (_indexer_topk_out, _indexer_topk_out_fake),
@@ -148,6 +187,8 @@ _IMPLS = {
     "stream_topk": (_stream_topk, _stream_topk_fake),
     "block_select": (_block_select, _block_select_fake),
     "block_attention": (_block_attention, _block_attention_fake),
+    "paged_indexer_topk": (_paged_indexer_topk, _paged_indexer_topk_fake),
+    "paged_indexer_topk_out": (_paged_indexer_topk_out, _paged_indexer_topk_out_fake),
 }
 for _name, _schema in _SCHEMAS.items():
     _lib.define(_schema)
@@ -162,6 +203,8 @@ for _name in _SCHEMAS:
 _indexer_topk_op = torch.ops.winnow.indexer_topk.default
 _indexer_topk_out_op = torch.ops.winnow.indexer_topk_out.default
 _knn_op = torch.ops.winnow.knn.default
+_paged_op = torch.ops.winnow.paged_indexer_topk.default
+_paged_out_op = torch.ops.winnow.paged_indexer_topk_out.default
 
 
 def _raise_as_python_path(error):
@@ -211,3 +254,15 @@ def block_select(plan, q, k, alpha=None, sink_blocks=None, local_blocks=None, la
 def block_attention(plan, q, k, v, offsets, indices):
     """Causal attention over the selected blocks: bf16 [L, heads, d]."""
     return torch.ops.winnow.block_attention(plan.id, q, k, v, offsets, indices)
+
+
+def paged_indexer_topk(plan, q, cache, block_table, context_lens, weights=None, out=None):
+    """Decode: int32 [B * next_n, k] token positions (into `out` when given), -1 padded, of
+    a built PagedPlan over the paged fp8 key cache (PagedPlan.execute gives the formats)."""
+    try:
+        if out is None:
+            return _paged_op(plan.id, q, cache, block_table, context_lens, weights)
+        _paged_out_op(plan.id, q, cache, block_table, context_lens, weights, out=out)
+    except RuntimeError as e:
+        _raise_as_python_path(e)
+    return out

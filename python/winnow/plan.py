@@ -27,6 +27,9 @@ class TopkPlan(PlanHandle):
 
     _kind = "TopkPlan"
     _destroy = staticmethod(lambda h: _capi.lib.winnowPlanDestroy(h))
+    _build_plan = _capi.lib.winnowPlanBuild
+    _get_workspace_size = _capi.lib.winnowPlanGetWorkspaceSize
+    _get_counter_offset = _capi.lib.winnowPlanGetCounterOffset
 
     def __init__(self, context, *, score="relu_mh", expression=None, heads=64, head_dim=128,
                  q_dtype="fp8_e4m3", k_dtype="fp8_e4m3", key_scale=True, mode="topk", k=2048,
@@ -38,9 +41,7 @@ class TopkPlan(PlanHandle):
         desc = _capi.ProblemDesc()
         _capi.lib.winnowProblemDescInit(ctypes.byref(desc))
         if expression is not None:
-            desc.score = _capi.SCORE_EXPR
-            self._expression = expression.encode()
-            desc.expression = self._expression
+            self._set_expression(desc, expression)
         else:
             desc.score = _code(_capi.SCORES, score, "score")
         desc.heads, desc.head_dim = heads, head_dim
@@ -61,38 +62,14 @@ class TopkPlan(PlanHandle):
         self.k, self.mode, self.window = k, mode, window
         self._fast_kind = (_fast_ops.KIND_TOPK if mode == "topk" else
                            _fast_ops.KIND_MATERIALIZE)
-        handle = ctypes.c_void_p()
-        check(_capi.lib.winnowPlanCreate(context.handle, ctypes.byref(desc),
-                                         ctypes.byref(handle)))
-        self._adopt(context, handle, _capi.NUM_INPUTS + 2)
         self._options = _capi.CallOptions()
         _capi.lib.winnowCallOptionsInit(ctypes.byref(self._options))
         self._stream_options = _capi.StreamOptions()
         _capi.lib.winnowStreamOptionsInit(ctypes.byref(self._stream_options))
-        if build:
-            self.build(workspace)
+        self._create(context, _capi.lib.winnowPlanCreate, desc, _capi.NUM_INPUTS + 2, build,
+                     workspace)
 
     # ---- lifecycle ----
-
-    def build(self, workspace=None):
-        """winnowPlanBuild (compiles, or loads the cached cubin), then the workspace: the
-        caller's, or one allocated now on the context's device (none without a GPU)."""
-        check(_capi.lib.winnowPlanBuild(self.handle))
-        self.built = True
-        self.set_workspace(workspace)
-        return self
-
-    @property
-    def workspace_size(self):
-        n = ctypes.c_size_t()
-        check(_capi.lib.winnowPlanGetWorkspaceSize(self.handle, ctypes.byref(n)))
-        return n.value
-
-    @property
-    def counter_offset(self):
-        n = ctypes.c_size_t()
-        check(_capi.lib.winnowPlanGetCounterOffset(self.handle, ctypes.byref(n)))
-        return n.value
 
     @property
     def source(self):
@@ -104,15 +81,6 @@ class TopkPlan(PlanHandle):
     def set_workspace(self, workspace=None):
         """Uses the caller's uint8 device tensor, or allocates one (workspace_size bytes)."""
         self._use_workspace(workspace, lambda: self.workspace_size)
-
-    def counters(self):
-        """(fallback rows, malformed-window rows) of the last execute: reads the workspace
-        (synchronises the stream: not for a hot path)."""
-        if self.workspace is None:
-            raise ValueError("the plan has no workspace (no GPU)")
-        offset = self.counter_offset
-        words = self.workspace[offset:offset + 8].cpu().view(dtype=_int32())
-        return int(words[0]), int(words[1])
 
     # ---- calls ----
     def _fill(self, q, k, weights, key_scale, window_start, window_end, sample_hint, out,
@@ -163,8 +131,3 @@ class TopkPlan(PlanHandle):
             stream = _device.current_stream(self.context.device)
         check(_capi.lib.winnowExecuteStream(self.handle, *args, self._workspace_ptr,
                                             self._workspace_bytes, stream, ctypes.addressof(o)))
-
-
-def _int32():
-    import torch
-    return torch.int32

@@ -91,3 +91,72 @@ def selection_within(got, scores, k, starts=None, ends=None, *, tol=0.0, relativ
             return (f"row {r}: a key left out scores {float(window[~chosen].max())}, above the "
                     f"lowest picked {float(window[chosen].min())} + {tol}")
     return None
+
+
+PAGE_KEYS, PAGE_DIM = 64, 128  # the engines' paged cache: 64 keys a block, 128 fp8 bytes each
+
+
+def paged_keys(kv_cache):
+    """(keys fp8 [num_blocks, 64, 128], scales fp32 [num_blocks, 64]) of the engines' paged
+    cache uint8 [num_blocks, 64, 1, 132]: per block 64 x 128 fp8 bytes, then 64 fp32."""
+    blocks = kv_cache.reshape(kv_cache.shape[0], -1)
+    keys = blocks[:, :PAGE_KEYS * PAGE_DIM].contiguous().view(torch.float8_e4m3fn)
+    scales = blocks[:, PAGE_KEYS * PAGE_DIM:].contiguous().view(torch.float32)
+    return keys.reshape(-1, PAGE_KEYS, PAGE_DIM), scales
+
+
+def paged_visible(context_lens, next_n):
+    """int64 [B, next_n]: keys query j of request b sees (templates/paged_cache.cuh): with
+    lens [B], len - next_n + 1 + j; with [B, next_n], lens[b, j]; never below 0."""
+    lens = context_lens.to(torch.int64)
+    if lens.dim() == 2:
+        return lens.clamp(min=0)
+    return (lens[:, None] - next_n + 1 + torch.arange(next_n)[None, :]).clamp(min=0)
+
+
+def paged_decode_logits(q, kv_cache, weights, context_lens, block_table, *,
+                        max_blocks_per_seq=None, max_total_keys=None):
+    """The decode indexer's logits as fp8_paged_mqa_logits computes them, float64
+    [B * next_n, width] (width: the longest visible count), with each row's visible count
+    int64 [B * next_n]: keys gathered through the block table, relu_mh with the key scale.
+    A bad request (a length below 0 or above max_blocks_per_seq * 64, a block outside the
+    cache, or keys past max_total_keys summed over the requests before it) sees nothing,
+    as the op's rows of it are all -1. max_blocks_per_seq: the block table's width when
+    None."""
+    B, next_n = q.shape[0], q.shape[1]
+    keys, scales = paged_keys(kv_cache)
+    max_keys = PAGE_KEYS * (block_table.shape[1] if max_blocks_per_seq is None
+                            else max_blocks_per_seq)
+    lens = context_lens.to(torch.int64)
+    visible = paged_visible(lens, next_n)
+    width = int(visible.max()) if visible.numel() else 0
+    logits = torch.zeros(B * next_n, width, dtype=torch.float64)
+    ends = torch.zeros(B * next_n, dtype=torch.int64)
+    packed = 0
+    for b in range(B):
+        n = int(lens[b].max()) if lens.dim() == 2 else int(lens[b])
+        bad = n < 0 or n > max_keys or bool((lens[b] < 0).any())
+        n = 0 if bad else n
+        blocks = block_table[b, :(n + PAGE_KEYS - 1) // PAGE_KEYS].to(torch.int64)
+        bad = bad or bool(((blocks < 0) | (blocks >= keys.shape[0])).any())
+        bad = bad or (max_total_keys is not None and packed + n > max_total_keys)
+        if bad:
+            continue
+        packed += n
+        t = torch.arange(n)
+        k = keys[blocks[t // PAGE_KEYS], t % PAGE_KEYS]
+        s = scales[blocks[t // PAGE_KEYS], t % PAGE_KEYS]
+        rows = slice(b * next_n, (b + 1) * next_n)
+        logits[rows, :n] = indexer_logits(q[b], k, s, weights[rows])
+        ends[rows] = visible[b]
+    return logits, ends
+
+
+def paged_decode_topk(q, kv_cache, weights, context_lens, block_table, topk=2048, *,
+                      sorted=False, **bad_request_limits):
+    """What fp8_paged_mqa_logits + a decode top-k give, in winnow's order: int32
+    [B * next_n, topk] token positions in [0, visible), -1 padded (rows of a bad request:
+    all -1; bad_request_limits: paged_decode_logits' keywords)."""
+    logits, ends = paged_decode_logits(q, kv_cache, weights, context_lens, block_table,
+                                       **bad_request_limits)
+    return topk_rows(logits, topk, None, ends, sorted=sorted)
