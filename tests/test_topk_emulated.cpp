@@ -22,29 +22,33 @@ using namespace winnow;
 
 namespace {
 
-// The generated stub's config for relu_mh, 64 heads, d = 128, fp8 q and k, on sm_90a
+// The generated stub's config for relu_mh with the key scale, d = 128, on sm_90a
 // (compiler/codegen/emit_cuda.cpp prints the same constants; run_emulated checks them
-// against the planner's).
-template <int K, int CAP, int SAMPLE, bool MAT, int WINDOW>
+// against the planner's): H heads of element type ELEM (fp8: 2 rows of 64 heads per CTA,
+// bf16: 4 rows of 32).
+template <int H, int ELEM, int K, int CAP, int SAMPLE, bool MAT, int WINDOW>
 struct EmuReluConfig {
-  static constexpr int kHeads = 64, kDim = 128;
-  static constexpr int kQElem = kElemE4M3, kKElem = kElemE4M3;
+  static constexpr int kHeads = H, kDim = 128;
+  static constexpr int kQElem = ELEM, kKElem = ELEM;
   static constexpr bool kMaterialize = MAT;
   static constexpr int kTopK = K;
   static constexpr int kWindow = WINDOW;
   static constexpr bool kSorted = false, kAbsolute = false;
   static constexpr bool kUsesW = true, kUsesKScale = true, kUsesQSq = false, kUsesKSq = false;
-  static constexpr int kRows = 2, kKeyTile = 128, kThreads = 288, kMathThreads = 256;
+  static constexpr int kRows = 128 / H, kKeyTile = 128, kThreads = 288, kMathThreads = 256;
   static constexpr int kBins = 2048, kCapacity = CAP, kSample = SAMPLE;
-  static constexpr int kMma = kElemE4M3;
+  static constexpr int kMma = ELEM;
   static constexpr bool kHeadSums = true, kWgmma = true;
 };
+template <int K, int CAP, int SAMPLE, bool MAT, int WINDOW>
+using EmuFp8 = EmuReluConfig<64, kElemE4M3, K, CAP, SAMPLE, MAT, WINDOW>;
 
 // The functor emit_score_functor prints for relu_mh with the key scale (checked below).
+template <int H>
 struct EmuReluScore {
   static float reduce0(const ScoreArgs& a) {
     float acc = op_mul(a.w[0], op_relu(a.dot[0]));
-    for (int h = 1; h < 64; ++h) acc = op_add(acc, op_mul(a.w[h], op_relu(a.dot[h])));
+    for (int h = 1; h < H; ++h) acc = op_add(acc, op_mul(a.w[h], op_relu(a.dot[h])));
     return acc;
   }
   static float eval(const ScoreArgs& a) { return op_mul(reduce0(a), a.kscale); }
@@ -56,8 +60,9 @@ struct EmuReluScore {
   static float post(float hsum, const ScoreArgs& a) { return op_mul(hsum, a.kscale); }
 };
 
-ops::TopkProblem emu_problem(int k, int capacity, int sample, ops::WindowKind window) {
-  ops::TopkProblem p = test::relu_mh_problem(64, k, ops::DType::E4M3);
+ops::TopkProblem emu_problem(int k, int capacity, int sample, ops::WindowKind window,
+                             int heads = 64, ops::DType t = ops::DType::E4M3) {
+  ops::TopkProblem p = test::relu_mh_problem(heads, k, t);
   p.arch = backend::parse_arch("sm_90a");
   p.candidate_capacity = capacity;
   p.sample_size = sample;
@@ -91,13 +96,19 @@ void require_planned_as(const ops::TopkProblem& p) {
 
 // Runs the kernel of config C over d on a grid of two CTAs (the second finds no work
 // item left: CTAs run one after another here), as TopkOp::execute would launch it.
+// key_splits > 1: each row's window in that many parts, merged by the last CTA of the
+// row block (here the one CTA that takes every item).
 template <class C>
-ops::RunResult run_emulated(const ops::TopkProblem& p, const ops::ProblemData& d) {
+ops::RunResult run_emulated(const ops::TopkProblem& p, const ops::ProblemData& d,
+                            int key_splits = 1) {
   require_planned_as<C>(p);
   constexpr int kCtas = 2;
   constexpr TopkWorkspace W = workspace_of<C>();
   std::vector<u64> ws(size_t(kCtas) * size_t(W.cta_words()) + 1);
   std::vector<unsigned> counters(3, 0);
+  const int64_t blocks = (d.rows + C::kRows - 1) / C::kRows;
+  std::vector<u64> partials(size_t(W.partial(blocks, key_splits, 0, 0)) + 1);
+  std::vector<unsigned> block_done(size_t(blocks) + 1, 0);
   ops::RunResult r;
   const int64_t rows = d.rows, keys = d.num_keys;
   TopkParams prm{};
@@ -126,19 +137,24 @@ ops::RunResult run_emulated(const ops::TopkProblem& p, const ops::ProblemData& d
   }
   prm.rows = int(rows);
   prm.num_keys = int(keys);
+  prm.key_offset = 0;  // not sharded: the shard is every key
+  prm.total_keys = int(keys);
   prm.causal_offset = p.causal_offset;
   prm.causal_ratio = p.causal_ratio;
   prm.workspace = ws.data();
   prm.counters = counters.data();
-  prm.key_splits = 1;
+  prm.key_splits = C::kMaterialize ? 1 : key_splits;
+  prm.partials = partials.data();
+  prm.block_done = block_done.data();
   const plan::KernelPlan kp = ops::TopkOp::create(p, nullptr)->kernel_plan();
   std::vector<unsigned char> smem(size_t(kp.smem_bytes()) + 1024, 0xA5);
   unsigned char* base =
       smem.data() + (1024 - reinterpret_cast<uintptr_t>(smem.data()) % 1024) % 1024;
   winnow_emu::shared_window = base;
-  const TmaMap kmap = emu_key_tensor_map(d.k.bytes.data(), keys, p.head_dim, p.head_dim, C::kKeyTile);
+  const int row_bytes = p.head_dim * int(C::kKElem == kElemE4M3 ? 1 : 2);
+  const TmaMap kmap = emu_key_tensor_map(d.k.bytes.data(), keys, row_bytes, row_bytes, C::kKeyTile);
   winnow_emu::launch(kCtas, 1, C::kThreads, [&] {
-    topk_kernel<C, EmuReluScore>(prm, &kmap, base);
+    topk_kernel<C, EmuReluScore<C::kHeads>>(prm, &kmap, base);
   });
   winnow_emu::shared_window = nullptr;
   r.fallback_rows = counters[0];
@@ -149,12 +165,12 @@ ops::RunResult run_emulated(const ops::TopkProblem& p, const ops::ProblemData& d
 // Fused against materialize (both emulated) and the reference, as run_and_check does.
 template <class Fused, class Materialize>
 ops::RunResult emulate_and_check(const ops::TopkProblem& p, int64_t rows, int64_t keys,
-                                 const ops::DataOptions& opt) {
+                                 const ops::DataOptions& opt, int key_splits = 1) {
   std::mt19937_64 rng(test::test_seed() ^ (uint64_t(rows) * 1315423911u + keys + p.k));
   const ops::ProblemData d = ops::random_problem(p, rows, keys, rng, opt);
   ops::TopkProblem pm = p;
   pm.mode = ops::Mode::Materialize;
-  const ops::RunResult rf = run_emulated<Fused>(p, d);
+  const ops::RunResult rf = run_emulated<Fused>(p, d, key_splits);
   const ops::RunResult rm = run_emulated<Materialize>(pm, d);
   test::check_against_materialize(p, d, rf, rm);
   std::vector<int64_t> all;
@@ -170,8 +186,8 @@ TEST_CASE("emulated sm_90a kernel: relu_mh fp8, dense, unaligned keys", "[emu]")
   // 5 rows (a partial row block), 700 keys (a partial last tile), a sample of 256 keys
   // (gathered tiles) before the TMA filter.
   const auto p = emu_problem(31, 4096, 256, ops::WindowKind::Dense);
-  const ops::RunResult r = emulate_and_check<EmuReluConfig<31, 4096, 256, false, 0>,
-                                             EmuReluConfig<31, 4096, 256, true, 0>>(p, 5, 700, {});
+  const ops::RunResult r = emulate_and_check<EmuFp8<31, 4096, 256, false, 0>,
+                                             EmuFp8<31, 4096, 256, true, 0>>(p, 5, 700, {});
   CHECK(r.bad_windows == 0);
 }
 
@@ -183,7 +199,7 @@ TEST_CASE("emulated sm_90a kernel: heavy ties, NaN and inf", "[emu]") {
   opt.nan_fraction = opt.levels ? 0.0 : 0.01;
   opt.inf_fraction = opt.levels ? 0.0 : 0.01;
   INFO("levels " << opt.levels);
-  emulate_and_check<EmuReluConfig<31, 4096, 256, false, 0>, EmuReluConfig<31, 4096, 256, true, 0>>(
+  emulate_and_check<EmuFp8<31, 4096, 256, false, 0>, EmuFp8<31, 4096, 256, true, 0>>(
       p, 4, 520, opt);
 }
 
@@ -192,6 +208,33 @@ TEST_CASE("emulated sm_90a kernel: range windows, k = window, k > window, empty"
   // k = 300 against random windows of up to 900 keys: some hold fewer than k keys (-1
   // padding), some none; a capacity of 1024 overflows on the widest (the exact fallback).
   const auto p = emu_problem(300, 1024, 512, ops::WindowKind::Ranges);
-  emulate_and_check<EmuReluConfig<300, 1024, 512, false, 1>, EmuReluConfig<300, 1024, 512, true, 1>>(
+  emulate_and_check<EmuFp8<300, 1024, 512, false, 1>, EmuFp8<300, 1024, 512, true, 1>>(
       p, 6, 900, {});
+}
+
+TEST_CASE("emulated sm_90a kernel: key splits merged exactly", "[emu]") {
+  INFO("seed " << test::test_seed());
+  // 1100 keys in 3 parts of whole key tiles; the last CTA of each row block merges them.
+  const auto p = emu_problem(31, 4096, 256, ops::WindowKind::Dense);
+  const int splits = GENERATE(2, 3);
+  INFO("key splits " << splits);
+  emulate_and_check<EmuFp8<31, 4096, 256, false, 0>, EmuFp8<31, 4096, 256, true, 0>>(
+      p, 3, 1100, {}, splits);
+}
+
+TEST_CASE("emulated sm_90a kernel: causal windows with ratio m", "[emu]") {
+  INFO("seed " << test::test_seed());
+  auto p = emu_problem(64, 4096, 256, ops::WindowKind::Causal);
+  p.causal_ratio = GENERATE(1, 4);
+  p.causal_offset = 512 * p.causal_ratio - 3;
+  INFO("ratio " << p.causal_ratio);
+  emulate_and_check<EmuFp8<64, 4096, 256, false, 2>, EmuFp8<64, 4096, 256, true, 2>>(p, 7, 530, {});
+}
+
+TEST_CASE("emulated sm_90a kernel: relu_mh bf16, 32 heads, 4 rows per CTA", "[emu]") {
+  INFO("seed " << test::test_seed());
+  const auto p = emu_problem(100, 4096, 256, ops::WindowKind::Dense, 32, ops::DType::BF16);
+  using F = EmuReluConfig<32, kElemBF16, 100, 4096, 256, false, 0>;
+  using M = EmuReluConfig<32, kElemBF16, 100, 4096, 256, true, 0>;
+  emulate_and_check<F, M>(p, 9, 600, {});
 }
