@@ -160,10 +160,14 @@ if [ -n "${BENCH:-}" ]; then
     # variant, compiled under its own cache key), records in bench_variant.jsonl (each
     # record names its variant); several variants separated by '|' run one after another.
     # VARIANT_RUNS: a pattern of the runs that get the variant too (default: every one).
+    # The variant "pipeline" sets WINNOW_TOPK_PIPELINE=1 instead (the pipelined plan).
     if [ -n "${BENCH_VARIANT:-}" ] && [[ "$r" != block-select* ]] && [[ "$r" == ${VARIANT_RUNS:-*} ]]; then
       IFS='|' read -ra variants <<< "$BENCH_VARIANT"
       for v in "${variants[@]}"; do
-        WINNOW_NVRTC_OPTIONS="$v" timeout ${BENCH_TIMEOUT:-300} "$BIN/winnow" bench $r \
+        # "pipeline": the pipelined plan (WINNOW_TOPK_PIPELINE=1) instead of NVRTC options.
+        pipe=
+        if [ "$v" = pipeline ]; then pipe=1; v=; fi
+        WINNOW_TOPK_PIPELINE="$pipe" WINNOW_NVRTC_OPTIONS="$v" timeout ${BENCH_TIMEOUT:-300} "$BIN/winnow" bench $r \
           --ceilings "$OUT/ceilings.json" "${extra[@]}" --out "$OUT/bench_variant.jsonl" \
           2>>"$OUT/bench.txt" >/dev/null
         echo "bench $r with $v: rc=$?"

@@ -11,6 +11,7 @@
 #include "ops/key_tensor_map.h"
 #include "ops/knn_retrieval.h"
 #include "ops/validate.h"
+#include "runtime/env.h"
 #include "winnow/knn_workspace.cuh"
 #include "winnow/topk_params.cuh"
 #include "winnow/topk_workspace.cuh"
@@ -99,8 +100,14 @@ std::unique_ptr<TopkOp> TopkOp::create(const TopkProblem& p, const rt::Context* 
   impl->spec = make_spec(impl->problem);
   const long smem_limit = ctx ? ctx->info().max_smem_optin : kDefaultSmemLimit;
   std::string why;
+  // WINNOW_TOPK_PIPELINE=1: the wgmma path's pipelined form where no knob chose (opt-in
+  // until measured on the H200).
+  plan::PlanKnobs knobs = p.plan_knobs;
+  if (knobs.pipeline == 0) {
+    if (const auto v = rt::env_get("WINNOW_TOPK_PIPELINE"); v && *v == "1") knobs.pipeline = 1;
+  }
   if (!plan::choose_plan(impl->spec, smem_limit, p.candidate_capacity, p.sample_size,
-                         &impl->plan, &why, p.plan_knobs)) {
+                         &impl->plan, &why, knobs)) {
     throw NotSupported(why);
   }
   impl->generated = codegen::emit_topk(impl->problem.score, impl->spec, impl->plan);

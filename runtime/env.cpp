@@ -12,7 +12,7 @@
 namespace winnow::rt {
 namespace {
 
-constexpr std::array<EnvVar, 12> kRegistry{{
+constexpr std::array<EnvVar, 13> kRegistry{{
     {"HOME", false, "home folder: the cache defaults to $HOME/.cache/winnow"},
     {"TMPDIR", false, "without HOME the cache is $TMPDIR/winnow-cache-<uid> (default /tmp)"},
     // The backend's name and exact version are in every key already (ops/jit_module.cpp).
@@ -30,6 +30,10 @@ constexpr std::array<EnvVar, 12> kRegistry{{
     // Read only when a merge is handed an ncclComm_t (runtime/nccl_library.h).
     {"WINNOW_NCCL_LIBRARY", false, "the NCCL library to dlopen (default libnccl.so.2)"},
     {"WINNOW_NVRTC_OPTIONS", true, "extra NVRTC options, whitespace-separated"},
+    // Changes the plan, which is part of the key (the describe() text): no key input.
+    {"WINNOW_TOPK_PIPELINE", false,
+     "\"1\" runs the wgmma path's pipelined form (one CTA per SM, setmaxnreg, two "
+     "accumulator sets; opt-in until measured)"},
     {"XDG_CACHE_HOME", false, "the cache defaults to $XDG_CACHE_HOME/winnow"},
 }};
 

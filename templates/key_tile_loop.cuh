@@ -32,10 +32,83 @@ __device__ __forceinline__ void math_sync() {
   }
 }
 
-// The wgmma path's producer warp: the last warp of the CTA, after the math warpgroups.
+// The wgmma path's producer warp: the last warp of the CTA, after the math warpgroups (in
+// the pipelined form, C::kPipelined, the first warp of the producer warpgroup; the other
+// three idle through the tile loops).
 template <class C>
 __device__ __forceinline__ bool is_producer_warp() {
   return C::kWgmma && int(threadIdx.x) >= C::kMathThreads;
+}
+
+// The pipelined form's register split (one CTA of 384 threads per SM: 168 registers each
+// at launch): the producer warpgroup gives 128 back for the tile loops and the two math
+// warpgroups take 64 more each (128 x 40 + 256 x 232 = 64512 of the SM's 65536); both
+// return to 168 for the CTA-wide steps (sample ranks, select, sort) between.
+enum : int { kPipelineLaunchRegs = 168, kPipelineProducerRegs = 40, kPipelineMathRegs = 232 };
+
+// The pipelined math loop (C::kPipelined): two accumulator sets, so that tile t + 1's MMAs
+// run while tile t's head sums and visits do (DeepGEMM's and FlashAttention-3's overlap
+// within one warpgroup); the row block's weights in registers for the whole list. Each
+// tile's stage is released once its MMAs are complete and its key scales read, before its
+// head sums; the ring's order, the visits' order and every score's bits are those of the
+// plain loop.
+template <class C, class S, class TileKeys, class Visit, class AfterTile>
+__device__ void pipelined_math_tiles(const TopkSmem<C>& s, unsigned pos0, int tiles,
+                                     TileKeys tile_keys, Visit visit, AfterTile after_tile) {
+  constexpr int STAGES = layout_of<C>().k_stages(), H = C::kHeads, R = C::kRows;
+  const int t4 = threadIdx.x & 3, key0 = wgmma_first_key<C>();
+  float2 wreg[R][H / 8];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int jj = 0; jj < H / 8; ++jj)
+      wreg[r][jj] = *reinterpret_cast<const float2*>(s.w + r * H + jj * 8 + 2 * t4);
+  }
+  const unsigned full0 = shared_address(s.ring_full), empty0 = shared_address(s.ring_empty);
+  RingSlot issued = ring_slot(pos0, STAGES), done = issued;
+  float acc0[64], acc1[64];
+  auto issue = [&](float (&d)[64]) {
+    mbarrier_wait(full0 + 8u * unsigned(issued.stage), issued.parity);
+    wgmma_issue_tile<C>(with_stage<C>(s, issued.stage), d);
+    issued.advance(STAGES);
+  };
+  auto finish = [&](float (&d)[64], int t) {
+    wgmma_pin(d);  // its reads stay after the wait before this call
+    const TopkSmem<C> st = with_stage<C>(s, done.stage);
+    float ks0 = C::kUsesKScale ? st.kscale[key0] : 1.0f;
+    float ks1 = C::kUsesKScale ? st.kscale[key0 + 8] : 1.0f;
+    keep_in_registers(ks0, ks1);
+    __syncwarp();  // the warp's reads of the stage are done
+    if ((threadIdx.x & 31) == 0) mbarrier_arrive(empty0 + 8u * unsigned(done.stage));
+    done.advance(STAGES);
+    wgmma_tile_visits<C, S>(d, ks0, ks1, [&](int r, int jj) { return wreg[r][jj]; },
+                            tile_keys(t), visit);
+    after_tile();
+  };
+  // Whole pairs in the loop, the last one or two tiles after it: each accumulator set is
+  // defined only by its MMAs (no select of old and new values at the loop's edges, which
+  // ptxas would answer by serialising the MMAs).
+  if (tiles == 0) return;
+  issue(acc0);  // tile 0
+  int t = 0;
+  for (; t + 2 < tiles; t += 2) {
+    issue(acc1);  // tile t + 1 under tile t's head sums
+    wgmma_wait<1>();
+    finish(acc0, t);
+    issue(acc0);  // tile t + 2 under tile t + 1's
+    wgmma_wait<1>();
+    finish(acc1, t + 1);
+  }
+  if (t + 1 < tiles) {
+    issue(acc1);
+    wgmma_wait<1>();
+    finish(acc0, t);
+    wgmma_wait<0>();
+    finish(acc1, t + 1);
+  } else {
+    wgmma_wait<0>();
+    finish(acc0, t);
+  }
 }
 
 // The producer warp fills ring stage `stage` with the keys key_of(0..KT-1) and signals
@@ -124,19 +197,30 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
     // the head sums and the visits. No CTA barrier per tile: each
     // warpgroup runs as far ahead as the ring allows.
     constexpr int STAGES = layout_of<C>().k_stages();
+    static_assert(!C::kPipelined || C::kThreads == C::kMathThreads + 128,
+                  "the pipelined form: two math warpgroups and a producer warpgroup");
     const unsigned pos0 = s.ring_pos;
     s.ring_pos = pos0 + unsigned(tiles);
     if (is_producer_warp<C>()) {
-      // Stores of the CTA-wide steps before (the sort, the gathers) reached this region
-      // through the generic proxy; the copy engine writes it next.
-      fence_async_smem();
-      int gathered = -1;
-      RingSlot slot = ring_slot(pos0, STAGES);
-      for (int t = 0; t < tiles; ++t, slot.advance(STAGES)) {
-        mbarrier_wait(s.ring_empty + slot.stage, slot.parity ^ 1u);
-        produce_key_tile<C>(p, s, slot.stage, tile_base(t), tile_keys(t), gathered);
+      if constexpr (C::kPipelined) setmaxnreg_dec<kPipelineProducerRegs>();
+      constexpr bool kOneProducerWarp = !C::kPipelined;  // else the first of four
+      if (kOneProducerWarp || int(threadIdx.x) < C::kMathThreads + 32) {
+        // Stores of the CTA-wide steps before (the sort, the gathers) reached this region
+        // through the generic proxy; the copy engine writes it next.
+        fence_async_smem();
+        int gathered = -1;
+        RingSlot slot = ring_slot(pos0, STAGES);
+        for (int t = 0; t < tiles; ++t, slot.advance(STAGES)) {
+          mbarrier_wait(s.ring_empty + slot.stage, slot.parity ^ 1u);
+          produce_key_tile<C>(p, s, slot.stage, tile_base(t), tile_keys(t), gathered);
+        }
+        publish_gathered<C>(s, gathered, 0);
       }
-      publish_gathered<C>(s, gathered, 0);
+      if constexpr (C::kPipelined) setmaxnreg_inc<kPipelineLaunchRegs>();
+    } else if constexpr (C::kPipelined) {
+      setmaxnreg_inc<kPipelineMathRegs>();
+      pipelined_math_tiles<C, S>(s, pos0, tiles, tile_keys, visit, after_tile);
+      setmaxnreg_dec<kPipelineLaunchRegs>();
     } else {
       // Ping-pong (WINNOW_PINGPONG): the two math warpgroups take turns on the tensor
       // cores, warpgroup 0 first on every tile: each waits for its turn (named barrier

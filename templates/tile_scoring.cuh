@@ -227,31 +227,51 @@ __device__ __forceinline__ float weighted_factor(float dot, float kscale) {
 // issued(): called once the tile's MMAs are issued (the ping-pong hands the tensor cores
 // to the other warpgroup there); drained(): once the warpgroup is done reading the stage
 // (its MMAs complete, its key scales in registers), before the head sums.
-template <class C, class S, class KeyOf, class Visit, class Issued, class Drained>
-__device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit, Issued issued,
-                                Drained drained) {
-  constexpr int H = C::kHeads, R = C::kRows, KT = C::kKeyTile;
-  constexpr int RB = C::kDim * MmaBytes<C>::value;
-  static_assert(R * H == 128 && KT == 128 && C::kMathThreads == 256 && RB % 128 == 0,
-                "wgmma head sums: 128 (row, head) pairs, 2 x 64 keys, whole swizzle rows");
+template <class C>
+__device__ __forceinline__ int wgmma_first_key() {
   const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
-  const int g = lane >> 2, t4 = lane & 3;
+  return wg * 64 + warp * 16 + (lane >> 2);
+}
+
+// Issues the m64n128 MMAs of one loaded key tile (s: the stage's view) into d and commits
+// them as one group.
+template <class C>
+__device__ __forceinline__ void wgmma_issue_tile(const TopkSmem<C>& s, float (&d)[64]) {
+  constexpr int R = C::kRows, H = C::kHeads, KT = C::kKeyTile;
+  constexpr int RB = C::kDim * MmaBytes<C>::value;
+  const int wg = threadIdx.x >> 7;
   const char* kraw = reinterpret_cast<const char*>(s.k);
   const char* qraw = reinterpret_cast<const char*>(s.q);
-  const int key0 = wg * 64 + warp * 16 + g;
-  // Row r's sum over its heads for keys key0 and key0 + 8, from its accumulators dr
-  // (columns h = 8 jj + 2 t4, + 1 of the row's H): term(dot, w) in a fixed order, then two
-  // shuffles across the quad.
+  // Descriptors: one base per operand, each k step a constant offset of its low word.
+  const u32 a_lo = wgmma_desc_lo(kraw + swizzled_at<KT>(wg * 64, 0));
+  const u32 b_lo = wgmma_desc_lo(qraw);
+  wgmma_fence();
+#pragma unroll
+  for (int k0 = 0; k0 < RB; k0 += 32) {
+    wgmma_m64n<128, C::kMma>(
+        d, wgmma_desc_from_lo(a_lo, swizzled_at<KT>(wg * 64, k0) - swizzled_at<KT>(wg * 64, 0)),
+        wgmma_desc_from_lo(b_lo, swizzled_at<R * H>(0, k0)), k0 > 0);
+  }
+  wgmma_commit();
+}
+
+// The head sums and visits of one tile from its completed accumulators d: row r's sum over
+// its heads for keys key0 and key0 + 8 (columns h = 8 jj + 2 t4, + 1 of the row's H):
+// term(dot, w) in a fixed order, then two shuffles across the quad; then the 2 R (row,
+// key) scores of a quad visited by its lanes in turn. weight(r, jj): the row's weights of
+// heads 8 jj + 2 t4, + 1 (from shared memory, or registers held for the whole list).
+template <class C, class S, class Weight, class KeyOf, class Visit>
+__device__ __forceinline__ void wgmma_tile_visits(const float (&d)[64], float ks0, float ks1,
+                                                  Weight weight, KeyOf key_of, Visit visit) {
+  constexpr int H = C::kHeads, R = C::kRows;
+  const int t4 = threadIdx.x & 3;
+  const int key0 = wgmma_first_key<C>();
   float sums[R][2];
-  // The scales of the thread's two keys (read before the stage is released; dead loads
-  // for scores that read no kscale).
-  float ks0 = C::kUsesKScale ? s.kscale[key0] : 1.0f;
-  float ks1 = C::kUsesKScale ? s.kscale[key0 + 8] : 1.0f;
   auto row_sums = [&](int r, const float* dr) {
     float p0 = 0.0f, p1 = 0.0f;
 #pragma unroll
     for (int jj = 0; jj < H / 8; ++jj) {
-      const float2 w = *reinterpret_cast<const float2*>(s.w + r * H + jj * 8 + 2 * t4);
+      const float2 w = weight(r, jj);
       if constexpr (S::kWeightedTerm && WINNOW_HEAD_SUM_FMA) {
         // term = w * g(dot): one fused multiply-add per head (one rounding), in the same
         // fixed order in every mode.
@@ -271,28 +291,8 @@ __device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit,
     sums[r][0] = op_add(p0, __shfl_xor_sync(0xFFFFFFFFu, p0, 2));
     sums[r][1] = op_add(p1, __shfl_xor_sync(0xFFFFFFFFu, p1, 2));
   };
-  {
-    float d[64];
-    // Descriptors: one base per operand, each k step a constant offset of its low word.
-    const u32 a_lo = wgmma_desc_lo(kraw + swizzled_at<KT>(wg * 64, 0));
-    const u32 b_lo = wgmma_desc_lo(qraw);
-    wgmma_fence();
 #pragma unroll
-    for (int k0 = 0; k0 < RB; k0 += 32) {
-      wgmma_m64n<128, C::kMma>(
-          d, wgmma_desc_from_lo(a_lo, swizzled_at<KT>(wg * 64, k0) - swizzled_at<KT>(wg * 64, 0)),
-          wgmma_desc_from_lo(b_lo, swizzled_at<R * H>(0, k0)), k0 > 0);
-    }
-    wgmma_commit();
-    issued();
-    // The scales are in registers before the stage can be released.
-    keep_in_registers(ks0, ks1);
-    wgmma_wait<0>();
-    wgmma_pin(d);
-    drained();
-#pragma unroll
-    for (int r = 0; r < R; ++r) row_sums(r, d + r * (H / 2));
-  }
+  for (int r = 0; r < R; ++r) row_sums(r, d + r * (H / 2));
 #pragma unroll
   for (int c = 0; c < 2 * R; c += 4) {
     const int r = (c + t4) >> 1, second = (c + t4) & 1, j = key0 + 8 * second;
@@ -307,6 +307,45 @@ __device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit,
     }
     visit(r, key, S::post(hsum, a));
   }
+}
+
+// The head-sum form on warpgroup MMA (sm_90a): warpgroup g scores keys 64 g .. 64 g + 63
+// of the tile (A: the swizzled key tile) against all 128 (row, head) pairs of the block
+// (B: the swizzled q rows), d / k-step m64n128 wgmma instructions into 64 fp32 accumulators
+// per thread. (Two m64n64 banks with the first's sums under the second's MMAs, DeepGEMM's
+// form, measured 1-5 % slower here: each bank reads the key tile again, and shared-memory
+// bandwidth is the tighter limit; bench/NOTES.md, session 5.) A thread holds keys key0 and
+// key0 + 8 (the D fragment's rows) and heads 8 j + 2 t4, + 1 of every row (its columns);
+// wgmma_tile_visits sums and visits them straight from the registers. Fused and
+// materialize kernels run this same code (same bits).
+// issued(): called once the tile's MMAs are issued (the ping-pong hands the tensor cores
+// to the other warpgroup there); drained(): once the warpgroup is done reading the stage
+// (its MMAs complete, its key scales in registers), before the head sums.
+template <class C, class S, class KeyOf, class Visit, class Issued, class Drained>
+__device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit, Issued issued,
+                                Drained drained) {
+  constexpr int H = C::kHeads, R = C::kRows, KT = C::kKeyTile;
+  constexpr int RB = C::kDim * MmaBytes<C>::value;
+  static_assert(R * H == 128 && KT == 128 && C::kMathThreads == 256 && RB % 128 == 0,
+                "wgmma head sums: 128 (row, head) pairs, 2 x 64 keys, whole swizzle rows");
+  const int t4 = threadIdx.x & 3;
+  const int key0 = wgmma_first_key<C>();
+  // The scales of the thread's two keys (read before the stage is released; dead loads
+  // for scores that read no kscale).
+  float ks0 = C::kUsesKScale ? s.kscale[key0] : 1.0f;
+  float ks1 = C::kUsesKScale ? s.kscale[key0 + 8] : 1.0f;
+  float d[64];
+  wgmma_issue_tile<C>(s, d);
+  issued();
+  // The scales are in registers before the stage can be released.
+  keep_in_registers(ks0, ks1);
+  wgmma_wait<0>();
+  wgmma_pin(d);
+  drained();
+  wgmma_tile_visits<C, S>(
+      d, ks0, ks1,
+      [&](int r, int jj) { return *reinterpret_cast<const float2*>(s.w + r * H + jj * 8 + 2 * t4); },
+      key_of, visit);
 }
 
 // Whether the kernel sums heads next to the accumulators (the plan decides: tensor cores,

@@ -1,6 +1,7 @@
 // Warpgroup MMA (sm_90a wgmma) instructions: the shared-memory matrix descriptors of the
 // swizzled tiles (wgmma_tiles.cuh), the fences, the m64nN instructions and their waits,
-// and the two register-level helpers of the head sums. Device code only.
+// the warpgroups' register limits (setmaxnreg) and the two register-level helpers of the
+// head sums. Device code only.
 #pragma once
 #include "winnow/element_decode.cuh"
 #include "winnow/mma_sync.cuh"
@@ -113,6 +114,17 @@ __device__ __forceinline__ void wgmma_m64n(float (&d)[N / 2], unsigned long long
 template <int N>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Moves this warpgroup's register limit (PTX setmaxnreg, sm_90a): every warp of the
+// warpgroup executes it at the same point; .inc waits until the CTA's pool holds what it
+// asks, which the other warpgroups' .dec give back.
+template <int Regs>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Regs));
+}
+template <int Regs>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Regs));
 }
 // Keeps two values in registers at this point (the compiler may not defer their loads past
 // it): the key scales read before a stage is released.

@@ -157,6 +157,34 @@ TEST_CASE("nvrtc: line info only when asked, and it changes no instruction", "[n
   }
 }
 
+TEST_CASE("nvrtc: the pipelined wgmma form compiles for sm_90a (one CTA per SM)", "[nvrtc]") {
+  auto backend = make_nvrtc_backend();
+  winnow::ops::TopkProblem p;
+  p.arch = parse_arch("sm_90a");
+  p.score = winnow::ir::relu_mh(true);
+  p.heads = 64;
+  p.q_dtype = p.k_dtype = winnow::ops::DType::E4M3;
+  p.k = 512;
+  p.mode = GENERATE(winnow::ops::Mode::TopK, winnow::ops::Mode::Materialize);
+  const auto plain = winnow::ops::TopkOp::create(p, nullptr);
+  CHECK_FALSE(plain->kernel_plan().pipelined);  // opt-in
+  CHECK(plain->source().find("__launch_bounds__(288, 2)") != std::string::npos);
+  p.plan_knobs.pipeline = 1;
+  const auto op = winnow::ops::TopkOp::create(p, nullptr);
+  REQUIRE(op->kernel_plan().pipelined);
+  CHECK(op->kernel_plan().threads == 384);
+  CHECK(op->kernel_plan().math_threads() == 256);
+  CHECK(op->source().find("static constexpr bool kPipelined = true;") != std::string::npos);
+  CHECK(op->source().find("__launch_bounds__(384, 1)") != std::string::npos);
+  CompileRequest req = op->compile_request();
+  req.options.clear();
+  const auto sections = winnow::test::cubin_sections(backend->compile(req).cubin);
+  CHECK(sections.count(".text.winnow_topk") == 1);
+  // Not on the CUDA-core or mma.sync paths, nor for sm_100a (no wgmma there).
+  p.arch = parse_arch("sm_100a");
+  CHECK_FALSE(winnow::ops::TopkOp::create(p, nullptr)->kernel_plan().pipelined);
+}
+
 TEST_CASE("parse_arch accepts sm_<major><minor>[a|f] only", "[nvrtc]") {
   CHECK(parse_arch("sm_90a") == Arch{9, 0, 'a'});
   CHECK(parse_arch("sm_90") == Arch{9, 0, 0});

@@ -26,7 +26,7 @@ namespace {
 // (compiler/codegen/emit_cuda.cpp prints the same constants; run_emulated checks them
 // against the planner's): H heads of element type ELEM (fp8: 2 rows of 64 heads per CTA,
 // bf16: 4 rows of 32).
-template <int H, int ELEM, int K, int CAP, int SAMPLE, bool MAT, int WINDOW>
+template <int H, int ELEM, int K, int CAP, int SAMPLE, bool MAT, int WINDOW, bool PIPE = false>
 struct EmuReluConfig {
   static constexpr int kHeads = H, kDim = 128;
   static constexpr int kQElem = ELEM, kKElem = ELEM;
@@ -35,13 +35,15 @@ struct EmuReluConfig {
   static constexpr int kWindow = WINDOW;
   static constexpr bool kSorted = false, kAbsolute = false;
   static constexpr bool kUsesW = true, kUsesKScale = true, kUsesQSq = false, kUsesKSq = false;
-  static constexpr int kRows = 128 / H, kKeyTile = 128, kThreads = 288, kMathThreads = 256;
+  static constexpr int kRows = 128 / H, kKeyTile = 128, kThreads = PIPE ? 384 : 288,
+                       kMathThreads = 256;
   static constexpr int kBins = 2048, kCapacity = CAP, kSample = SAMPLE;
   static constexpr int kMma = ELEM;
   static constexpr bool kHeadSums = true, kWgmma = true;
+  static constexpr bool kPipelined = PIPE;
 };
-template <int K, int CAP, int SAMPLE, bool MAT, int WINDOW>
-using EmuFp8 = EmuReluConfig<64, kElemE4M3, K, CAP, SAMPLE, MAT, WINDOW>;
+template <int K, int CAP, int SAMPLE, bool MAT, int WINDOW, bool PIPE = false>
+using EmuFp8 = EmuReluConfig<64, kElemE4M3, K, CAP, SAMPLE, MAT, WINDOW, PIPE>;
 
 // The functor emit_score_functor prints for relu_mh with the key scale (checked below).
 template <int H>
@@ -61,8 +63,10 @@ struct EmuReluScore {
 };
 
 ops::TopkProblem emu_problem(int k, int capacity, int sample, ops::WindowKind window,
-                             int heads = 64, ops::DType t = ops::DType::E4M3) {
+                             int heads = 64, ops::DType t = ops::DType::E4M3,
+                             bool pipelined = false) {
   ops::TopkProblem p = test::relu_mh_problem(heads, k, t);
+  p.plan_knobs.pipeline = pipelined ? 1 : 0;
   p.arch = backend::parse_arch("sm_90a");
   p.candidate_capacity = capacity;
   p.sample_size = sample;
@@ -78,6 +82,7 @@ void require_planned_as(const ops::TopkProblem& p) {
   const plan::KernelPlan& kp = op->kernel_plan();
   INFO(op->plan_text());
   REQUIRE(kp.wgmma == C::kWgmma);
+  REQUIRE(kp.pipelined == C::kPipelined);
   REQUIRE(kp.head_sums == C::kHeadSums);
   REQUIRE(kp.mma == C::kMma);
   REQUIRE(kp.rows_per_cta == C::kRows);
@@ -237,4 +242,34 @@ TEST_CASE("emulated sm_90a kernel: relu_mh bf16, 32 heads, 4 rows per CTA", "[em
   using F = EmuReluConfig<32, kElemBF16, 100, 4096, 256, false, 0>;
   using M = EmuReluConfig<32, kElemBF16, 100, 4096, 256, true, 0>;
   emulate_and_check<F, M>(p, 9, 600, {});
+}
+
+TEST_CASE("emulated sm_90a kernel: the pipelined form (two accumulator sets, setmaxnreg)", "[emu]") {
+  INFO("seed " << test::test_seed());
+  // Odd and even tile counts (the loop finishes two tiles per turn), ranges with k > window,
+  // ties, key splits: the same checks as the plain form.
+  SECTION("dense, 5 and 6 tiles") {
+    const auto p = emu_problem(31, 4096, 256, ops::WindowKind::Dense, 64, ops::DType::E4M3, true);
+    const int64_t keys = GENERATE(600, 700);
+    emulate_and_check<EmuFp8<31, 4096, 256, false, 0, true>, EmuFp8<31, 4096, 256, true, 0, true>>(
+        p, 5, keys, {});
+  }
+  SECTION("ranges, ties, fallback") {
+    const auto p = emu_problem(300, 1024, 512, ops::WindowKind::Ranges, 64, ops::DType::E4M3, true);
+    ops::DataOptions opt;
+    opt.levels = 5;
+    emulate_and_check<EmuFp8<300, 1024, 512, false, 1, true>, EmuFp8<300, 1024, 512, true, 1, true>>(
+        p, 6, 900, opt);
+  }
+  SECTION("key splits") {
+    const auto p = emu_problem(31, 4096, 256, ops::WindowKind::Dense, 64, ops::DType::E4M3, true);
+    emulate_and_check<EmuFp8<31, 4096, 256, false, 0, true>, EmuFp8<31, 4096, 256, true, 0, true>>(
+        p, 3, 1100, {}, 3);
+  }
+  SECTION("bf16, 32 heads") {
+    const auto p = emu_problem(100, 4096, 256, ops::WindowKind::Dense, 32, ops::DType::BF16, true);
+    using F = EmuReluConfig<32, kElemBF16, 100, 4096, 256, false, 0, true>;
+    using M = EmuReluConfig<32, kElemBF16, 100, 4096, 256, true, 0, true>;
+    emulate_and_check<F, M>(p, 9, 600, {});
+  }
 }

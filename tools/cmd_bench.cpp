@@ -516,7 +516,8 @@ struct Meta {
   std::string gpu, commit, date;
   Ceilings ceilings;
   std::string baselines;  // bench/torch_baselines.py's JSON, or empty
-  // WINNOW_NVRTC_OPTIONS of the run (a kernel variant), recorded as "variant"; empty: none.
+  // WINNOW_NVRTC_OPTIONS of the run and WINNOW_TOPK_PIPELINE=1 (a kernel variant),
+  // recorded as "variant"; empty: none.
   std::string variant;
 };
 
@@ -949,8 +950,12 @@ int bench_main(int argc, char** argv) {
   }
   if (!bench_gpu_present()) return 1;
   rt::Context ctx(0);
+  // The variant: WINNOW_NVRTC_OPTIONS, and WINNOW_TOPK_PIPELINE=1 (the pipelined plan).
+  std::string variant = rt::env_get("WINNOW_NVRTC_OPTIONS").value_or("");
+  if (rt::env_get("WINNOW_TOPK_PIPELINE").value_or("") == "1")
+    variant += variant.empty() ? "WINNOW_TOPK_PIPELINE=1" : " WINNOW_TOPK_PIPELINE=1";
   Meta meta{ctx.info().name, winnow::build_id(), utc_date(), read_ceilings(a.ceilings_path), "",
-            rt::env_get("WINNOW_NVRTC_OPTIONS").value_or("")};
+            variant};
   if (!a.baselines_path.empty())
     meta.baselines = read_text(a.baselines_path, "baselines", "no torch records").value_or("");
   const ops::TopkProblem base = make_problem(a, ctx);

@@ -197,11 +197,13 @@ GeneratedKernel emit_topk(const ir::Expr& score, const plan::KernelSpec& spec,
       "  static constexpr int kMma = {};  // element type of mma.sync dots, 0: CUDA cores\n"
       "  static constexpr bool kHeadSums = {};  // heads summed next to the accumulators\n"
       "  static constexpr bool kWgmma = {};  // head sums on warpgroup MMA (sm_90a)\n"
+      "  // One CTA per SM, setmaxnreg, two accumulator sets per math warpgroup:\n"
+      "  static constexpr bool kPipelined = {};\n"
       "}};\n\n"
       "{}\n"
-      "// Two CTAs per SM at least: one CTA's barriers leave the SM idle otherwise.\n"
+      "// {}\n"
       "// kmap: the key tensor map of the wgmma path's TMA loads (unused on the other paths).\n"
-      "extern \"C\" __global__ void __launch_bounds__({}, 2)\n"
+      "extern \"C\" __global__ void __launch_bounds__({}, {})\n"
       "{}(const winnow::TopkParams p, const __grid_constant__ winnow::TmaMap kmap) {{\n"
       "  extern __shared__ __align__(1024) unsigned char smem[];  // swizzled wgmma tiles\n"
       "  winnow::topk_kernel<WinnowConfig, WinnowScore>(p, &kmap, smem);\n"
@@ -210,8 +212,11 @@ GeneratedKernel emit_topk(const ir::Expr& score, const plan::KernelSpec& spec,
       plan::elem_name(spec.q_type), plan::elem_name(spec.k_type), spec.materialize, spec.k,
       int(spec.window), spec.sorted, spec.absolute, u.w, u.kscale, u.qsq, u.ksq,
       plan.rows_per_cta, plan.key_tile, plan.threads, plan.math_threads(), plan.bins,
-      plan.capacity, plan.sample, plan.mma, plan.head_sums, plan.wgmma,
-      emit_score_functor(score, spec.heads), plan.threads, g.entry);
+      plan.capacity, plan.sample, plan.mma, plan.head_sums, plan.wgmma, plan.pipelined,
+      emit_score_functor(score, spec.heads),
+      plan.pipelined ? "One CTA per SM: its warpgroups move registers between them (setmaxnreg)."
+                     : "Two CTAs per SM at least: one CTA's barriers leave the SM idle otherwise.",
+      plan.threads, plan.pipelined ? 1 : 2, g.entry);
   g.headers = template_headers();
   return g;
 }

@@ -68,6 +68,8 @@ bool choose_plan(const KernelSpec& spec, long smem_limit, int candidate_capacity
       if (tile == 128 && !p.mma) continue;  // larger tiles only pay off with cheap dots
       if (p.wgmma && tile != 128) p.wgmma = false;  // 2 x 64 keys per tile
       p.threads = p.wgmma ? 256 + 32 : 256;            // + the producer warp
+      p.pipelined = p.wgmma && knobs.pipeline == 1;
+      if (p.pipelined) p.threads = 256 + 128;          // + the producer warpgroup
       winnow::SmemLayout L{rows, spec.heads, spec.head_dim, tile, p.bins,
                            mma_bytes, p.head_sums, p.wgmma};
       if (L.bytes() <= smem_limit) {
@@ -98,12 +100,12 @@ std::string describe(const KernelSpec& s, const KernelPlan& p) {
       "spec heads={} dim={} q={} k={} mode={} topk={} window={} sorted={} absolute={} "
       "tensor_cores={}\n"
       "plan rows_per_cta={} key_tile={} threads={} bins={} capacity={} sample={} mma={} "
-      "head_sums={} wgmma={} smem={}\n",
+      "head_sums={} wgmma={} pipelined={} smem={}\n",
       s.heads, s.head_dim, elem_name(s.q_type), elem_name(s.k_type),
       s.materialize ? "materialize" : "topk", s.k, int(s.window), s.sorted, s.absolute,
       s.allow_tensor_cores,
       p.rows_per_cta, p.key_tile, p.threads, p.bins, p.capacity, p.sample, p.mma,
-      p.head_sums, p.wgmma, p.smem_bytes());
+      p.head_sums, p.wgmma, p.pipelined, p.smem_bytes());
 }
 
 }  // namespace winnow::plan

@@ -37,6 +37,9 @@ struct PlanKnobs {
   // Key-chunk ring stages of the retrieval mode (compiler/plan/knn_plan.h), 2..8; the topk
   // kernel's stages are fixed by its configuration (SmemLayout::k_stages).
   int stages = 0;
+  // 1: the pipelined form of the wgmma path where the plan has one (KernelPlan::pipelined);
+  // 0: the heuristic's (off until measured faster).
+  int pipeline = 0;
   bool operator==(const PlanKnobs&) const = default;
 };
 
@@ -44,9 +47,9 @@ struct KernelPlan {
   int rows_per_cta = 1;   // query rows sharing each key tile
   int key_tile = 64;      // keys scored per tile (a multiple of 4)
   // Threads per CTA: 256 of math, plus on the wgmma path one producer warp (TMA loads
-  // into the key-tile ring, templates/topk_kernel.cuh).
+  // into the key-tile ring, templates/topk_kernel.cuh), a producer warpgroup when pipelined.
   int threads = 256;
-  int math_threads() const { return wgmma ? threads - 32 : threads; }
+  int math_threads() const { return pipelined ? threads - 128 : wgmma ? threads - 32 : threads; }
   int bins = 2048;        // ThresholdBins per row (a multiple of 32; 512 above 8 rows)
   int capacity = 8192;    // CandidateBuffer entries per row
   int sample = 2048;      // keys scored first for the initial threshold (0: none)
@@ -57,6 +60,11 @@ struct KernelPlan {
   // Head sums on warpgroup MMA (sm_90a wgmma): keys as the 64-row A operand, the block's
   // (row, head) pairs as one 128-column B operand, both 128-byte swizzled in shared memory.
   bool wgmma = false;
+  // The wgmma path's pipelined form: one CTA of 384 threads per SM (a producer warpgroup
+  // whose first warp loads), setmaxnreg moving registers to the two math warpgroups for the
+  // tile loops, each with two accumulator sets (tile t + 1's MMAs under tile t's head sums)
+  // and the row block's weights in registers (templates/key_tile_loop.cuh).
+  bool pipelined = false;
   long smem_bytes() const;  // from templates/smem_layout.cuh
   int k = 2048;           // copy of the spec's k (the workspace depends on it)
  private:

@@ -25,6 +25,10 @@ template <int N>
 inline void wgmma_pin(float (&)[N]) {}
 template <int N>
 inline void wgmma_wait() {}
+template <int Regs>
+inline void setmaxnreg_inc() {}
+template <int Regs>
+inline void setmaxnreg_dec() {}
 inline void keep_in_registers(float&, float&) {}
 inline float max_nan_zero(float x) { return x != x ? x : (x > 0.0f ? x : 0.0f); }
 
