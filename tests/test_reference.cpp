@@ -12,15 +12,7 @@
 using namespace winnow;
 
 namespace {
-ops::TopkProblem ip_problem(int k) {
-  ops::TopkProblem p;
-  p.score = ir::ip();
-  p.heads = 1;
-  p.head_dim = 16;
-  p.q_dtype = p.k_dtype = ops::DType::F32;
-  p.k = k;
-  return p;
-}
+ops::TopkProblem ip_problem(int k) { return test::single_head(ir::ip(), 16, k, ops::DType::F32); }
 }  // namespace
 
 TEST_CASE("select_topk_row: NaN first, ties by the smaller index, k > window", "[ref]") {

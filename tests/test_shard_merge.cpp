@@ -12,6 +12,7 @@
 #include "ops/validate.h"
 #include "runtime/kernel_cache.h"
 #include "support.h"
+#include "topk_check.h"
 #include "testing/shard_reference.h"
 #include "winnow/shard_merge_params.cuh"
 
@@ -177,12 +178,7 @@ TEST_CASE("the merge reference refuses what it cannot merge", "[shard][ref]") {
 
 namespace {
 ops::TopkProblem ip_problem(int k) {
-  ops::TopkProblem p;
-  p.score = ir::ip();
-  p.heads = 1;
-  p.head_dim = 16;
-  p.q_dtype = p.k_dtype = ops::DType::F32;
-  p.k = k;
+  ops::TopkProblem p = test::single_head(ir::ip(), 16, k, ops::DType::F32);
   p.arch = backend::parse_arch("sm_90a");
   return p;
 }
