@@ -58,8 +58,10 @@ WINNOW_HD ThresholdBins make_threshold_bins(u32 lo, u32 hi, int count) {
   t.lo = lo;
   t.count = count;
   u32 span = hi > lo ? hi - lo : 0u;
+  // At most 31: a u32 shifted by 32 is undefined in C++ (x86 shifts by 0, PTX's shr gives
+  // 0), and 31 still maps any span onto two linear bins (count = 3, the fewest).
   u32 s = 0;
-  while (s < 32u && (span >> s) > u32(count - 3)) ++s;
+  while (s < 31u && (span >> s) > u32(count - 3)) ++s;
   t.shift = s;
   return t;
 }
