@@ -160,13 +160,18 @@ __device__ void block_attention_wgmma(const BlockAttentionParams& p, const TmaMa
 
     // O += P V, one k step (16 keys) a wgmma: P's registers s[8 ks .. 8 ks + 7] in A's
     // order; V's rows 16 ks.. (2048 bytes a step), its two 64-column atoms T * 128 apart.
-    wgmma_fence();
+    // Every P register is written before the fence: a register write between the MMAs
+    // would make ptxas wait for each before the next (one group per MMA).
+    u32 pa[T / 16][4];
 #pragma unroll
     for (int ks = 0; ks < T / 16; ++ks) {
-      const u32 pa[4] = {pack_bf16x2(s[8 * ks], s[8 * ks + 1]), pack_bf16x2(s[8 * ks + 2], s[8 * ks + 3]),
-                         pack_bf16x2(s[8 * ks + 4], s[8 * ks + 5]), pack_bf16x2(s[8 * ks + 6], s[8 * ks + 7])};
-      wgmma_m64n_bf16_rs_mn<D>(o, pa, wgmma_desc_mn(values + ks * 16 * 128, T * 128), 1);
+#pragma unroll
+      for (int r = 0; r < 4; ++r) pa[ks][r] = pack_bf16x2(s[8 * ks + 2 * r], s[8 * ks + 2 * r + 1]);
     }
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < T / 16; ++ks)
+      wgmma_m64n_bf16_rs_mn<D>(o, pa[ks], wgmma_desc_mn(values + ks * 16 * 128, T * 128), 1);
     wgmma_commit();
     wgmma_wait<0>();
     wgmma_pin(o);

@@ -5,7 +5,9 @@
 // Tiny shapes: a few key blocks, structured and random input, selected, random and every
 // visible block, d = 64 and 128. Also the emulated P V instruction alone against a plain
 // product, and a wrong V layout caught.
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "block_check.h"
@@ -97,7 +99,65 @@ int64_t run_wgmma_attention(int64_t L, ops::BlockInput input, Index kind) {
   return bad;
 }
 
+// O (64 x 128) = P (64 x 128 keys, bf16, from each thread's registers in the A fragment
+// order the kernel packs) V (128 keys x 128, [key][d], the TMA box layout written here by
+// the swizzle rule) through wgmma_m64n_bf16_rs_mn, one warpgroup; `lbo`: the descriptor's
+// leading byte offset (right: 128 x 128). Returns O by (row, column).
+std::vector<float> emulated_pv(const std::vector<float>& P, const std::vector<float>& V, int lbo) {
+  constexpr int T = 128, D = 128;
+  std::vector<unsigned char> smem(2 * T * 128 + 1024, 0);
+  unsigned char* base = smem.data() + (1024 - reinterpret_cast<uintptr_t>(smem.data()) % 1024) % 1024;
+  for (int k = 0; k < T; ++k) {
+    for (int n = 0; n < D; ++n) {
+      // V's values are exact in bf16: the top half of the fp32 bits is the code.
+      const uint16_t code = uint16_t(std::bit_cast<uint32_t>(V[size_t(k) * D + n]) >> 16);
+      const int b = (n % 64) * 2;
+      std::memcpy(base + (n / 64) * T * 128 + k * 128 + (((b >> 4) ^ (k & 7)) << 4) + (b & 15), &code, 2);
+    }
+  }
+  std::vector<float> out(size_t(64) * D, 0.0f);
+  winnow_emu::shared_window = base;
+  winnow_emu::launch(1, 1, 128, [&] {
+    const int lane = int(threadIdx.x) & 31, w = int(threadIdx.x) >> 5, g = lane >> 2, t4 = lane & 3;
+    auto at = [&](int r, int k) { return P[size_t(16 * w + r) * T + k]; };
+    float o[D / 2] = {};
+    for (int ks = 0; ks < T / 16; ++ks) {
+      const int k0 = 16 * ks + 2 * t4;
+      const u32 pa[4] = {pack_bf16x2(at(g, k0), at(g, k0 + 1)), pack_bf16x2(at(g + 8, k0), at(g + 8, k0 + 1)),
+                         pack_bf16x2(at(g, k0 + 8), at(g, k0 + 9)),
+                         pack_bf16x2(at(g + 8, k0 + 8), at(g + 8, k0 + 9))};
+      wgmma_m64n_bf16_rs_mn<D>(o, pa, wgmma_desc_mn(base + ks * 16 * 128, lbo), 1);
+    }
+    for (int i = 0; i < D / 2; ++i) {
+      const int m = 16 * w + g + 8 * ((i >> 1) & 1), n = 8 * (i >> 2) + 2 * t4 + (i & 1);
+      out[size_t(m) * D + n] = o[i];
+    }
+  });
+  winnow_emu::shared_window = nullptr;
+  return out;
+}
+
 }  // namespace
+
+// The emulated instruction alone: the right descriptor gives the plain product, a wrong
+// leading byte offset (the second 64 columns read from the wrong place) does not.
+TEST_CASE("emulated wgmma with A in registers and a transposed B is the product", "[emu][block]") {
+  constexpr int T = 128, D = 128;
+  std::mt19937_64 rng(test::test_seed());
+  std::uniform_int_distribution<int> small(-8, 8);
+  std::vector<float> P(size_t(64) * T), V(size_t(T) * D);
+  for (float& x : P) x = float(small(rng)) / 8.0f;  // exact in bf16 and in fp32 sums
+  for (float& x : V) x = float(small(rng)) / 4.0f;
+  std::vector<float> want(size_t(64) * D, 0.0f);
+  for (int m = 0; m < 64; ++m)
+    for (int n = 0; n < D; ++n)
+      for (int k = 0; k < T; ++k) want[size_t(m) * D + n] += P[size_t(m) * T + k] * V[size_t(k) * D + n];
+  CHECK(emulated_pv(P, V, T * 128) == want);
+  const std::vector<float> wrong = emulated_pv(P, V, 1024);
+  int64_t differ = 0;
+  for (size_t j = 0; j < want.size(); ++j) differ += wrong[j] != want[j];
+  CHECK(differ > 0);
+}
 
 TEST_CASE("emulated wgmma block attention equals the reference (d = 128)", "[emu][block]") {
   INFO("seed " << test::test_seed());
