@@ -19,6 +19,7 @@
 #pragma once
 #include "winnow/block_params.cuh"
 #include "winnow/block_select_kernel.cuh"
+#include "winnow/online_softmax.cuh"
 #include "winnow/mbarrier.cuh"
 #include "winnow/ring_slot.cuh"
 #include "winnow/tma.cuh"
@@ -139,15 +140,7 @@ __device__ void block_attention_wgmma(const BlockAttentionParams& p, const TmaMa
       mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], x);
     }
     float corr[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xFFFFFFFFu, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xFFFFFFFFu, mx[r], 2));
-      const float mn = fmaxf(m[r], mx[r]);
-      corr[r] = rescale(m[r], mn);
-      m[r] = mn;
-      l[r] = __fmul_rn(l[r], corr[r]);
-    }
+    quad_row_maxima(mx, m, l, corr);
     if (corr[0] != 1.0f || corr[1] != 1.0f) {
 #pragma unroll
       for (int i = 0; i < D / 2; ++i) o[i] *= corr[(i >> 1) & 1];
@@ -181,12 +174,7 @@ __device__ void block_attention_wgmma(const BlockAttentionParams& p, const TmaMa
   }
 
   float inv[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] = __fadd_rn(l[r], __shfl_xor_sync(0xFFFFFFFFu, l[r], 1));
-    l[r] = __fadd_rn(l[r], __shfl_xor_sync(0xFFFFFFFFu, l[r], 2));
-    inv[r] = l[r] > 0.0f ? __fdiv_rn(1.0f, l[r]) : 0.0f;
-  }
+  quad_row_inverses(l, inv);
   const long long rs = (long long)C::kHeads * D;
 #pragma unroll
   for (int dt = 0; dt < DT; ++dt) {

@@ -54,7 +54,7 @@ ops::BlockIndex make_index(const ops::BlockProblem& prob, const ops::BlockHostIn
 }
 
 template <int D>
-int64_t run_wgmma_attention(int64_t L, ops::BlockInput input, Index kind) {
+void run_wgmma_attention(int64_t L, ops::BlockInput input, Index kind) {
   using C = WgmmaConfig<D>;
   ops::BlockProblem prob = test::small_block_problem(C::kHeads, C::kKvHeads, L);
   prob.head_dim = D;
@@ -87,16 +87,10 @@ int64_t run_wgmma_attention(int64_t L, ops::BlockInput input, Index kind) {
 
   const std::vector<float> result = ops::decode_bf16_codes(out);
   const std::vector<float> expect = ops::reference_block_attention(prob, host, index, 0, L);
-  int64_t bad = 0;
   double worst = 0;
-  for (size_t j = 0; j < expect.size(); ++j) {
-    const double err = std::fabs(double(result[j]) - expect[j]);
-    worst = std::max(worst, err);
-    bad += !(err <= 1e-2 + 1e-2 * std::fabs(expect[j]));
-  }
+  const int64_t bad = test::attention_mismatches(result, expect, &worst);
   INFO("kept blocks " << index.kept() << ", largest attention error " << worst);
   CHECK(bad == 0);
-  return bad;
 }
 
 // O (64 x 128) = P (64 x 128 keys, bf16, from each thread's registers in the A fragment
