@@ -38,7 +38,8 @@ void BlockAttentionOp::load() {
 }
 
 std::string BlockAttentionOp::launch_info() const {
-  return kernel_ ? m_.describe("attention", *kernel_) : "not loaded";
+  const char* name = m_.plan.attention_wgmma ? "attention (wgmma)" : "attention";
+  return kernel_ ? m_.describe(name, *kernel_) : "not loaded";
 }
 
 void BlockAttentionOp::execute(const TensorView& q, const TensorView& k, const TensorView& v,
