@@ -1,14 +1,30 @@
 #include "ops/block_attention.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "compiler/codegen/emit_block.h"
+#include "ops/key_tensor_map.h"
 #include "ops/tensor_rules.h"
+#include "runtime/env.h"
 
 namespace winnow::ops {
 
 BlockAttentionOp::BlockAttentionOp(const BlockProblem& p, const rt::Context* ctx)
     : BlockOp(p, ctx, "winnow_block_attention") {
+  // The wgmma kernel where asked for (the problem's flag, else the environment) on sm_90a.
+  bool wgmma = p.attention_wgmma == 1;
+  if (p.attention_wgmma < 0) {
+    const auto v = rt::env_get("WINNOW_BLOCK_ATTENTION_WGMMA");
+    wgmma = v && *v == "1";
+  }
+  if (wgmma && p.arch.major == 9 && p.arch.suffix == 'a') {
+    std::string why;
+    if (!plan::use_wgmma_attention(m_.spec, ctx ? ctx->info().max_smem_optin : kDefaultSmemLimit,
+                                   &m_.plan, &why))
+      throw NotSupported(why);
+    m_.program = plan::describe(m_.spec, m_.plan);
+  }
   m_.generated = codegen::emit_block_attention(m_.spec, m_.plan);
 }
 
@@ -22,7 +38,8 @@ void BlockAttentionOp::load() {
 }
 
 std::string BlockAttentionOp::launch_info() const {
-  return kernel_ ? m_.describe("attention", *kernel_) : "not loaded";
+  const char* name = m_.plan.attention_wgmma ? "attention (wgmma)" : "attention";
+  return kernel_ ? m_.describe(name, *kernel_) : "not loaded";
 }
 
 void BlockAttentionOp::execute(const TensorView& q, const TensorView& k, const TensorView& v,
@@ -52,6 +69,20 @@ void BlockAttentionOp::execute(const TensorView& q, const TensorView& k, const T
   a.seq_len = int(L);
   a.blocks = int(block_count(L));
   a.scale_log2 = float(1.4426950408889634 / std::sqrt(double(p.head_dim)));
+  if (m_.plan.attention_wgmma) {
+    // K and V as bytes [L][kv_heads * d * 2], boxes of 128 bytes x one block of keys.
+    BlockAttentionWgmmaParams w{};
+    w.a = a;
+    const int row_bytes = p.kv_heads * p.head_dim * 2;
+    const CUtensorMap km = key_tensor_map(k, L, row_bytes, kBlockTokens);
+    const CUtensorMap vm = key_tensor_map(v, L, row_bytes, kBlockTokens);
+    static_assert(sizeof(CUtensorMap) == sizeof(TmaMap), "the opaque bytes");
+    std::memcpy(&w.k_map, &km, sizeof km);
+    std::memcpy(&w.v_map, &vm, sizeof vm);
+    void* args[] = {&w};
+    kernel_->launch(unsigned(p.heads * a.blocks), 1, unsigned(kWgmmaAttentionThreads), stream, args);
+    return;
+  }
   void* args[] = {&a};
   kernel_->launch(unsigned(p.heads * a.blocks), 1, unsigned(m_.plan.threads), stream, args);
 }

@@ -42,6 +42,10 @@ struct BlockProblem {
   int head_dim = 128;
   int64_t max_seq_len = 262144;  // sizes the on-chip score row (4 bytes per block)
   backend::Arch arch;
+  // Block attention on the sm_90a wgmma kernel (templates/block_attention_wgmma.cuh): 1 on,
+  // 0 off (the mma.sync kernel), -1: WINNOW_BLOCK_ATTENTION_WGMMA=1 turns it on. Opt-in
+  // until measured on the H200; on any other arch the mma.sync kernel runs.
+  int attention_wgmma = -1;
 };
 
 // The select rule of one call (a run-time argument: no recompilation per alpha). The

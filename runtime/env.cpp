@@ -12,11 +12,14 @@
 namespace winnow::rt {
 namespace {
 
-constexpr std::array<EnvVar, 13> kRegistry{{
+constexpr std::array<EnvVar, 14> kRegistry{{
     {"HOME", false, "home folder: the cache defaults to $HOME/.cache/winnow"},
     {"TMPDIR", false, "without HOME the cache is $TMPDIR/winnow-cache-<uid> (default /tmp)"},
     // The backend's name and exact version are in every key already (ops/jit_module.cpp).
     {"WINNOW_BACKEND", false, "nvrtc (default) or llvm: what compiles the kernels"},
+    // Changes the block plan, which is part of the key (the describe() text): no key input.
+    {"WINNOW_BLOCK_ATTENTION_WGMMA", false,
+     "\"1\" runs block-sparse attention on the sm_90a wgmma kernel (opt-in until measured)"},
     {"WINNOW_CACHE_DIR", false, "where the kernel cache lives"},
     {"WINNOW_DISABLE_DISK_CACHE", false, "\"1\" keeps cubins in memory only"},
     {"WINNOW_DUMP_DIR", false, "where generated sources are written on compile errors and dumps"},

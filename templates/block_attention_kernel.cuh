@@ -8,6 +8,7 @@
 // P rounded to bf16 and V read by ldmatrix.trans. No masked block is ever visited.
 #pragma once
 #include "winnow/block_select_kernel.cuh"
+#include "winnow/online_softmax.cuh"
 
 namespace winnow {
 
@@ -76,15 +77,7 @@ __device__ void block_attention(const BlockAttentionParams& p, unsigned char* sm
       }
     }
     float corr[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xFFFFFFFFu, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xFFFFFFFFu, mx[r], 2));
-      const float mn = fmaxf(m[r], mx[r]);
-      corr[r] = rescale(m[r], mn);
-      m[r] = mn;
-      l[r] = __fmul_rn(l[r], corr[r]);
-    }
+    quad_row_maxima(mx, m, l, corr);
     // Most tiles leave both row maxima where they were: then nothing to rescale.
     if (corr[0] != 1.0f || corr[1] != 1.0f) {
 #pragma unroll
@@ -121,12 +114,7 @@ __device__ void block_attention(const BlockAttentionParams& p, unsigned char* sm
   }
 
   float inv[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] = __fadd_rn(l[r], __shfl_xor_sync(0xFFFFFFFFu, l[r], 1));
-    l[r] = __fadd_rn(l[r], __shfl_xor_sync(0xFFFFFFFFu, l[r], 2));
-    inv[r] = l[r] > 0.0f ? __fdiv_rn(1.0f, l[r]) : 0.0f;
-  }
+  quad_row_inverses(l, inv);
   const long long rs = (long long)C::kHeads * D;
 #pragma unroll
   for (int dt = 0; dt < DT; ++dt) {

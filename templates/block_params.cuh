@@ -3,6 +3,7 @@
 // layout is one definition; only plain types.
 #pragma once
 #include "winnow/portable.cuh"
+#include "winnow/tma_map.cuh"
 
 namespace winnow {
 
@@ -70,6 +71,37 @@ struct AttentionSmem {
   WINNOW_HD constexpr int row_bytes() const { return dim * 2 + 16; }
   WINNOW_HD constexpr long stage_bytes() const { return 2L * tile * row_bytes(); }
   WINNOW_HD constexpr long bytes() const { return 2 * stage_bytes(); }
+};
+
+// The sm_90a wgmma attention kernel (templates/block_attention_wgmma.cuh): the arguments
+// of the mma.sync kernel and the tensor maps of k and v ([L][kv_heads * d * 2] bytes,
+// boxes of 128 bytes x 128 keys, 128-byte swizzle: ops/key_tensor_map.h), by value.
+struct BlockAttentionWgmmaParams {
+  BlockAttentionParams a;
+  TmaMap k_map;
+  TmaMap v_map;
+};
+
+// Its shared memory (1024-byte aligned): the q tile (128 rows), a ring of kStages stages of
+// (K tile, V tile) of 128 keys, each tile d * 2 / 128 swizzled atoms of 128 rows x 128
+// bytes, then the ring's full and empty mbarriers.
+// Its CTA: two math warpgroups, then the producer warpgroup (one thread of it issues the
+// loads). A whole warpgroup, so that setmaxnreg can move its registers to the math ones:
+// 128 x 24 + 256 x 240 = 64512 of the SM's 65536 (at launch ptxas allots 168 a thread).
+enum : int {
+  kWgmmaAttentionThreads = 384,
+  kWgmmaAttentionMathThreads = 256,
+  kWgmmaAttentionProducerRegs = 24,
+  kWgmmaAttentionMathRegs = 240
+};
+
+struct WgmmaAttentionSmem {
+  int dim;
+  enum : int { kStages = 2 };
+  WINNOW_HD constexpr long tile_bytes() const { return long(kBlockTokens) * dim * 2; }
+  WINNOW_HD constexpr long stage_off(int s) const { return tile_bytes() * (1 + 2L * s); }
+  WINNOW_HD constexpr long barriers_off() const { return stage_off(kStages); }
+  WINNOW_HD constexpr long bytes() const { return barriers_off() + 16L * kStages; }
 };
 
 }  // namespace winnow

@@ -1,8 +1,10 @@
 // Shared pieces of the block-select tests: small problems and the data with exact ties.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <vector>
 
 #include "testing/block_data.h"
 #include "testing/host_data.h"
@@ -49,6 +51,20 @@ inline ops::BlockData tied_block_data(const ops::BlockProblem& p, int64_t seq_le
   data.k = codes(std::move(k));
   data.v = ops::make_block_data(p, seq_len, ops::BlockInput::Random, rng()).v;
   return data;
+}
+
+// Elements of `got` (an attention output) farther from `want` than bf16 output allows:
+// 1e-2 + 1e-2 |want|; the largest error into *worst.
+inline int64_t attention_mismatches(const std::vector<float>& got, const std::vector<float>& want,
+                                    double* worst) {
+  int64_t bad = 0;
+  *worst = 0;
+  for (size_t j = 0; j < want.size(); ++j) {
+    const double err = std::fabs(double(got[j]) - want[j]);
+    *worst = std::max(*worst, err);
+    bad += !(err <= 1e-2 + 1e-2 * std::fabs(want[j]));
+  }
+  return bad;
 }
 
 }  // namespace winnow::test

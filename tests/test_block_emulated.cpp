@@ -96,13 +96,8 @@ void run_emulated(int64_t L, ops::BlockInput kind, const ops::BlockSelectRule& r
                      [&] { block_attention<C>(a, att_smem.data()); });
   const std::vector<float> result = ops::decode_bf16_codes(out);
   const std::vector<float> expect = ops::reference_block_attention(prob, host, got, 0, L);
-  int64_t bad = 0;
   double worst_out = 0;
-  for (size_t j = 0; j < expect.size(); ++j) {
-    const double err = std::fabs(double(result[j]) - expect[j]);
-    worst_out = std::max(worst_out, err);
-    bad += !(err <= 1e-2 + 1e-2 * std::fabs(expect[j]));
-  }
+  const int64_t bad = test::attention_mismatches(result, expect, &worst_out);
   INFO("largest attention error " << worst_out);
   CHECK(bad == 0);
 }

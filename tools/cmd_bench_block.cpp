@@ -58,6 +58,9 @@ struct BlockBenchArgs {
   bool winnow_dense = true, check = true;
   int repeats = 10, warmup = 2;
   uint64_t seed = 1;
+  // "attention_wgmma" when the attention op runs the sm_90a wgmma kernel
+  // (WINNOW_BLOCK_ATTENTION_WGMMA=1), recorded as "variant"; empty: none.
+  std::string variant;
 };
 
 std::vector<float> parse_alphas(const std::string& list) {
@@ -156,12 +159,13 @@ std::string record(const BlockBenchArgs& a, const Meta& m, const char* impl,
       "{{\"workload\": \"block-select\", \"impl\": \"{}\", \"params\": {}, \"ms_median\": {:.4f}, "
       "\"ms_min\": {:.4f}, \"ms_max\": {:.4f}, \"tflops\": {:.2f}, \"gbps\": 0, "
       "\"floor_ms\": {}, \"ratio_to_floor\": {}, \"extra_mem_bytes\": {}, \"exact\": {}, "
-      "\"fallbacks\": 0{}, \"repeats\": {}, \"warmup\": {}, \"gpu\": {}, \"commit\": \"{}\", "
+      "\"fallbacks\": 0{}{}, \"repeats\": {}, \"warmup\": {}, \"gpu\": {}, \"commit\": \"{}\", "
       "\"date\": \"{}\"}}",
       impl, params_json, t.median, t.min, t.max, flop / t.median / 1e9,
       floor_ms > 0 ? fmt::format("{:.4f}", floor_ms) : "null",
       floor_ms > 0 ? fmt::format("{:.4f}", t.median / floor_ms) : "null", extra, json_bool(exact),
-      extra_fields, a.repeats, a.warmup, json_string(m.gpu), m.commit, m.date);
+      extra_fields, a.variant.empty() ? "" : fmt::format(", \"variant\": {}", json_string(a.variant)),
+      a.repeats, a.warmup, json_string(m.gpu), m.commit, m.date);
 }
 
 struct Row {
@@ -206,6 +210,7 @@ int bench_block_main(int argc, char** argv) {
   select->build(cache, *be);
   auto attention = ops::BlockAttentionOp::create(p, &ctx);
   attention->build(cache, *be);
+  if (attention->plan_text().find("attention_wgmma=1") != std::string::npos) a.variant = "attention_wgmma";
   fmt::print(stderr, "block-select on {} ({}): heads {}/{} d 128, kernels built in {:.1f} s\n"
                      "  {}\n  {}\n",
              meta.gpu, p.arch.str(), p.heads, p.kv_heads, seconds_since(t0),

@@ -19,11 +19,18 @@ struct BlockPlan {
   int attention_tile = 64;  // keys per stage of the attention kernel
   int scan_threads = 1024;  // the CSR offsets are scanned by one CTA
   long score_smem = 0;      // bytes (templates/block_params.cuh BlockScoreSmem)
-  long attention_smem = 0;  // bytes (AttentionSmem)
+  long attention_smem = 0;  // bytes (AttentionSmem; WgmmaAttentionSmem on the wgmma kernel)
+  // 1: the attention kernel is the sm_90a wgmma one (kWgmmaAttentionThreads threads, one
+  // 128-key tile per listed block); set by use_wgmma_attention.
+  int attention_wgmma = 0;
 };
 
 // The plan for the spec; false (with `why`) when it does not fit `smem_limit` bytes.
 bool choose_block_plan(const BlockSpec& spec, long smem_limit, BlockPlan* out, std::string* why);
+
+// Moves `plan`'s attention kernel to the wgmma one; false (with `why`) when its shared
+// memory does not fit `smem_limit` bytes.
+bool use_wgmma_attention(const BlockSpec& spec, long smem_limit, BlockPlan* plan, std::string* why);
 
 // Canonical text of spec + plan, for the cache key and `winnow compile`.
 std::string describe(const BlockSpec& spec, const BlockPlan& plan);

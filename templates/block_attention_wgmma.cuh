@@ -1,0 +1,189 @@
+// Block-sparse causal attention on the sm_90a tensor cores (wgmma; opt-in beside the
+// mma.sync kernel of block_attention_kernel.cuh, the same semantics): bf16, GQA, d = 64 or
+// 128, the CSR block index of block-select.
+//
+// One CTA of 384 threads per (head h, query block I): two math warpgroups of 64 query rows
+// each and a producer warpgroup (setmaxnreg: 24 registers for it, 240 for each math one),
+// one thread of which walks the row's list of kept key blocks and loads each block's K and
+// V (128 keys: one tile per listed block, so a skipped block costs nothing) by TMA into a two-stage mbarrier ring (the topk kernel's pieces: mbarrier.cuh,
+// ring_slot.cuh, tma.cuh). Each math warpgroup computes S = Q K^T by wgmma (A: its 64 rows
+// of the q tile, B: the K tile, both K-major with the 128-byte swizzle), the causal mask
+// on the diagonal block and the online softmax in the exp2 domain in registers on S's
+// D fragment, then O += P V by wgmma with P from registers as A (the D fragment of S, two
+// 8-column groups a k step, is A's register fragment once rounded to bf16) and V as an
+// MN-major B: V is stored [key][d], so a TMA box of 128 bytes of d x 128 keys is the
+// transposed layout's swizzle atom as it lands, and the transposed descriptor
+// (wgmma_desc_mn) reads it with no copy. GQA: K and V are the KV head h / (heads /
+// kv_heads)'s (each head's list is its own, so a CTA serves one head). Not yet: the two
+// warpgroups' ping-pong and the overlap of one tile's softmax with the next one's MMAs.
+#pragma once
+#include "winnow/block_params.cuh"
+#include "winnow/block_select_kernel.cuh"
+#include "winnow/online_softmax.cuh"
+#include "winnow/mbarrier.cuh"
+#include "winnow/ring_slot.cuh"
+#include "winnow/tma.cuh"
+#include "winnow/wgmma_ops.cuh"
+#include "winnow/wgmma_tiles.cuh"
+
+namespace winnow {
+
+// The math warpgroup `wg`'s 64 rows of the q tile into shared memory, swizzled K-major,
+// published to the async proxy and to the warpgroup.
+template <class C>
+__device__ __forceinline__ void load_q_tile(const BlockAttentionParams& p, char* qs, int I, int h,
+                                            int wg) {
+  constexpr int D = C::kDim, CPR = D * 2 / 16;
+  const int tw = int(threadIdx.x) & 127;
+  for (int e = tw; e < 64 * CPR; e += 128) {
+    const int r = wg * 64 + e / CPR, c = e % CPR;
+    const long long row = (long long)I * kBlockTokens + r;
+    const uint4 v =
+        *reinterpret_cast<const uint4*>(p.q + (row * C::kHeads + h) * D + c * 8);
+    *reinterpret_cast<uint4*>(qs + swizzled_chunk<kBlockTokens>(r, c)) = v;
+  }
+  fence_async_smem();
+  if (wg == 0) {
+    named_barrier_sync<1, 128>();
+  } else {
+    named_barrier_sync<2, 128>();
+  }
+}
+
+template <class C>
+__device__ void block_attention_wgmma(const BlockAttentionParams& p, const TmaMap* kmap,
+                                      const TmaMap* vmap, unsigned char* smem) {
+  constexpr int D = C::kDim, T = kBlockTokens, RB = D * 2, ATOMS = RB / 128, DT = D / 8;
+  constexpr WgmmaAttentionSmem L{D};
+  constexpr int STAGES = WgmmaAttentionSmem::kStages;
+  static_assert(C::kThreads == kWgmmaAttentionThreads, "two math warpgroups and a producer one");
+  static_assert(D == 64 || D == 128, "d = 64 or 128");
+  const int I = p.blocks - 1 - int(blockIdx.x / C::kHeads);
+  const int h = int(blockIdx.x % C::kHeads), kv = h / (C::kHeads / C::kKvHeads);
+  const int first = p.offsets[h * p.blocks + I];
+  const int tiles = p.offsets[h * p.blocks + I + 1] - first;
+  char* base = reinterpret_cast<char*>(smem);
+  u64* full = reinterpret_cast<u64*>(smem + L.barriers_off());
+  u64* empty = full + STAGES;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbarrier_init(full + s, 1);      // the producer's arrival, with the tile's bytes
+      mbarrier_init(empty + s, kWgmmaAttentionMathThreads / 32);  // one per math warp
+    }
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+
+  if (int(threadIdx.x) >= kWgmmaAttentionMathThreads) {  // the producer warpgroup
+    setmaxnreg_dec<kWgmmaAttentionProducerRegs>();
+    if (int(threadIdx.x) == kWgmmaAttentionMathThreads) {
+      tma_prefetch(kmap);
+      tma_prefetch(vmap);
+      RingSlot slot = ring_slot(0, STAGES);
+      for (int t = 0; t < tiles; ++t) {
+        mbarrier_wait(empty + slot.stage, slot.parity ^ 1u);
+        const int key0 = p.indices[first + t] * T;
+        char* kdst = base + L.stage_off(slot.stage);
+        char* vdst = kdst + L.tile_bytes();
+        mbarrier_arrive_expect_tx(full + slot.stage, unsigned(2 * L.tile_bytes()));
+#pragma unroll
+        for (int a = 0; a < ATOMS; ++a) {
+          tma_load_2d(kdst + a * T * 128, kmap, full + slot.stage, kv * RB + a * 128, key0);
+          tma_load_2d(vdst + a * T * 128, vmap, full + slot.stage, kv * RB + a * 128, key0);
+        }
+        slot.advance(STAGES);
+      }
+    }
+    return;
+  }
+
+  setmaxnreg_inc<kWgmmaAttentionMathRegs>();
+  const int wg = int(threadIdx.x) >> 7, w = (int(threadIdx.x) >> 5) & 3;
+  const int lane = int(threadIdx.x) & 31, g = lane >> 2, t4 = lane & 3;
+  load_q_tile<C>(p, base, I, h, wg);
+  const long long row0 = (long long)I * T + wg * 64 + w * 16;
+  const long long qpos[2] = {row0 + g, row0 + g + 8};
+  const u32 qlo = wgmma_desc_lo(base);
+
+  float o[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
+  float m[2] = {minus_infinity(), minus_infinity()}, l[2] = {0.0f, 0.0f};
+  RingSlot slot = ring_slot(0, STAGES);
+  for (int t = 0; t < tiles; ++t) {
+    mbarrier_wait(full + slot.stage, slot.parity);
+    const char* keys = base + L.stage_off(slot.stage);
+    const char* values = keys + L.tile_bytes();
+    const int J = p.indices[first + t];
+    const bool diagonal = J == I;
+
+    // S (64 x 128, the D fragment: s[4 j + i] is row g + 8 (i / 2), key 8 j + 2 t4 + i % 2).
+    float s[T / 2];
+    const u32 klo = wgmma_desc_lo(keys);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      wgmma_m64n<T, kElemBF16>(s, wgmma_desc_from_lo(qlo, swizzled_at<T>(wg * 64, ks * 32)),
+                               wgmma_desc_from_lo(klo, swizzled_at<T>(0, ks * 32)), ks > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_pin(s);
+
+    float mx[2] = {minus_infinity(), minus_infinity()};
+#pragma unroll
+    for (int i = 0; i < T / 2; ++i) {
+      const long long kpos = (long long)J * T + 8 * (i >> 2) + 2 * t4 + (i & 1);
+      float x = __fmul_rn(s[i], p.scale_log2);
+      if (diagonal && kpos > qpos[(i >> 1) & 1]) x = minus_infinity();
+      s[i] = x;
+      mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], x);
+    }
+    float corr[2];
+    quad_row_maxima(mx, m, l, corr);
+    if (corr[0] != 1.0f || corr[1] != 1.0f) {
+#pragma unroll
+      for (int i = 0; i < D / 2; ++i) o[i] *= corr[(i >> 1) & 1];
+    }
+#pragma unroll
+    for (int i = 0; i < T / 2; ++i) {
+      s[i] = exp2_below(s[i], m[(i >> 1) & 1]);
+      l[(i >> 1) & 1] = __fadd_rn(l[(i >> 1) & 1], s[i]);
+    }
+
+    // O += P V, one k step (16 keys) a wgmma: P's registers s[8 ks .. 8 ks + 7] in A's
+    // order; V's rows 16 ks.. (2048 bytes a step), its two 64-column atoms T * 128 apart.
+    // Every P register is written before the fence: a register write between the MMAs
+    // would make ptxas wait for each before the next (one group per MMA).
+    u32 pa[T / 16][4];
+#pragma unroll
+    for (int ks = 0; ks < T / 16; ++ks) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) pa[ks][r] = pack_bf16x2(s[8 * ks + 2 * r], s[8 * ks + 2 * r + 1]);
+    }
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < T / 16; ++ks)
+      wgmma_m64n_bf16_rs_mn<D>(o, pa[ks], wgmma_desc_mn(values + ks * 16 * 128, T * 128), 1);
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_pin(o);
+    __syncwarp();  // the warp's MMAs on the stage are complete
+    if (lane == 0) mbarrier_arrive(empty + slot.stage);
+    slot.advance(STAGES);
+  }
+
+  float inv[2];
+  quad_row_inverses(l, inv);
+  const long long rs = (long long)C::kHeads * D;
+#pragma unroll
+  for (int dt = 0; dt < DT; ++dt) {
+    const int c = dt * 8 + 2 * t4;
+    *reinterpret_cast<u32*>(p.out + qpos[0] * rs + (long long)h * D + c) =
+        pack_bf16x2(o[4 * dt] * inv[0], o[4 * dt + 1] * inv[0]);
+    *reinterpret_cast<u32*>(p.out + qpos[1] * rs + (long long)h * D + c) =
+        pack_bf16x2(o[4 * dt + 2] * inv[1], o[4 * dt + 3] * inv[1]);
+  }
+}
+
+}  // namespace winnow
