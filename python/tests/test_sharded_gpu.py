@@ -7,7 +7,7 @@ torch = pytest.importorskip("torch")
 import torch.distributed as dist  # noqa: E402
 
 import winnow  # noqa: E402
-from winnow.testing import reference, shard_reference  # noqa: E402
+from winnow.testing import shard_reference  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 

@@ -5,9 +5,8 @@ nothing and does not synchronise the host. A plan, with its workspace, serves on
 a time."""
 import ctypes
 
-from . import _capi, _device
+from . import _capi
 from ._plan_handle import PlanHandle
-from .errors import check
 
 _INDICES, _SCORES, _OUT, _OUT_SCORES = range(4)
 
@@ -49,9 +48,6 @@ class MergePlan(PlanHandle):
         s.set(_SCORES, scores, "scores")
         s.set(_OUT, out, "out")
         s.set(_OUT_SCORES, out_scores, "out_scores")
-        if stream is None:
-            stream = _device.current_stream(self.context.device)
-        check(_capi.lib.winnowShardMerge(
-            self.handle, s.at(_INDICES), s.at(_SCORES), None, None, s.at(_OUT),
-            s.at(_OUT_SCORES) if out_scores is not None else None, self._workspace_ptr,
-            self._workspace_bytes, stream))
+        self._launch(_capi.lib.winnowShardMerge, s.at(_INDICES), s.at(_SCORES), None, None,
+                     s.at(_OUT), s.at(_OUT_SCORES) if out_scores is not None else None,
+                     stream=stream)
