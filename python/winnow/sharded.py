@@ -71,7 +71,8 @@ class ShardedTopk:
     key_offset, shard_keys: this rank's keys [key_offset, key_offset + shard_keys) of
     total_keys; window arrays and causal positions are global, and so are the indices returned.
     max_rows: rows per call at most (sizes the buffers and the merge workspace). group: the
-    process group (None: the default), whose backend must be NCCL.
+    process group (None: the default), whose backend must be NCCL (torch.cuda.set_device to
+    the context's device first, as NCCL groups ask).
 
     Construction is collective: every rank of the group constructs one, and their shards are
     exchanged once (all_gather_object) and checked to cover [0, total_keys) once, with the same
