@@ -22,7 +22,7 @@ fi
 cd build-py
 ../.venv/bin/python -c 'import winnow; print("python: winnow", winnow.__version__, "from", winnow.library_path())'
 ../.venv/bin/python -m pytest -c ../pyproject.toml --rootdir=.. ../python/tests -rs -q -p no:cacheprovider
-for example in ../examples/vllm_prefill.py ../examples/sglang_ragged.py; do
+for example in ../examples/vllm_prefill.py ../examples/sglang_ragged.py ../examples/sharded_knn.py; do
   echo "python: $example"
   ../.venv/bin/python "$example"
 done

@@ -1,6 +1,7 @@
 // The `winnow` command line, run as a user runs it: exit codes and messages of bad
 // arguments (checked before anything is compiled, allocated or written).
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <random>
 #include <string>
 
+#include "runtime/cuda_driver.h"
 #include "support.h"
 #include "tool_run.h"
 
@@ -178,5 +180,33 @@ TEST_CASE("WINNOW_LOG_LEVEL: info says what was compiled, debug also the key, wa
     winnow::test::ScopedEnv level("WINNOW_LOG_LEVEL", "warn");
     const ToolRun r = run_tool("demo --rows 2 --keys 4096");
     CHECK(r.output.find("winnow: info:") == std::string::npos);
+  }
+}
+
+TEST_CASE("winnow bench --shards: bad values, other workloads, and too few GPUs", "[tool][shard]") {
+  struct Case {
+    const char* args;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"knn-ip --shards 0", "--shards 0 is outside 1..1024"},
+      {"knn-ip --shards 2000", "--shards 2000 is outside 1..1024"},
+      {"knn-ip --shards two", "--shards"},
+      {"knn-l2 --shards 2", "--shards is for knn-ip and dsa-prefill, not knn-l2"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.args);
+    const ToolRun r = run_tool(std::string("bench ") + c.args);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Contains(c.message));
+  }
+  int count = 0;
+  if (winnow::rt::gpu_available()) winnow::rt::driver().cuDeviceGetCount(&count);
+  const int n = count < 1 ? 2 : count + 1;  // more than there are, and above 1
+  for (const char* workload : {"knn-ip", "dsa-prefill"}) {
+    INFO(workload);
+    const ToolRun r = run_tool(fmt::format("bench {} --shards {}", workload, n));
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.output, Contains(fmt::format("--shards {} needs {} GPUs, found {}", n, n, count)));
   }
 }

@@ -38,6 +38,7 @@
 #include "testing/fast_fill.h"
 #include "testing/host_data.h"
 #include "testing/reference.h"
+#include "ops/shard_merge.h"
 #include "ops/stream_topk.h"
 #include "compiler/build_id.h"
 #include "ops/topk.h"
@@ -88,6 +89,7 @@ struct BenchArgs {
   bool tuned = true;       // also time the tuning database's plan ("winnow-tuned")
   int repeats = 10, warmup = 2;
   uint64_t seed = 1;
+  int shards = 1;  // --shards N: keys split over N GPUs (knn-ip, dsa-prefill)
   std::string ceilings_path, baselines_path, out_path;
   const Workload& w() const { return *workload; }
 };
@@ -150,6 +152,9 @@ Options:
                       time plus torch.topk over the same logits) or "torch" (knn: matmul
                       + topk) records and the winnow record's ratio to them
   --out FILE          append the JSON records to FILE too
+  --shards N          knn-ip and dsa-prefill: the keys split over N GPUs, merged exactly
+                      (issue 19) [1]; needs N GPUs. The N-GPU run itself is not built
+                      yet: with N > 1 the command stops after the GPU count (exit 1)
 )";
 
 const Workload& find_workload(const std::string& name) {
@@ -215,6 +220,7 @@ bool parse_args(int argc, char** argv, BenchArgs& a) {
     else if (flag == "--ceilings") a.ceilings_path = args.value();
     else if (flag == "--baselines") a.baselines_path = args.value();
     else if (flag == "--out") a.out_path = args.value();
+    else if (flag == "--shards") a.shards = int(std::min<int64_t>(args.int_value(), 1 << 20));
     else if (!flag.empty() && flag[0] != '-' && !a.workload) a.workload = &find_workload(flag);
     else unknown_argument(flag);
   }
@@ -222,6 +228,11 @@ bool parse_args(int argc, char** argv, BenchArgs& a) {
   if (a.repeats < 1) throw UsageError("--repeats must be at least 1");
   if (a.warmup < 0 || a.check_rows.value_or(0) < 0 || a.chunk_rows < 0)
     throw UsageError("--warmup, --check-rows and --chunk-rows must be >= 0");
+  if (a.shards < 1 || a.shards > ops::kMaxShardRanks)
+    throw UsageError(fmt::format("--shards {} is outside 1..{}", a.shards, ops::kMaxShardRanks));
+  if (a.shards > 1 && a.w().name != std::string("knn-ip") &&
+      a.w().name != std::string("dsa-prefill"))
+    throw UsageError(fmt::format("--shards is for knn-ip and dsa-prefill, not {}", a.w().name));
   resolve(a);
   return true;
 }
@@ -937,6 +948,21 @@ std::vector<SizeResult> run_size(const BenchArgs& a, const ops::TopkProblem& bas
   return out;
 }
 
+// --shards N > 1: the GPUs counted (none without a driver), then a refusal either way: too
+// few GPUs, or the N-GPU run, which is not built yet (bench/NOTES.md). Exit status 1.
+int refuse_shards(int shards) {
+  int count = 0;
+  if (rt::gpu_available()) rt::check(rt::driver().cuDeviceGetCount(&count), "cuDeviceGetCount");
+  if (count < shards) {
+    fmt::print(stderr, "winnow bench: --shards {} needs {} GPUs, found {}\n", shards, shards,
+               count);
+    return 1;
+  }
+  fmt::print(stderr, "winnow bench: --shards {}: {} GPUs found, but the sharded bench run is "
+             "not built yet (bench/NOTES.md, issue 19)\n", shards, count);
+  return 1;
+}
+
 }  // namespace
 
 int bench_main(int argc, char** argv) {
@@ -948,6 +974,7 @@ int bench_main(int argc, char** argv) {
     fmt::print("{}", kHelp);
     return 0;
   }
+  if (a.shards > 1) return refuse_shards(a.shards);
   if (!bench_gpu_present()) return 1;
   rt::Context ctx(0);
   // The variant: WINNOW_NVRTC_OPTIONS, and WINNOW_TOPK_PIPELINE=1 (the pipelined plan).

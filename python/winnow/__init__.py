@@ -1,8 +1,9 @@
 """winnow: fused score + top-k GPU kernels generated at run time, from Python.
 
-The C library through ctypes (winnow.Context, TopkPlan, BlockPlan, PagedPlan; errors as WinnowError
-with the C message) works without torch; with torch, the ops of the `winnow` namespace
-(torch.ops.winnow.*) and the engine adapters (winnow.vllm, winnow.sglang) come too.
+The C library through ctypes (winnow.Context, TopkPlan, BlockPlan, PagedPlan, MergePlan;
+errors as WinnowError with the C message) works without torch; with torch, the ops of the `winnow` namespace
+(torch.ops.winnow.*), the sharded top-k over torch.distributed (winnow.ShardedTopk) and
+the engine adapters (winnow.vllm, winnow.sglang) come too.
 fast_ops_loaded() says whether the hot ops run as C++ kernels (the torch extension
 libwinnow_torch.so) or as Python over ctypes; fast_ops_status() says which and why."""
 from ._capi import library_path, version
@@ -12,6 +13,7 @@ from .block_plan import BlockPlan, block_rule
 from .context import Context
 from .errors import (CompileError, CudaError, InternalError, InvalidArgument, NoDevice,
                      NotBuilt, NotSupported, WinnowError, WorkspaceTooSmall)
+from .merge_plan import MergePlan
 from .paged_plan import PagedPlan
 from .plan import TopkPlan
 
@@ -23,5 +25,6 @@ else:
     has_torch = True
     from .ops import (block_attention, block_select, indexer_topk, knn, paged_indexer_topk,
                       stream_topk)
+    from .sharded import ShardedTopk
 
 __version__ = "%d.%d.%d" % version()

@@ -77,6 +77,14 @@ class PlanHandle:
             raise ValueError(f"winnow.{self._kind} is closed")
         return self._handle
 
+    def _launch(self, call, *args, stream=None):
+        """check(call(handle, *args, workspace, workspace bytes, stream)): a plan's C call
+        whose last three arguments are its workspace and the stream (None: torch's current
+        stream on the context's device)."""
+        if stream is None:
+            stream = _device.current_stream(self.context.device)
+        check(call(self.handle, *args, self._workspace_ptr, self._workspace_bytes, stream))
+
     def _use_workspace(self, workspace, size):
         """The caller's uint8 device tensor, or one of size() bytes allocated now on the
         context's device (none without a GPU)."""

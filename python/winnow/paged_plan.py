@@ -5,9 +5,8 @@ table on the device only, so it can be captured at max_batch and replayed for an
 A plan, with its workspace, serves one stream at a time."""
 import ctypes
 
-from . import _capi, _device
+from . import _capi
 from ._plan_handle import PlanHandle
-from .errors import check
 
 _Q, _CACHE, _TABLE, _LENS, _WEIGHTS, _OUT = range(6)
 
@@ -63,9 +62,6 @@ class PagedPlan(PlanHandle):
         s.set(_LENS, context_lens, "context_lens")
         s.set(_WEIGHTS, weights, "weights")
         s.set(_OUT, out, "out_indices")
-        if stream is None:
-            stream = _device.current_stream(self.context.device)
-        check(_capi.lib.winnowPagedTopk(
-            self.handle, s.at(_Q), s.at(_CACHE), s.at(_TABLE), s.at(_LENS),
-            s.at(_WEIGHTS) if weights is not None else None, s.at(_OUT), self._workspace_ptr,
-            self._workspace_bytes, stream))
+        self._launch(_capi.lib.winnowPagedTopk, s.at(_Q), s.at(_CACHE), s.at(_TABLE),
+                     s.at(_LENS), s.at(_WEIGHTS) if weights is not None else None, s.at(_OUT),
+                     stream=stream)
