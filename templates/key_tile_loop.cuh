@@ -45,6 +45,9 @@ __device__ __forceinline__ bool is_producer_warp() {
 // warpgroups take 64 more each (128 x 40 + 256 x 232 = 64512 of the SM's 65536); both
 // return to 168 for the CTA-wide steps (sample ranks, select, sort) between.
 enum : int { kPipelineLaunchRegs = 168, kPipelineProducerRegs = 40, kPipelineMathRegs = 232 };
+// The named barrier (all threads) after which the producer warpgroup takes its launch
+// registers back (1 is math_sync's, 2 and 3 the ping-pong's).
+enum : int { kRegsReturned = 4 };
 
 // The pipelined math loop (C::kPipelined): two accumulator sets, so that tile t + 1's MMAs
 // run while tile t's head sums and visits do (DeepGEMM's and FlashAttention-3's overlap
@@ -216,11 +219,20 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
         }
         publish_gathered<C>(s, gathered, 0);
       }
-      if constexpr (C::kPipelined) setmaxnreg_inc<kPipelineLaunchRegs>();
+      if constexpr (C::kPipelined) {
+        // Only once every math warp has given its extra registers back (barrier
+        // kRegsReturned): an idle producer warp that asked at once would take back the
+        // registers its own decrease had just freed, and math warps still waiting in
+        // setmaxnreg_inc would never get theirs (a hang seen on the H200 at dsa-prefill
+        // T = 64K).
+        named_barrier_sync<kRegsReturned, C::kThreads>();
+        setmaxnreg_inc<kPipelineLaunchRegs>();
+      }
     } else if constexpr (C::kPipelined) {
       setmaxnreg_inc<kPipelineMathRegs>();
       pipelined_math_tiles<C, S>(s, pos0, tiles, tile_keys, visit, after_tile);
       setmaxnreg_dec<kPipelineLaunchRegs>();
+      named_barrier_sync<kRegsReturned, C::kThreads>();
     } else {
       // Ping-pong (WINNOW_PINGPONG): the two math warpgroups take turns on the tensor
       // cores, warpgroup 0 first on every tile: each waits for its turn (named barrier

@@ -158,6 +158,8 @@ ops::RunResult run_emulated(const ops::TopkProblem& p, const ops::ProblemData& d
   winnow_emu::shared_window = base;
   const int row_bytes = p.head_dim * int(C::kKElem == kElemE4M3 ? 1 : 2);
   const TmaMap kmap = emu_key_tensor_map(d.k.bytes.data(), keys, row_bytes, row_bytes, C::kKeyTile);
+  // The pipelined form moves registers between its warpgroups: model the pool.
+  winnow_emu::launch_regs = C::kPipelined ? kPipelineLaunchRegs : 0;
   winnow_emu::launch(kCtas, 1, C::kThreads, [&] {
     topk_kernel<C, EmuReluScore<C::kHeads>>(prm, &kmap, base);
   });

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <barrier>
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstdint>
@@ -40,6 +41,7 @@ struct Dim3 {
 
 struct Warp {
   std::barrier<> sync{32};
+  int regs = 0;  // registers per thread after setmaxnreg (0: the launch count)
   uint32_t slots[32][8] = {};
   const void* addresses[32] = {};
 };
@@ -66,6 +68,10 @@ struct Cta {
   std::map<unsigned, Mbarrier> mbars;  // by shared-memory address
   std::mutex named_mutex;
   std::map<int, std::unique_ptr<std::barrier<>>> named_barriers;
+  // setmaxnreg's pool: registers given back by warps and not yet taken (launch_regs > 0).
+  std::mutex reg_mutex;
+  std::condition_variable reg_changed;
+  long long free_regs = 0;
   explicit Cta(unsigned threads) : sync(std::ptrdiff_t(threads)) {
     for (unsigned w = 0; w < (threads + 31) / 32; ++w) warps.push_back(std::make_unique<Warp>());
   }
@@ -77,6 +83,10 @@ struct Cta {
     return *b;
   }
 };
+
+// Registers per thread at launch, for the setmaxnreg model (register_limit): 0 leaves it
+// out (setmaxnreg is then a no-op); a test of a kernel that moves registers sets it.
+inline int launch_regs = 0;
 
 // The shared memory of the CTA running now (CTAs run one after another): shared
 // addresses (shared_address, wgmma descriptors, mbarriers) count from it.
@@ -108,6 +118,30 @@ void launch(unsigned grid_x, unsigned grid_y, unsigned threads, const Body& body
       for (std::thread& th : pool) th.join();
     }
   }
+}
+
+// setmaxnreg.{inc,dec}.sync.aligned (PTX ISA): the warp's registers per thread move to
+// `regs`, a decrease giving 32 x the difference to the CTA's pool, an increase waiting
+// until the pool holds that many (a warp that waits a minute stops the test: on the GPU it
+// would hang). Every lane of the warp calls it.
+inline void register_limit(int regs, bool increase) {
+  warp->sync.arrive_and_wait();
+  if (lane == 0 && launch_regs > 0) {
+    const int cur = warp->regs ? warp->regs : launch_regs;
+    if (increase ? regs < cur : regs > cur) fail("setmaxnreg: inc below, or dec above, the warp's count");
+    const long long moved = 32ll * (increase ? regs - cur : cur - regs);
+    std::unique_lock<std::mutex> lock(cta->reg_mutex);
+    if (increase) {
+      if (!cta->reg_changed.wait_for(lock, std::chrono::seconds(60), [&] { return cta->free_regs >= moved; }))
+        fail("setmaxnreg.inc: no registers were given back within 60 s (a hang on the GPU)");
+      cta->free_regs -= moved;
+    } else {
+      cta->free_regs += moved;
+      cta->reg_changed.notify_all();
+    }
+    warp->regs = regs;
+  }
+  warp->sync.arrive_and_wait();
 }
 
 // Every lane publishes `words` 32-bit words; after the call each lane can read all lanes'.

@@ -35,9 +35,9 @@ inline void wgmma_pin(float (&)[N]) {}
 template <int N>
 inline void wgmma_wait() {}
 template <int Regs>
-inline void setmaxnreg_inc() {}
+inline void setmaxnreg_inc() { winnow_emu::register_limit(Regs, true); }
 template <int Regs>
-inline void setmaxnreg_dec() {}
+inline void setmaxnreg_dec() { winnow_emu::register_limit(Regs, false); }
 inline void keep_in_registers(float&, float&) {}
 inline float max_nan_zero(float x) { return x != x ? x : (x > 0.0f ? x : 0.0f); }
 
