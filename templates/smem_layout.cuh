@@ -17,6 +17,10 @@ enum : int {
   kScratchWords = 264,
 };
 
+// The most shared memory each of two CTAs can have on one SM: sm_90a and sm_100a hold
+// 228 KB per SM, of which each CTA's system use takes 1 KB.
+constexpr long kTwoCtaSmemBytes = (228L * 1024) / 2 - 1024;
+
 struct SmemLayout {
   int rows, heads, dim, key_tile, bins;
   // 0: q and k tiles held as fp32 (CUDA-core dots); 1 or 2: held in their stored
@@ -27,6 +31,8 @@ struct SmemLayout {
   // wgmma: q and k tiles unpadded and 128-byte swizzled (wgmma_tiles.cuh), each starting
   // on a 1024-byte boundary; one head sum per (row, key).
   bool swizzled = false;
+  // Key-tile stages; 0: k_stages()'s choice.
+  int stages = 0;
   // Padded strides keep threads of a warp on different banks: fp32 rows by one word,
   // stored rows by 16 bytes (4 words: the 8 rows of an mma fragment hit 8 bank groups).
   WINNOW_HD constexpr int key_stride() const { return dim + 1; }
@@ -42,10 +48,19 @@ struct SmemLayout {
   WINNOW_HD constexpr long k_stage_words() const {
     return mma_bytes ? long(key_tile) * raw_row_bytes() / 4 : long(key_tile) * key_stride();
   }
-  // Stages: the wgmma path keeps four of 8-bit tiles and three of 16-bit ones (their
-  // 256-byte rows take twice the room), mma.sync two, CUDA cores one.
+  // Stages: the wgmma path keeps four of 8-bit tiles unless the fourth is what leaves
+  // room for one CTA per SM instead of two (then three), and three of 16-bit ones (their
+  // 256-byte rows take twice the room); mma.sync two, CUDA cores one. (A fourth fp8 stage
+  // put dsa-glm's H = 32 layout at 119 KB, one CTA per SM: 46.2 ms on the H200, against
+  // 35.3 ms with three stages and two CTAs.)
   WINNOW_HD constexpr int k_stages() const {
-    return swizzled ? (mma_bytes == 1 ? 4 : 3) : mma_bytes ? 2 : 1;
+    if (stages > 0) return stages;
+    if (!swizzled) return mma_bytes ? 2 : 1;
+    if (mma_bytes != 1) return 3;
+    SmemLayout four = *this, three = *this;
+    four.stages = 4;
+    three.stages = 3;
+    return four.bytes() > kTwoCtaSmemBytes && three.bytes() <= kTwoCtaSmemBytes ? 3 : 4;
   }
   WINNOW_HD constexpr long k_words() const { return k_stage_words() * k_stages(); }
   WINNOW_HD constexpr long k_off() const { return q_words(); }

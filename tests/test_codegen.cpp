@@ -7,6 +7,7 @@
 #include "compiler/backend/backend.h"
 #include "compiler/codegen/emit_cuda.h"
 #include "compiler/plan/kernel_plan.h"
+#include "winnow/smem_layout.cuh"
 #include "ops/topk.h"
 #include "support.h"
 
@@ -82,6 +83,37 @@ TEST_CASE("the csa-1m kernels (causal m = 4, bf16 and fp8) compile for sm_90a an
   op->build(cache, *be);
   REQUIRE(op->cubin().size() > 1000);
   CHECK_THAT(op->source(), Catch::Contains("kWindow = 2"));
+}
+
+TEST_CASE("fp8 wgmma layouts keep two CTAs per SM: a fourth stage only where it fits", "[codegen]") {
+  // relu_mh fp8, d = 128, 128 (row, head) pairs: H = 64 (2 rows) fits four stages and two
+  // CTAs; H = 32 (4 rows, twice the histograms) fits two CTAs with three stages only;
+  // H = 16 (8 rows) fits one CTA either way and keeps four. bf16 keeps three stages.
+  const int heads = GENERATE(64, 32, 16);
+  const bool fp8 = GENERATE(true, false);
+  ops::TopkProblem p;
+  p.score = ir::relu_mh(fp8);
+  p.heads = heads;
+  p.head_dim = 128;
+  p.q_dtype = p.k_dtype = fp8 ? ops::DType::E4M3 : ops::DType::BF16;
+  p.arch = backend::parse_arch("sm_90a");
+  const plan::KernelPlan kp = ops::TopkOp::create(p, nullptr)->kernel_plan();
+  REQUIRE(kp.wgmma);
+  const int rows = 128 / heads;
+  winnow::SmemLayout L{rows, heads, 128, 128, kp.bins, fp8 ? 1 : 2, true, true};
+  INFO("heads " << heads << (fp8 ? " fp8" : " bf16") << ": " << L.bytes() << " bytes, "
+                << L.k_stages() << " stages");
+  CHECK(kp.smem_bytes() == L.bytes());
+  if (fp8) {
+    winnow::SmemLayout three = L;
+    three.stages = 3;
+    // Never fewer CTAs per SM than three stages allow.
+    CHECK((L.bytes() <= winnow::kTwoCtaSmemBytes) == (three.bytes() <= winnow::kTwoCtaSmemBytes));
+    CHECK(L.k_stages() == (heads == 32 ? 3 : 4));
+    CHECK((L.bytes() <= winnow::kTwoCtaSmemBytes) == (heads != 16));
+  } else {
+    CHECK(L.k_stages() == 3);
+  }
 }
 
 TEST_CASE("tensor cores only where the dots allow them", "[codegen]") {
