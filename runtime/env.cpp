@@ -36,7 +36,7 @@ constexpr std::array<EnvVar, 14> kRegistry{{
     // Changes the plan, which is part of the key (the describe() text): no key input.
     {"WINNOW_TOPK_PIPELINE", false,
      "\"1\" runs the wgmma path's pipelined form (one CTA per SM, setmaxnreg, two "
-     "accumulator sets; opt-in until measured)"},
+     "accumulator sets; opt-in: faster only where the plain form fits one CTA per SM)"},
     {"XDG_CACHE_HOME", false, "the cache defaults to $XDG_CACHE_HOME/winnow"},
 }};
 
