@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# One visit to the lent GPU, arranged for the most in one start (what session 8 learned):
+# the suites side by side, each in ONE process with its own kernel cache (the default
+# order, a shuffled order, and optionally the suite under VARIANT_ENV), the C program and
+# a warm-up of the bench kernels beside them; then the benchmark ALONE on the GPU, each
+# run under every environment of BENCH_ENVS; the caches are tarred before the bench so a
+# timeout cannot lose them. Binaries from .devbin/ (cp build/winnow build/winnow_tests
+# build/winnow_c_two_contexts .devbin/ && cp -L build/libwinnow.so.0 .devbin/).
+#
+# Env: TESTS (Catch2 spec, default '[gpu]~[knn]'; "-" skips the suites), TT (seconds per
+# suite, default 400), VARIANT_ENV (e.g. "WINNOW_TOPK_PIPELINE=1": a third suite under it;
+# empty: none), BENCH (';'-separated `winnow bench` argument lists), BENCH_ENVS ('|'-
+# separated environments, each "" or "NAME=VALUE ..."; default one empty: the plain run),
+# BENCH_TIMEOUT (per run, default 120), TORCH_TOPK (bench/torch_baselines.py --topk).
+# Everything under $OUT/v, then $OUT/visit.tar.gz (and $OUT/caches.tar.gz).
+set -o pipefail
+export LD_LIBRARY_PATH=.devbin:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export PYTHONUNBUFFERED=1
+B=.devbin; O=${OUT:-out}/v; mkdir -p "$O"
+t0=$SECONDS
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$O/gpu.txt"
+TT=${TT:-400}; SPEC=${TESTS:-[gpu]~[knn]}
+IFS='|' read -ra envs <<< "${BENCH_ENVS:-}"
+[ ${#envs[@]} -eq 0 ] && envs=("")
+IFS=';' read -ra runs <<< "${BENCH:-}"
+suite() {  # name cache-dir env... -- catch2 args...
+  local name=$1 cache=$2; shift 2
+  local envv=(); while [ "$1" != "--" ]; do envv+=("$1"); shift; done; shift
+  env WINNOW_CACHE_DIR="$cache" "${envv[@]}" timeout "$TT" "$B/winnow_tests" "$SPEC" "$@" \
+    -r console --durations yes > "$O/$name.txt" 2>&1
+  echo "$name rc=$? at $((SECONDS - t0)) s :: $(grep -E 'All tests passed|test cases:' "$O/$name.txt" | tail -n 1)" \
+    >> "$O/summary.txt"
+}
+if [ "$SPEC" != "-" ]; then
+  seed=${ORDER_SEED:-$(( (RANDOM << 15 | RANDOM) + 1 ))}
+  suite tests_default /tmp/c-default -- &
+  suite tests_rand /tmp/c-rand -- --order rand --rng-seed "$seed" &
+  [ -n "${VARIANT_ENV:-}" ] && { read -ra venv <<< "$VARIANT_ENV"; suite tests_variant /tmp/c-variant "${venv[@]}" -- & }
+  (WINNOW_CACHE_DIR=/tmp/c-c timeout 120 "$B/winnow_c_two_contexts" > "$O/c_two_contexts.txt" 2>&1
+   echo "C program rc=$? (77: skipped)" >> "$O/summary.txt") &
+fi
+# The bench kernels, compiled beside the suites (one untimed run each).
+(for r in "${runs[@]}"; do
+   for e in "${envs[@]}"; do
+     read -ra ev <<< "$e"
+     env WINNOW_CACHE_DIR=/tmp/c-bench "${ev[@]}" timeout "${BENCH_TIMEOUT:-120}" "$B/winnow" bench $r \
+       --repeats 1 --warmup 0 >> "$O/warm.txt" 2>&1
+   done
+ done) &
+wait
+echo "suites done at $((SECONDS - t0)) s (shuffled seed ${seed:-none})"; cat "$O/summary.txt" 2>/dev/null
+tar -C /tmp -czf "${OUT:-out}/caches.tar.gz" c-default c-bench 2>/dev/null
+if [ ${#runs[@]} -gt 0 ]; then
+  export WINNOW_CACHE_DIR=/tmp/c-bench
+  timeout 100 python3 bench/ceilings.py "$O/ceilings.json" 2>&1 | tail -n 1
+  base=()
+  if [ -n "${TORCH_TOPK:-}" ]; then
+    timeout 200 python3 bench/torch_baselines.py "$O/baselines.json" --topk "$TORCH_TOPK" 2>&1 | tail -n 4
+    base=(--baselines "$O/baselines.json")
+  fi
+  for r in "${runs[@]}"; do
+    for e in "${envs[@]}"; do
+      read -ra ev <<< "$e"
+      env "${ev[@]}" timeout "${BENCH_TIMEOUT:-120}" "$B/winnow" bench $r --ceilings "$O/ceilings.json" \
+        "${base[@]}" --out "$O/bench.jsonl" >> "$O/bench.txt" 2>&1
+      echo "bench $r [$e]: rc=$? at $((SECONDS - t0)) s"
+    done
+  done
+  grep -E "^[a-z-]+ +T=|^[a-z-]+ +S=" "$O/bench.txt"
+fi
+tar -C "$(dirname "$O")" -czf "${OUT:-out}/visit.tar.gz" v
