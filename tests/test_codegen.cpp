@@ -85,18 +85,26 @@ TEST_CASE("the csa-1m kernels (causal m = 4, bf16 and fp8) compile for sm_90a an
   CHECK_THAT(op->source(), Catch::Contains("kWindow = 2"));
 }
 
-TEST_CASE("fp8 wgmma layouts keep two CTAs per SM: a fourth stage only where it fits", "[codegen]") {
-  // relu_mh fp8, d = 128, 128 (row, head) pairs: H = 64 (2 rows) fits four stages and two
-  // CTAs; H = 32 (4 rows, twice the histograms) fits two CTAs with three stages only;
-  // H = 16 (8 rows) fits one CTA either way and keeps four. bf16 keeps three stages.
-  const int heads = GENERATE(64, 32, 16);
-  const bool fp8 = GENERATE(true, false);
+namespace {
+// relu_mh with d = 128 on sm_90a, fp8 or bf16: a plan on the wgmma path for H = 16, 32, 64.
+ops::TopkProblem wgmma_relu_mh(int heads, bool fp8) {
   ops::TopkProblem p;
   p.score = ir::relu_mh(fp8);
   p.heads = heads;
   p.head_dim = 128;
   p.q_dtype = p.k_dtype = fp8 ? ops::DType::E4M3 : ops::DType::BF16;
   p.arch = backend::parse_arch("sm_90a");
+  return p;
+}
+}  // namespace
+
+TEST_CASE("fp8 wgmma layouts keep two CTAs per SM: a fourth stage only where it fits", "[codegen]") {
+  // relu_mh fp8, d = 128, 128 (row, head) pairs: H = 64 (2 rows) fits four stages and two
+  // CTAs; H = 32 (4 rows, twice the histograms) fits two CTAs with three stages only;
+  // H = 16 (8 rows) fits one CTA either way and keeps four. bf16 keeps three stages.
+  const int heads = GENERATE(64, 32, 16);
+  const bool fp8 = GENERATE(true, false);
+  ops::TopkProblem p = wgmma_relu_mh(heads, fp8);
   const plan::KernelPlan kp = ops::TopkOp::create(p, nullptr)->kernel_plan();
   REQUIRE(kp.wgmma);
   const int rows = 128 / heads;
@@ -186,12 +194,7 @@ TEST_CASE("a workspace bound keeps fewer CTAs resident", "[codegen]") {
 TEST_CASE("wgmma head sums: one m64n128 group for 2, 4 and 8 rows of heads", "[nvrtc]") {
   const int heads = GENERATE(64, 32, 16);
   const bool fp8 = GENERATE(true, false);
-  ops::TopkProblem p;
-  p.score = ir::relu_mh(fp8);
-  p.heads = heads;
-  p.head_dim = 128;
-  p.q_dtype = p.k_dtype = fp8 ? ops::DType::E4M3 : ops::DType::BF16;
-  p.arch = backend::parse_arch("sm_90a");
+  ops::TopkProblem p = wgmma_relu_mh(heads, fp8);
   auto op = ops::TopkOp::create(p, nullptr);
   REQUIRE_THAT(op->plan_text(), Catch::Contains("wgmma=true"));
   auto be = backend::make_nvrtc_backend();
