@@ -11,7 +11,8 @@
 # suite, default 400), VARIANT_ENV (e.g. "WINNOW_TOPK_PIPELINE=1": a third suite under it;
 # empty: none), BENCH (';'-separated `winnow bench` argument lists), BENCH_ENVS ('|'-
 # separated environments, each "" or "NAME=VALUE ..."; default one empty: the plain run),
-# BENCH_TIMEOUT (per run, default 120), TORCH_TOPK (bench/torch_baselines.py --topk).
+# BENCH_TIMEOUT (per run, default 120), TORCH_TOPK (bench/torch_baselines.py --topk),
+# SDPA_L (sizes for bench/sdpa_dense.py, e.g. "16K 128K": dense SDPA for block-select runs).
 # Everything under $OUT/v, then $OUT/visit.tar.gz (and $OUT/caches.tar.gz).
 set -o pipefail
 export LD_LIBRARY_PATH=.devbin:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -58,11 +59,18 @@ if [ ${#runs[@]} -gt 0 ]; then
     timeout 200 python3 bench/torch_baselines.py "$O/baselines.json" --topk "$TORCH_TOPK" 2>&1 | tail -n 4
     base=(--baselines "$O/baselines.json")
   fi
+  dense=()
+  if [ -n "${SDPA_L:-}" ]; then
+    timeout 300 python3 bench/sdpa_dense.py "$O/sdpa.jsonl" $SDPA_L 2>&1 | tail -n 3
+    dense=(--dense "$O/sdpa.jsonl")
+  fi
   for r in "${runs[@]}"; do
+    extra=("${base[@]}")
+    [[ "$r" == block-select* ]] && extra=("${dense[@]}")
     for e in "${envs[@]}"; do
       read -ra ev <<< "$e"
       env "${ev[@]}" timeout "${BENCH_TIMEOUT:-120}" "$B/winnow" bench $r --ceilings "$O/ceilings.json" \
-        "${base[@]}" --out "$O/bench.jsonl" >> "$O/bench.txt" 2>&1
+        "${extra[@]}" --out "$O/bench.jsonl" >> "$O/bench.txt" 2>&1
       echo "bench $r [$e]: rc=$? at $((SECONDS - t0)) s"
     done
   done

@@ -14,8 +14,11 @@
 // MN-major B: V is stored [key][d], so a TMA box of 128 bytes of d x 128 keys is the
 // transposed layout's swizzle atom as it lands, and the transposed descriptor
 // (wgmma_desc_mn) reads it with no copy. GQA: K and V are the KV head h / (heads /
-// kv_heads)'s (each head's list is its own, so a CTA serves one head). Not yet: the two
-// warpgroups' ping-pong and the overlap of one tile's softmax with the next one's MMAs.
+// kv_heads)'s (each head's list is its own, so a CTA serves one head). PingPong
+// (-DWINNOW_ATTENTION_PINGPONG=1; off until measured on the H200): FlashAttention-3's
+// schedule of the two math warpgroups, which take turns on the tensor cores for each GEMM
+// (S of tile t, then P V of tile t), so that one's softmax runs under the other's MMAs.
+// Not yet: the overlap of one tile's softmax with the next one's MMAs inside a warpgroup.
 #pragma once
 #include "winnow/block_params.cuh"
 #include "winnow/block_select_kernel.cuh"
@@ -26,7 +29,15 @@
 #include "winnow/wgmma_ops.cuh"
 #include "winnow/wgmma_tiles.cuh"
 
+#ifndef WINNOW_ATTENTION_PINGPONG
+#define WINNOW_ATTENTION_PINGPONG 0
+#endif
+
 namespace winnow {
+
+// The ping-pong's turns: warpgroup wg waits on named barrier kTurnBarrier + wg (its 128
+// threads sync, the other warpgroup's 128 arrive when it hands the tensor cores over).
+enum : int { kTurnBarrier = 3 };
 
 // The math warpgroup `wg`'s 64 rows of the q tile into shared memory, swizzled K-major,
 // published to the async proxy and to the warpgroup.
@@ -50,7 +61,7 @@ __device__ __forceinline__ void load_q_tile(const BlockAttentionParams& p, char*
   }
 }
 
-template <class C>
+template <class C, bool PingPong = bool(WINNOW_ATTENTION_PINGPONG)>
 __device__ void block_attention_wgmma(const BlockAttentionParams& p, const TmaMap* kmap,
                                       const TmaMap* vmap, unsigned char* smem) {
   constexpr int D = C::kDim, T = kBlockTokens, RB = D * 2, ATOMS = RB / 128, DT = D / 8;
@@ -109,9 +120,25 @@ __device__ void block_attention_wgmma(const BlockAttentionParams& p, const TmaMa
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
   float m[2] = {minus_infinity(), minus_infinity()}, l[2] = {0.0f, 0.0f};
+  // The ping-pong: warpgroup 0 takes the first turn unasked, each hands the turn over once
+  // its GEMM is issued, and warpgroup 0 consumes the last hand-over after the loop, so
+  // both barriers end with no pending arrivals (2 x tiles turns each way).
+  auto take_turn = [wg](bool first) {
+    if constexpr (PingPong) {
+      if (wg == 0 && !first) named_barrier_sync<kTurnBarrier, kWgmmaAttentionMathThreads>();
+      if (wg == 1) named_barrier_sync<kTurnBarrier + 1, kWgmmaAttentionMathThreads>();
+    }
+  };
+  auto pass_turn = [wg] {
+    if constexpr (PingPong) {
+      if (wg == 0) named_barrier_arrive<kTurnBarrier + 1, kWgmmaAttentionMathThreads>();
+      else named_barrier_arrive<kTurnBarrier, kWgmmaAttentionMathThreads>();
+    }
+  };
   RingSlot slot = ring_slot(0, STAGES);
   for (int t = 0; t < tiles; ++t) {
     mbarrier_wait(full + slot.stage, slot.parity);
+    take_turn(t == 0);
     const char* keys = base + L.stage_off(slot.stage);
     const char* values = keys + L.tile_bytes();
     const int J = p.indices[first + t];
@@ -127,6 +154,7 @@ __device__ void block_attention_wgmma(const BlockAttentionParams& p, const TmaMa
                                wgmma_desc_from_lo(klo, swizzled_at<T>(0, ks * 32)), ks > 0);
     }
     wgmma_commit();
+    pass_turn();
     wgmma_wait<0>();
     wgmma_pin(s);
 
@@ -161,16 +189,21 @@ __device__ void block_attention_wgmma(const BlockAttentionParams& p, const TmaMa
 #pragma unroll
       for (int r = 0; r < 4; ++r) pa[ks][r] = pack_bf16x2(s[8 * ks + 2 * r], s[8 * ks + 2 * r + 1]);
     }
+    take_turn(false);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < T / 16; ++ks)
       wgmma_m64n_bf16_rs_mn<D>(o, pa[ks], wgmma_desc_mn(values + ks * 16 * 128, T * 128), 1);
     wgmma_commit();
+    pass_turn();
     wgmma_wait<0>();
     wgmma_pin(o);
     __syncwarp();  // the warp's MMAs on the stage are complete
     if (lane == 0) mbarrier_arrive(empty + slot.stage);
     slot.advance(STAGES);
+  }
+  if constexpr (PingPong) {
+    if (wg == 0 && tiles > 0) named_barrier_sync<kTurnBarrier, kWgmmaAttentionMathThreads>();
   }
 
   float inv[2];

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "compiler/build_id.h"
+#include "runtime/env.h"
 #include "testing/block_harness.h"
 #include "ops/topk.h"
 #include "tools/bench_common.h"
@@ -59,7 +60,8 @@ struct BlockBenchArgs {
   int repeats = 10, warmup = 2;
   uint64_t seed = 1;
   // "attention_wgmma" when the attention op runs the sm_90a wgmma kernel
-  // (WINNOW_BLOCK_ATTENTION_WGMMA=1), recorded as "variant"; empty: none.
+  // (WINNOW_BLOCK_ATTENTION_WGMMA=1), then WINNOW_NVRTC_OPTIONS if set, recorded as
+  // "variant"; empty: none.
   std::string variant;
 };
 
@@ -211,6 +213,9 @@ int bench_block_main(int argc, char** argv) {
   auto attention = ops::BlockAttentionOp::create(p, &ctx);
   attention->build(cache, *be);
   if (attention->plan_text().find("attention_wgmma=1") != std::string::npos) a.variant = "attention_wgmma";
+  // NVRTC options (a kernel switch such as -DWINNOW_ATTENTION_PINGPONG=1) name the variant too.
+  if (const auto opts = rt::env_get("WINNOW_NVRTC_OPTIONS"); opts && !opts->empty())
+    a.variant += (a.variant.empty() ? "" : " ") + *opts;
   fmt::print(stderr, "block-select on {} ({}): heads {}/{} d 128, kernels built in {:.1f} s\n"
                      "  {}\n  {}\n",
              meta.gpu, p.arch.str(), p.heads, p.kv_heads, seconds_since(t0),
