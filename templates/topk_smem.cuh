@@ -32,10 +32,16 @@ struct MmaBytes {
   static constexpr int value = C::kMma == 0 ? 0 : (C::kMma == kElemE4M3 ? 1 : 2);
 };
 
+// The stage count is chosen here, in a constant expression, and stored: every offset the
+// kernel reads then folds to a constant (a choice left to run time made clang emit the
+// layout's arithmetic as a call over a local copy: local memory in the llvm backend's PTX).
 template <class C>
 __host__ __device__ constexpr SmemLayout layout_of() {
+  constexpr int kStages = SmemLayout{C::kRows, C::kHeads, C::kDim, C::kKeyTile, C::kBins,
+                                     MmaBytes<C>::value, C::kHeadSums, C::kWgmma}
+                              .k_stages();
   return SmemLayout{C::kRows, C::kHeads, C::kDim, C::kKeyTile, C::kBins,
-                    MmaBytes<C>::value, C::kHeadSums, C::kWgmma};
+                    MmaBytes<C>::value, C::kHeadSums, C::kWgmma, kStages};
 }
 
 // The workspace of a config (templates/topk_workspace.cuh).
