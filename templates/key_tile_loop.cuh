@@ -11,14 +11,6 @@
 #include "winnow/topk_smem.cuh"
 #include "winnow/wgmma_tiles.cuh"
 
-// Switch: -DWINNOW_PINGPONG=1 makes the two math warpgroups of the wgmma path take turns
-// on the tensor cores (FlashAttention-3's ping-pong). Off by default: each issues its MMAs
-// whenever its stage is ready, measured 0.6-4 % faster on the H200 in two visits (two CTAs
-// per SM already interleave four warpgroups; bench/NOTES.md, sessions 4 and 5).
-#ifndef WINNOW_PINGPONG
-#define WINNOW_PINGPONG 0
-#endif
-
 namespace winnow {
 
 // The math threads (every thread but the wgmma path's producer warp) synchronise
@@ -46,7 +38,7 @@ __device__ __forceinline__ bool is_producer_warp() {
 // return to 168 for the CTA-wide steps (sample ranks, select, sort) between.
 enum : int { kPipelineLaunchRegs = 168, kPipelineProducerRegs = 40, kPipelineMathRegs = 232 };
 // The named barrier (all threads) after which the producer warpgroup takes its launch
-// registers back (1 is math_sync's, 2 and 3 the ping-pong's).
+// registers back (1 is math_sync's).
 enum : int { kRegsReturned = 4 };
 
 // The pipelined math loop (C::kPipelined): two accumulator sets, so that tile t + 1's MMAs
@@ -234,36 +226,20 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
       setmaxnreg_dec<kPipelineLaunchRegs>();
       named_barrier_sync<kRegsReturned, C::kThreads>();
     } else {
-      // Ping-pong (WINNOW_PINGPONG): the two math warpgroups take turns on the tensor
-      // cores, warpgroup 0 first on every tile: each waits for its turn (named barrier
-      // 2 + wg), issues its MMAs, hands the turn over (arrives on the other's), then runs
-      // its epilogue while the other's MMAs run. Warpgroup 0 takes the first turn of the
-      // list unasked and consumes the last hand-over at the end, so every list starts and
-      // ends with no pending arrivals.
-      const int wg = int(threadIdx.x) >> 7;
-      auto hand_over = [wg] {
-        if constexpr (WINNOW_PINGPONG) {
-          if (wg == 0) named_barrier_arrive<3, C::kMathThreads>();
-          else named_barrier_arrive<2, C::kMathThreads>();
-        }
-      };
+      // Each math warpgroup issues its MMAs as soon as its stage is ready (a ping-pong of
+      // the two, FlashAttention-3's turns on the tensor cores, measured 0.6-4 % slower in
+      // two H200 visits and removed: two CTAs per SM already interleave four warpgroups;
+      // bench/NOTES.md, sessions 4 and 5).
       const unsigned full0 = shared_address(s.ring_full), empty0 = shared_address(s.ring_empty);
       RingSlot slot = ring_slot(pos0, STAGES);
       for (int t = 0; t < tiles; ++t, slot.advance(STAGES)) {
         mbarrier_wait(full0 + 8u * unsigned(slot.stage), slot.parity);
-        if constexpr (WINNOW_PINGPONG) {
-          if (wg == 1) named_barrier_sync<3, C::kMathThreads>();
-          else if (t > 0) named_barrier_sync<2, C::kMathThreads>();
-        }
         const unsigned empty = empty0 + 8u * unsigned(slot.stage);
-        score_loaded_tile<C, S>(p, s, slot.stage, tile_keys(t), visit, hand_over, [empty] {
+        score_loaded_tile<C, S>(p, s, slot.stage, tile_keys(t), visit, [empty] {
           __syncwarp();  // the warp's reads of the stage are done
           if ((threadIdx.x & 31) == 0) mbarrier_arrive(empty);
         });
         after_tile();
-      }
-      if constexpr (WINNOW_PINGPONG) {
-        if (wg == 0 && tiles > 0) named_barrier_sync<2, C::kMathThreads>();
       }
     }
     __syncthreads();  // the stages and s.q are read before anyone rewrites them
@@ -278,14 +254,14 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
       }
       copy_async_wait<1>();
       __syncthreads();
-      score_loaded_tile<C, S>(p, s, stage, tile_keys(t), visit, [] {}, [] {});
+      score_loaded_tile<C, S>(p, s, stage, tile_keys(t), visit, [] {});
       after_tile();
     }
   } else {
     for (int t = 0; t < tiles; ++t) {
       load_key_tile<C>(p, s, 0, tile_keys(t));
       __syncthreads();
-      score_loaded_tile<C, S>(p, s, 0, tile_keys(t), visit, [] {}, [] {});
+      score_loaded_tile<C, S>(p, s, 0, tile_keys(t), visit, [] {});
       after_tile();
     }
   }

@@ -19,7 +19,8 @@ enum : int {
 
 // The most shared memory each of two CTAs can have on one SM: sm_90a and sm_100a hold
 // 228 KB per SM, of which each CTA's system use takes 1 KB.
-constexpr long kTwoCtaSmemBytes = (228L * 1024) / 2 - 1024;
+// (An enumerator: a namespace-scope constant would be emitted into every kernel's PTX.)
+enum : long { kTwoCtaSmemBytes = (228L * 1024) / 2 - 1024 };
 
 struct SmemLayout {
   int rows, heads, dim, key_tile, bins;

@@ -224,9 +224,8 @@ __device__ __forceinline__ float weighted_factor(float dot, float kscale) {
 // a row in a fixed order, and two shuffles leave the row's sum in all four lanes of the
 // quad; the 2 R (row, key) scores of a quad are visited by its lanes in turn, straight
 // from the registers. Fused and materialize kernels run this same code (same bits).
-// issued(): called once the tile's MMAs are issued (the ping-pong hands the tensor cores
-// to the other warpgroup there); drained(): once the warpgroup is done reading the stage
-// (its MMAs complete, its key scales in registers), before the head sums.
+// drained(): called once the warpgroup is done reading the stage (its MMAs complete, its
+// key scales in registers), before the head sums.
 template <class C>
 __device__ __forceinline__ int wgmma_first_key() {
   const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
@@ -318,12 +317,10 @@ __device__ __forceinline__ void wgmma_tile_visits(const float (&d)[64], float ks
 // key0 + 8 (the D fragment's rows) and heads 8 j + 2 t4, + 1 of every row (its columns);
 // wgmma_tile_visits sums and visits them straight from the registers. Fused and
 // materialize kernels run this same code (same bits).
-// issued(): called once the tile's MMAs are issued (the ping-pong hands the tensor cores
-// to the other warpgroup there); drained(): once the warpgroup is done reading the stage
-// (its MMAs complete, its key scales in registers), before the head sums.
-template <class C, class S, class KeyOf, class Visit, class Issued, class Drained>
-__device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit, Issued issued,
-                                Drained drained) {
+// drained(): called once the warpgroup is done reading the stage (its MMAs complete, its
+// key scales in registers), before the head sums.
+template <class C, class S, class KeyOf, class Visit, class Drained>
+__device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit, Drained drained) {
   constexpr int H = C::kHeads, R = C::kRows, KT = C::kKeyTile;
   constexpr int RB = C::kDim * MmaBytes<C>::value;
   static_assert(R * H == 128 && KT == 128 && C::kMathThreads == 256 && RB % 128 == 0,
@@ -336,7 +333,6 @@ __device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit,
   float ks1 = C::kUsesKScale ? s.kscale[key0 + 8] : 1.0f;
   float d[64];
   wgmma_issue_tile<C>(s, d);
-  issued();
   // The scales are in registers before the stage can be released.
   keep_in_registers(ks0, ks1);
   wgmma_wait<0>();
@@ -423,12 +419,12 @@ __device__ void load_key_tile(const TopkParams& p, const TopkSmem<C>& s, int sta
 
 // Scores the key tile in stage `stage` (loaded, and visible after a barrier) against
 // every row of the block and calls visit(r, key, score) for each. Called by the whole CTA.
-// On the wgmma path (by the math warpgroups) issued() runs once the MMAs are issued and
-// drained() once the warpgroup has read all it reads of the stage (the caller releases
-// it there); the other paths read the stage to the end and call neither.
-template <class C, class S, class KeyOf, class Visit, class Issued, class Drained>
+// On the wgmma path (by the math warpgroups) drained() runs once the warpgroup has read
+// all it reads of the stage (the caller releases it there); the other paths read the
+// stage to the end and do not call it.
+template <class C, class S, class KeyOf, class Visit, class Drained>
 __device__ void score_loaded_tile(const TopkParams& p, const TopkSmem<C>& s0, int stage,
-                                  KeyOf key_of, Visit visit, Issued issued, Drained drained) {
+                                  KeyOf key_of, Visit visit, Drained drained) {
   constexpr int R = C::kRows, H = C::kHeads, D = C::kDim, KT = C::kKeyTile;
   constexpr int KS = D + 1, DS = H + 1;
   const TopkSmem<C> s = with_stage<C>(s0, stage);
@@ -449,7 +445,7 @@ __device__ void score_loaded_tile(const TopkParams& p, const TopkSmem<C>& s0, in
   if constexpr (C::kWgmma) {
     // Visits from the accumulators. No barrier: the caller keeps the stage from being
     // overwritten before every warpgroup is done with it.
-    wgmma_head_sums<C, S>(s, key_of, visit, issued, drained);
+    wgmma_head_sums<C, S>(s, key_of, visit, drained);
     return;
   } else if constexpr (UsesHeadSums<C, S>::value) {
     mma_head_sums<C, S>(s);

@@ -211,11 +211,8 @@ TEST_CASE("wgmma head sums: one m64n128 group for 2, 4 and 8 rows of heads", "[n
   CHECK(r.ptx.find("cp.async.bulk.tensor.2d") != std::string::npos);
   CHECK(r.ptx.find("mbarrier.try_wait.parity") != std::string::npos);
   CHECK(r.cubin.size() > 1000);
-  // The ping-pong (off by default) hands the tensor cores over by named barriers.
+  // No hand-over between the math warpgroups (the ping-pong was measured slower and removed).
   CHECK(r.ptx.find("bar.arrive") == std::string::npos);
-  backend::CompileRequest pingpong = op->compile_request();
-  pingpong.options.push_back("-DWINNOW_PINGPONG=1");
-  CHECK(be->compile(pingpong, /*emit_ptx=*/true).ptx.find("bar.arrive") != std::string::npos);
 }
 
 TEST_CASE("experiment switches compile and change what they say", "[nvrtc]") {
