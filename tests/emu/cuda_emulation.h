@@ -97,12 +97,40 @@ inline thread_local Cta* cta = nullptr;
 inline thread_local Warp* warp = nullptr;
 inline thread_local unsigned lane = 0;
 
+// Stops the test when the CTA it watches has not finished within two minutes: a barrier
+// (__syncthreads, a named barrier, __syncwarp) that misses an arrival hangs the kernel on
+// the GPU and would hang the test here (mbarrier waits have their own watchdog).
+class CtaWatchdog {
+ public:
+  CtaWatchdog()
+      : thread_([this] {
+          std::unique_lock<std::mutex> lock(mutex_);
+          if (!done_changed_.wait_for(lock, std::chrono::seconds(120), [this] { return done_; }))
+            fail("a CTA did not finish within 120 s (a barrier missing an arrival?)");
+        }) {}
+  ~CtaWatchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    done_changed_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_changed_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
 // Runs body() as every thread of every CTA of the grid (threads a multiple of 32).
 template <class Body>
 void launch(unsigned grid_x, unsigned grid_y, unsigned threads, const Body& body) {
   for (unsigned by = 0; by < grid_y; ++by) {
     for (unsigned bx = 0; bx < grid_x; ++bx) {
       Cta c(threads);
+      CtaWatchdog watchdog;
       std::vector<std::thread> pool;
       for (unsigned t = 0; t < threads; ++t) {
         pool.emplace_back([&, t] {
