@@ -83,6 +83,9 @@ std::vector<uint16_t> run_wgmma_attention(int64_t L, ops::BlockInput input, Inde
   std::vector<unsigned char> smem(size_t(WgmmaAttentionSmem{D}.bytes()) + 1024, 0xA5);
   unsigned char* base = smem.data() + (1024 - reinterpret_cast<uintptr_t>(smem.data()) % 1024) % 1024;
   winnow_emu::shared_window = base;
+  // The kernel moves registers from its producer warpgroup to the math ones (setmaxnreg):
+  // model the pool, from the count each of the 384 threads gets at launch (168).
+  winnow_emu::launch_regs = 65536 / C::kThreads / 8 * 8;
   winnow_emu::launch(unsigned(C::kHeads * nb), 1, C::kThreads,
                      [&] { block_attention_wgmma<C, PingPong>(a, &kmap, &vmap, base); });
   winnow_emu::shared_window = nullptr;

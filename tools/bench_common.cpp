@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "runtime/env.h"
 #include "tools/commands.h"
 
 namespace winnow::tools {
@@ -69,6 +70,12 @@ std::optional<std::string> read_text(const std::string& path, const char* what,
     return std::nullopt;
   }
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::string variant_with_nvrtc_options(const std::string& base) {
+  const std::string opts = rt::env_get("WINNOW_NVRTC_OPTIONS").value_or("");
+  if (opts.empty()) return base;
+  return base.empty() ? opts : base + " " + opts;
 }
 
 std::string utc_date() {

@@ -978,7 +978,7 @@ int bench_main(int argc, char** argv) {
   if (!bench_gpu_present()) return 1;
   rt::Context ctx(0);
   // The variant: WINNOW_NVRTC_OPTIONS, and WINNOW_TOPK_PIPELINE=1 (the pipelined plan).
-  std::string variant = rt::env_get("WINNOW_NVRTC_OPTIONS").value_or("");
+  std::string variant = variant_with_nvrtc_options("");
   if (rt::env_get("WINNOW_TOPK_PIPELINE").value_or("") == "1")
     variant += variant.empty() ? "WINNOW_TOPK_PIPELINE=1" : " WINNOW_TOPK_PIPELINE=1";
   Meta meta{ctx.info().name, winnow::build_id(), utc_date(), read_ceilings(a.ceilings_path), "",

@@ -17,7 +17,6 @@
 #include <sstream>
 
 #include "compiler/build_id.h"
-#include "runtime/env.h"
 #include "testing/block_harness.h"
 #include "ops/topk.h"
 #include "tools/bench_common.h"
@@ -212,10 +211,8 @@ int bench_block_main(int argc, char** argv) {
   select->build(cache, *be);
   auto attention = ops::BlockAttentionOp::create(p, &ctx);
   attention->build(cache, *be);
-  if (attention->plan_text().find("attention_wgmma=1") != std::string::npos) a.variant = "attention_wgmma";
-  // NVRTC options (a kernel switch such as -DWINNOW_ATTENTION_PINGPONG=1) name the variant too.
-  if (const auto opts = rt::env_get("WINNOW_NVRTC_OPTIONS"); opts && !opts->empty())
-    a.variant += (a.variant.empty() ? "" : " ") + *opts;
+  a.variant = variant_with_nvrtc_options(
+      attention->plan_text().find("attention_wgmma=1") != std::string::npos ? "attention_wgmma" : "");
   fmt::print(stderr, "block-select on {} ({}): heads {}/{} d 128, kernels built in {:.1f} s\n"
                      "  {}\n  {}\n",
              meta.gpu, p.arch.str(), p.heads, p.kv_heads, seconds_since(t0),
