@@ -13,12 +13,16 @@
 # separated environments, each "" or "NAME=VALUE ..."; default one empty: the plain run),
 # BENCH_TIMEOUT (per run, default 120), TORCH_TOPK (bench/torch_baselines.py --topk),
 # SDPA_L (sizes for bench/sdpa_dense.py, e.g. "16K 128K": dense SDPA for block-select runs).
-# Everything under $OUT/v, then $OUT/visit.tar.gz (and $OUT/caches.tar.gz).
+# Everything under $OUT/v, then $OUT/visit.tar.gz (and $OUT/caches.tar.gz: each suite's
+# kernel cache (WINNOW_TEST_CACHE_DIR) and the bench's; put it in .devbin/ for the next
+# visit with the same build and the suites run warm).
 set -o pipefail
 export LD_LIBRARY_PATH=.devbin:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1
 B=.devbin; O=${OUT:-out}/v; mkdir -p "$O"
 t0=$SECONDS
+# Kernel caches of an earlier visit with the same build (the cache key holds the commit).
+[ -f "$B/caches.tar.gz" ] && tar -C /tmp -xzf "$B/caches.tar.gz"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$O/gpu.txt"
 TT=${TT:-400}; SPEC=${TESTS:-[gpu]~[knn]}
 IFS='|' read -ra envs <<< "${BENCH_ENVS:-}"
@@ -27,7 +31,7 @@ IFS=';' read -ra runs <<< "${BENCH:-}"
 suite() {  # name cache-dir env... -- catch2 args...
   local name=$1 cache=$2; shift 2
   local envv=(); while [ "$1" != "--" ]; do envv+=("$1"); shift; done; shift
-  env WINNOW_CACHE_DIR="$cache" "${envv[@]}" timeout "$TT" "$B/winnow_tests" "$SPEC" "$@" \
+  env WINNOW_CACHE_DIR="$cache" WINNOW_TEST_CACHE_DIR="$cache" "${envv[@]}" timeout "$TT" "$B/winnow_tests" "$SPEC" "$@" \
     -r console --durations yes > "$O/$name.txt" 2>&1
   echo "$name rc=$? at $((SECONDS - t0)) s :: $(grep -E 'All tests passed|test cases:' "$O/$name.txt" | tail -n 1)" \
     >> "$O/summary.txt"
@@ -50,7 +54,7 @@ fi
  done) &
 wait
 echo "suites done at $((SECONDS - t0)) s (shuffled seed ${seed:-none})"; cat "$O/summary.txt" 2>/dev/null
-tar -C /tmp -czf "${OUT:-out}/caches.tar.gz" c-default c-bench 2>/dev/null
+tar -C /tmp -czf "${OUT:-out}/caches.tar.gz" c-default c-rand c-variant c-bench 2>/dev/null
 if [ ${#runs[@]} -gt 0 ]; then
   export WINNOW_CACHE_DIR=/tmp/c-bench
   timeout 100 python3 bench/ceilings.py "$O/ceilings.json" 2>&1 | tail -n 1

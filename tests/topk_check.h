@@ -3,8 +3,10 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -18,7 +20,7 @@
 
 namespace winnow::test {
 
-// One process-wide context and cache for the [gpu] tests (a fresh cache folder per run).
+// One process-wide context and kernel cache for the [gpu] tests.
 struct GpuFixture {
   std::unique_ptr<rt::Context> ctx;
   std::unique_ptr<rt::CubinCache> cache;
@@ -27,7 +29,11 @@ struct GpuFixture {
     static GpuFixture f = [] {
       GpuFixture g;
       g.ctx = std::make_unique<rt::Context>(0);
-      g.cache = std::make_unique<rt::CubinCache>(std::nullopt);
+      // In memory, unless WINNOW_TEST_CACHE_DIR names a folder: then a second run of the
+      // same build (a later visit to the GPU machine) loads the kernels the first compiled.
+      std::optional<rt::DiskStore> disk;
+      if (const char* dir = std::getenv("WINNOW_TEST_CACHE_DIR"); dir && *dir) disk.emplace(dir);
+      g.cache = std::make_unique<rt::CubinCache>(std::move(disk));
       g.be = ops::choose_backend(nullptr);  // WINNOW_BACKEND=llvm runs them on LLVM's cubins
       return g;
     }();
