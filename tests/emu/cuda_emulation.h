@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <source_location>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -72,7 +73,13 @@ struct Cta {
   std::mutex reg_mutex;
   std::condition_variable reg_changed;
   long long free_regs = 0;
-  explicit Cta(unsigned threads) : sync(std::ptrdiff_t(threads)) {
+  // __syncthreads is bar.sync 0, an aligned barrier: every thread of the CTA must reach
+  // it at the same instruction (PTX ISA, "barrier"); the first arrival of each phase
+  // records its call site and every other arrival of that phase must match it.
+  std::mutex site_mutex;
+  std::source_location site;
+  unsigned site_arrivals = 0, threads;
+  explicit Cta(unsigned threads) : sync(std::ptrdiff_t(threads)), threads(threads) {
     for (unsigned w = 0; w < (threads + 31) / 32; ++w) warps.push_back(std::make_unique<Warp>());
   }
   // Named barrier `id` over `threads` threads (bar.sync id, threads): made on first use.
@@ -185,7 +192,24 @@ inline void done_reading() { warp->sync.arrive_and_wait(); }
 #define blockIdx winnow_emu::block_idx
 #define blockDim winnow_emu::block_dim
 
-inline void __syncthreads() { winnow_emu::cta->sync.arrive_and_wait(); }
+// Checks that every arrival of this phase comes from one call site (a source line: the
+// instances of one template line are not told apart), then waits for the phase.
+inline void __syncthreads(std::source_location at = std::source_location::current()) {
+  winnow_emu::Cta& c = *winnow_emu::cta;
+  {
+    std::lock_guard<std::mutex> lock(c.site_mutex);
+    if (c.site_arrivals == 0) {
+      c.site = at;
+    } else if (c.site.line() != at.line() || std::strcmp(c.site.file_name(), at.file_name()) != 0) {
+      std::fprintf(stderr, "cuda emulation: __syncthreads reached at %s:%u by thread %u and at %s:%u by another thread of the same phase\n",
+                   at.file_name(), unsigned(at.line()), winnow_emu::thread_idx.x, c.site.file_name(),
+                   unsigned(c.site.line()));
+      winnow_emu::fail("__syncthreads at different call sites in one phase (an unaligned barrier)");
+    }
+    if (++c.site_arrivals == c.threads) c.site_arrivals = 0;
+  }
+  c.sync.arrive_and_wait();
+}
 inline void __syncwarp(unsigned = 0xFFFFFFFFu) { winnow_emu::warp->sync.arrive_and_wait(); }
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline long long clock64() { return 0; }
