@@ -2,6 +2,7 @@
 // (relative or absolute, -1 padded) and optional scores.
 #pragma once
 #include "winnow/bitonic_sort.cuh"
+#include "winnow/index_order.cuh"
 #include "winnow/rank_order.cuh"
 #include "winnow/topk_params.cuh"
 #include "winnow/topk_smem.cuh"
@@ -9,10 +10,15 @@
 
 namespace winnow {
 
-// Sorts the chosen RankKeys of row r (in sel) and writes the row's outputs.
+// Sorts the chosen RankKeys of row r (in sel) and writes the row's outputs (index order
+// through a bitmap instead, where WINNOW_INDEX_ORDER_BITMAP asks and the span fits).
 template <class C>
 __device__ void write_row(const TopkParams& p, const TopkSmem<C>& s, int r, int row, u64* sel) {
   constexpr int K = C::kTopK, KP = next_pow2(C::kTopK);
+  if constexpr (!C::kSorted && WINNOW_INDEX_ORDER_BITMAP) {
+    const int base = C::kAbsolute ? -p.key_offset : s.rows[r].origin;  // as below
+    if (write_row_in_index_order<C>(p, s, row, sel, s.rows[r].selected, base)) return;
+  }
   // The key-tile stages are free now: sort there when the selection fits (each bitonic
   // step is then a shared-memory pass, not a round trip through L2).
   constexpr bool kInShared = long(KP) * 8 <= layout_of<C>().k_words() * 4;

@@ -9,6 +9,11 @@
 // The emulation has no __match_any_sync over a partial warp: the radix select's plain
 // per-key counts (the switch's other side, same selection) stand in for it here.
 #define WINNOW_RADIX_AGGREGATE 0
+// A file that includes this one with a kernel switch set names its cases with EMU_CASE
+// (tests/test_topk_emulated_bitmap.cpp: the index order through the bitmap).
+#ifndef EMU_CASE
+#define EMU_CASE(what) "emulated sm_90a kernel: " what
+#endif
 
 #include <cstring>
 
@@ -188,7 +193,7 @@ ops::RunResult emulate_and_check(const ops::TopkProblem& p, int64_t rows, int64_
 
 }  // namespace
 
-TEST_CASE("emulated sm_90a kernel: relu_mh fp8, dense, unaligned keys", "[emu]") {
+TEST_CASE(EMU_CASE("relu_mh fp8, dense, unaligned keys"), "[emu]") {
   INFO("seed " << test::test_seed());
   // 5 rows (a partial row block), 700 keys (a partial last tile), a sample of 256 keys
   // (gathered tiles) before the TMA filter.
@@ -198,7 +203,7 @@ TEST_CASE("emulated sm_90a kernel: relu_mh fp8, dense, unaligned keys", "[emu]")
   CHECK(r.bad_windows == 0);
 }
 
-TEST_CASE("emulated sm_90a kernel: heavy ties, NaN and inf", "[emu]") {
+TEST_CASE(EMU_CASE("heavy ties, NaN and inf"), "[emu]") {
   INFO("seed " << test::test_seed());
   const auto p = emu_problem(31, 4096, 256, ops::WindowKind::Dense);
   ops::DataOptions opt;
@@ -210,7 +215,7 @@ TEST_CASE("emulated sm_90a kernel: heavy ties, NaN and inf", "[emu]") {
       p, 4, 520, opt);
 }
 
-TEST_CASE("emulated sm_90a kernel: range windows, k = window, k > window, empty", "[emu]") {
+TEST_CASE(EMU_CASE("range windows, k = window, k > window, empty"), "[emu]") {
   INFO("seed " << test::test_seed());
   // k = 300 against random windows of up to 900 keys: some hold fewer than k keys (-1
   // padding), some none; a capacity of 1024 overflows on the widest (the exact fallback).
@@ -219,7 +224,7 @@ TEST_CASE("emulated sm_90a kernel: range windows, k = window, k > window, empty"
       p, 6, 900, {});
 }
 
-TEST_CASE("emulated sm_90a kernel: key splits merged exactly", "[emu]") {
+TEST_CASE(EMU_CASE("key splits merged exactly"), "[emu]") {
   INFO("seed " << test::test_seed());
   // 1100 keys in 3 parts of whole key tiles; the last CTA of each row block merges them.
   const auto p = emu_problem(31, 4096, 256, ops::WindowKind::Dense);
@@ -229,7 +234,7 @@ TEST_CASE("emulated sm_90a kernel: key splits merged exactly", "[emu]") {
       p, 3, 1100, {}, splits);
 }
 
-TEST_CASE("emulated sm_90a kernel: causal windows with ratio m", "[emu]") {
+TEST_CASE(EMU_CASE("causal windows with ratio m"), "[emu]") {
   INFO("seed " << test::test_seed());
   auto p = emu_problem(64, 4096, 256, ops::WindowKind::Causal);
   p.causal_ratio = GENERATE(1, 4);
@@ -238,7 +243,7 @@ TEST_CASE("emulated sm_90a kernel: causal windows with ratio m", "[emu]") {
   emulate_and_check<EmuFp8<64, 4096, 256, false, 2>, EmuFp8<64, 4096, 256, true, 2>>(p, 7, 530, {});
 }
 
-TEST_CASE("emulated sm_90a kernel: relu_mh bf16, 32 heads, 4 rows per CTA", "[emu]") {
+TEST_CASE(EMU_CASE("relu_mh bf16, 32 heads, 4 rows per CTA"), "[emu]") {
   INFO("seed " << test::test_seed());
   const auto p = emu_problem(100, 4096, 256, ops::WindowKind::Dense, 32, ops::DType::BF16);
   using F = EmuReluConfig<32, kElemBF16, 100, 4096, 256, false, 0>;
@@ -246,7 +251,7 @@ TEST_CASE("emulated sm_90a kernel: relu_mh bf16, 32 heads, 4 rows per CTA", "[em
   emulate_and_check<F, M>(p, 9, 600, {});
 }
 
-TEST_CASE("emulated sm_90a kernel: the pipelined form (two accumulator sets, setmaxnreg)", "[emu]") {
+TEST_CASE(EMU_CASE("the pipelined form (two accumulator sets, setmaxnreg)"), "[emu]") {
   INFO("seed " << test::test_seed());
   // Odd and even tile counts (the loop finishes two tiles per turn), ranges with k > window,
   // ties, key splits: the same checks as the plain form.
