@@ -19,7 +19,7 @@ namespace winnow {
 
 // Writes row r's outputs in ascending key index from the `chosen` RankKeys in sel, when
 // the span of their indices fits the key-tile stages (free at this point) as a bitmap and
-// one count per word; returns false, having written nothing, when it does not. Called by
+// a 16-bit count per word (a span of 256K keys in 48 KB); returns false, having written nothing, when it does not. Called by
 // the whole CTA; ends with a CTA barrier either way. `base` turns a key index into the
 // output index (as write_row computes it).
 template <class C>
@@ -50,13 +50,14 @@ __device__ bool write_row_in_index_order(const TopkParams& p, const TopkSmem<C>&
   __syncthreads();
   const u32 lo = span[0];
   const long long words = n == 0 ? 0 : (static_cast<long long>(span[1] - lo) + 32) / 32;
-  if (2 * words > kWords) {
+  static_assert(K <= 0xFFFF, "a word's count of marks below it fits 16 bits");
+  if (words + (words + 1) / 2 > kWords) {
     __syncthreads();  // span is read before a later step rewrites the bins
     return false;
   }
   // 2. The bitmap, then the marks of the chosen keys.
   u32* bits = reinterpret_cast<u32*>(s.k);
-  u32* before = bits + words;  // marks in the words below each word
+  unsigned short* before = reinterpret_cast<unsigned short*>(bits + words);  // marks below each word
   for (long long w = threadIdx.x; w < words; w += C::kThreads) bits[w] = 0u;
   __syncthreads();
   for (u32 i = threadIdx.x; i < n; i += C::kThreads) {
@@ -83,7 +84,7 @@ __device__ bool write_row_in_index_order(const TopkParams& p, const TopkSmem<C>&
   u32 run = incl - mine;
   for (int w = 0; w < warp; ++w) run += warp_total[w];
   for (long long w = w0; w < w1; ++w) {
-    before[w] = run;
+    before[w] = static_cast<unsigned short>(run);
     run += u32(__popc(bits[w]));
   }
   __syncthreads();
