@@ -13,7 +13,7 @@
 # separated environments, each "" or "NAME=VALUE ..."; default one empty: the plain run),
 # BENCH_TIMEOUT (per run, default 120), TORCH_TOPK (bench/torch_baselines.py --topk),
 # SDPA_L (sizes for bench/sdpa_dense.py, e.g. "16K 128K": dense SDPA for block-select runs).
-# Everything under $OUT/v, then $OUT/visit.tar.gz (and $OUT/caches.tar.gz: each suite's
+# Everything under $OUT/v, then $OUT/visit.tar.gz (the folder removed) (and $OUT/caches.tar.gz: each suite's
 # kernel cache (WINNOW_TEST_CACHE_DIR) and the bench's; put it in .devbin/ for the next
 # visit with the same build and the suites run warm).
 set -o pipefail
@@ -81,3 +81,5 @@ if [ ${#runs[@]} -gt 0 ]; then
   grep -E "^[a-z-]+ +T=|^[a-z-]+ +S=" "$O/bench.txt"
 fi
 tar -C "$(dirname "$O")" -czf "${OUT:-out}/visit.tar.gz" v
+# What comes back from the machine is a few files (a count limit): the tar, not its folder.
+rm -rf "$O"
