@@ -72,7 +72,7 @@ TEST_CASE("reference block scores: each row sums to 128, pooled keys are the bf1
   }
 }
 
-TEST_CASE("structured input gives the threshold something to find; random keeps nearly all",
+TEST_CASE("structured input gives the threshold something to find, random keeps nearly all",
           "[ref]") {
   INFO("seed " << test::test_seed());
   const auto p = test::small_block_problem(4, 2, 4096);
@@ -97,7 +97,7 @@ TEST_CASE("structured input gives the threshold something to find; random keeps 
   CHECK(ops::build_block_index(p, 32, s.data(), r).density(p.heads, 32) == 1.0);
 }
 
-TEST_CASE("attention over the dense index is plain causal attention; a sparse one differs",
+TEST_CASE("attention over the dense index is plain causal attention, a sparse one differs",
           "[ref]") {
   INFO("seed " << test::test_seed());
   const auto p = test::small_block_problem(4, 2, 512);

@@ -1066,7 +1066,7 @@ TEST_CASE("an arch before Hopper is refused as not supported", "[capi]") {
   CHECK(plan == nullptr);
 }
 
-TEST_CASE("only the supported archs make plans; the others are refused with the list",
+TEST_CASE("only the supported archs make plans, the others are refused with the list",
           "[capi]") {
   Context ctx;
   winnowProblemDesc_t d = dsa_desc();

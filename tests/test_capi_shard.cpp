@@ -177,7 +177,7 @@ TEST_CASE("winnowShardMerge: argument errors are statuses with messages", "[capi
                  WINNOW_STATUS_NOT_BUILT, "");
 }
 
-TEST_CASE("winnowShardMergeNccl without NCCL says so; a null communicator is refused",
+TEST_CASE("winnowShardMergeNccl without NCCL says so, a null communicator is refused",
           "[capi][shard]") {
   Context ctx;
   MergePlan plan(ctx.h, merge_desc());

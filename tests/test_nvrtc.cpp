@@ -185,7 +185,7 @@ TEST_CASE("nvrtc: the pipelined wgmma form compiles for sm_90a (one CTA per SM)"
   CHECK_FALSE(winnow::ops::TopkOp::create(p, nullptr)->kernel_plan().pipelined);
 }
 
-TEST_CASE("parse_arch accepts sm_<major><minor>[a|f] only", "[nvrtc]") {
+TEST_CASE("parse_arch accepts sm_<major><minor> with an optional a or f suffix only", "[nvrtc]") {
   CHECK(parse_arch("sm_90a") == Arch{9, 0, 'a'});
   CHECK(parse_arch("sm_90") == Arch{9, 0, 0});
   CHECK(parse_arch("sm_100a") == Arch{10, 0, 'a'});

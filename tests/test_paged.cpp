@@ -42,7 +42,7 @@ TEST_CASE("paged decode: the visibility rule of next_n queries", "[ref][decode]"
   CHECK(paged_request_keys(&len, 3, false) == 100);
 }
 
-TEST_CASE("paged decode reference: gathered through the block table, positions in [0, len)",
+TEST_CASE("paged decode reference: gathered through the block table, positions 0 to len - 1",
           "[ref][decode]") {
   auto p = decode_problem(4, 8, 2, 3, 4);
   std::mt19937_64 rng(test::test_seed());
@@ -89,7 +89,7 @@ TEST_CASE("paged decode reference: heavy ties go to the smaller position", "[ref
   CHECK(ops::paged_reference_row(p, g, 0) == std::vector<int64_t>{0, 1, 2, 3});
 }
 
-TEST_CASE("paged decode reference: [B, next_n] lengths equal the [B] rule", "[ref][decode]") {
+TEST_CASE("paged decode reference: B x next_n lengths equal the per-request rule", "[ref][decode]") {
   auto p = decode_problem(4, 16, 3, 4, 3);
   std::mt19937_64 rng(test::test_seed());
   const std::vector<int> lens = {1, 64, 130, 2};
@@ -244,7 +244,7 @@ TEST_CASE("paged decode equals the reference: lengths 0, 1, < k, = k, not multip
   check_paged_on_gpu(p, {0, 1, 2, 63, 64, 65, k - 1, k, k + 1, 3000, 5119, 5120});
 }
 
-TEST_CASE("paged decode equals the reference: random lengths, ties, NaN, [B, next_n]",
+TEST_CASE("paged decode equals the reference: random lengths, ties, NaN, B x next_n lengths",
           "[gpu][decode]") {
   WINNOW_REQUIRE_GPU();
   std::mt19937_64 rng(test::test_seed());

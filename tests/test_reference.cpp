@@ -133,7 +133,7 @@ TEST_CASE("reference magnitudes: the score of |q k|, |w| and |kscale|", "[ref]")
   CHECK(ops::reference_magnitude(r, rh, 1, 4) == Approx(want).epsilon(1e-12));
 }
 
-TEST_CASE("reference row scores equal the per-key scores; near_reference_selection",
+TEST_CASE("reference row scores equal the per-key scores, and near_reference_selection",
           "[ref]") {
   ops::TopkProblem p = test::relu_mh_problem(4, 10, ops::DType::BF16);
   p.head_dim = 32;

@@ -10,7 +10,7 @@
 using Catch::Matchers::Contains;
 using winnow::test::run_tool;
 
-TEST_CASE("winnow tune: --show and --clear work; tuning needs a GPU", "[tool][tune]") {
+TEST_CASE("winnow tune: --show and --clear work, tuning needs a GPU", "[tool][tune]") {
   winnow::test::TempDir dir;
   // A record, as a tuning run would leave it.
   winnow::rt::TuningKey key;

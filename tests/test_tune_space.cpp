@@ -41,7 +41,7 @@ ops::TopkProblem cuda_core_problem() {  // fp32: CUDA-core dots
 
 }  // namespace
 
-TEST_CASE("plan knobs: none keep the heuristic plan; its own values give the same plan",
+TEST_CASE("plan knobs: none keep the heuristic plan, its own values give the same plan",
           "[tune]") {
   for (const ops::TopkProblem& p : {dsa_problem(), cuda_core_problem()}) {
     const auto heuristic = ops::TopkOp::create(p, nullptr);
@@ -149,7 +149,7 @@ TEST_CASE("tunable space: the cost model prefers fewer key re-reads", "[tune]") 
         ops::topk_cost_us(p, op1->kernel_plan(), one, shape, dev));
 }
 
-TEST_CASE("tunable space: a point's text reads back; other text does not", "[tune]") {
+TEST_CASE("tunable space: a point's text reads back, other text does not", "[tune]") {
   const ops::TopkPoint p{4, 32, 1024, 4096, 16384, 1, 2, 5};
   const auto back = ops::parse_topk_point(p.text());
   REQUIRE(back);

@@ -98,7 +98,7 @@ TEST_CASE("tuning key: every field is in the text", "[tune]") {
   CHECK(texts.size() == 13);
 }
 
-TEST_CASE("tuning db: a record in, the same record out; other keys miss", "[tune]") {
+TEST_CASE("tuning db: a record in, the same record out, other keys miss", "[tune]") {
   TempDir dir;
   rt::TuningDb db(dir.path);
   StderrCapture err;
