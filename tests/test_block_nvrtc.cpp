@@ -78,6 +78,19 @@ TEST_CASE("the wgmma block score pass compiles for sm_90a, opt-in", "[nvrtc]") {
   auto plain = ops::BlockSelectOp::create(p, nullptr);
   CHECK_THAT(plain->source(), !Catch::Contains("wgmma"));
   CHECK_THAT(plain->plan_text(), !Catch::Contains("wgmma"));
+  // Unset in the problem: WINNOW_BLOCK_SCORE_WGMMA=1 turns it on; the flag overrides it.
+  p.score_wgmma = -1;
+  {
+    test::ScopedEnv on("WINNOW_BLOCK_SCORE_WGMMA", "1");
+    CHECK_THAT(ops::BlockSelectOp::create(p, nullptr)->plan_text(), Catch::Contains("score_wgmma=1"));
+    p.score_wgmma = 0;
+    CHECK_THAT(ops::BlockSelectOp::create(p, nullptr)->plan_text(), !Catch::Contains("wgmma"));
+    p.score_wgmma = -1;
+  }
+  {
+    test::ScopedEnv off("WINNOW_BLOCK_SCORE_WGMMA", nullptr);
+    CHECK_THAT(ops::BlockSelectOp::create(p, nullptr)->plan_text(), !Catch::Contains("wgmma"));
+  }
   // Other archs keep the mma.sync kernel.
   p.score_wgmma = 1;
   p.arch = backend::parse_arch("sm_100a");
