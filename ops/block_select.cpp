@@ -67,8 +67,9 @@ void BlockSelectOp::load() {
 }
 
 std::string BlockSelectOp::launch_info() const {
-  return select_ ? m_.describe(m_.plan.score_wgmma ? "score (wgmma)" : "score", *select_)
-                 : "not loaded";
+  if (!select_) return "not loaded";
+  return m_.plan.score_wgmma ? m_.describe("score (wgmma)", *select_, kWgmmaScoreThreads)
+                             : m_.describe("score", *select_);
 }
 
 size_t BlockSelectOp::workspace_bytes(int64_t seq_len) const {

@@ -16,10 +16,14 @@
 // a thread's running row statistics visit its columns in ascending key order (a chunk past
 // the row's blocks, which the wider tile adds, is all -inf and changes neither max nor
 // sum), the quad merge is the same shuffles, and the column sums are the same butterfly
-// over the warp's row groups, then warps 0..7 in order. The dot itself: fp32 sums of
-// exact bf16 products over k = 0..d-1 in k-steps of 16, as mma.sync's (on the CPU
-// emulation bit-equal; on the GPU the two instructions' internal rounding is what the
-// [gpu] case compares).
+// over the warp's row groups, then warps 0..7 in order. The dot itself is the tensor
+// cores': the CPU emulation computes mma.sync and wgmma alike (fp32 sums of the exact bf16
+// products in k order), so there the two kernels are bit-equal; whether the GPU's two
+// instructions round a dot alike is what the [gpu] case checks (not yet run).
+// Not yet (until measured): the next tile's MMAs issued under this tile's exp2 work inside
+// a warpgroup (a second accumulator set: 64 more registers at d = 128, past the two CTAs
+// per SM that 111 registers allow); every tile waits wgmma_wait<0>, and the overlap comes
+// from the other warpgroup and the other CTA on the SM.
 #pragma once
 #include "winnow/block_params.cuh"
 #include "winnow/block_select_kernel.cuh"
