@@ -113,8 +113,15 @@ struct BlockSelectWgmmaParams {
 };
 
 // Its CTA: two math warpgroups of 64 query rows (8 warps of 16, as the mma.sync kernel's)
-// and one producer warp, one thread of which issues the TMA loads.
-enum : int { kWgmmaScoreThreads = 288, kWgmmaScoreMathThreads = 256, kWgmmaScoreTile = 128 };
+// and one producer warp, one thread of which issues the TMA loads. Its registers are capped
+// at 112 a thread (__maxnreg__), so that two CTAs fit an SM (2 x 9 warps x 112 x 32 = 64512
+// of 65536; 113 would round up to 120 and leave one).
+enum : int {
+  kWgmmaScoreThreads = 288,
+  kWgmmaScoreMathThreads = 256,
+  kWgmmaScoreTile = 128,
+  kWgmmaScoreMaxRegs = 112
+};
 
 // Its shared memory (1024-byte aligned): the q tile (128 rows, swizzled), a ring of kStages
 // stages of `tile` pooled keys (d * 2 / 128 swizzled atoms of tile rows x 128 bytes each),

@@ -24,22 +24,21 @@ GeneratedKernel emit_block_select(const ir::Expr& score, const plan::BlockSpec& 
   g.entry = kBlockScoreEntry;
   // The score entry: the mma.sync kernel, or the sm_90a wgmma one (its CTA: two math
   // warpgroups and a producer warp; the pooled keys' tensor map in its arguments); the
-  // other three entries are the same for both. No minimum of 2 CTAs per SM in the wgmma
-  // entry's bounds: the compiler then caps it at 96 registers and spills at d = 128, while
-  // without it takes 111 (d = 128; 107 at d = 64) with no spill, which still fits two CTAs
-  // per SM (2 x 9 warps x 112 x 32 = 64512 of the 65536; ptxas 13.0; the shared memory,
-  // 110.5 KB at d = 128, allows two as well).
+  // other three entries are the same for both. The wgmma entry's registers are capped by
+  // __maxnreg__ (which excludes __launch_bounds__) for two CTAs per SM: bounds with a
+  // minimum of 2 CTAs per SM make the compiler cap it at 96 and spill at d = 128, while
+  // the cap of 112 costs nothing (without any bound it takes 112 at d = 128, ptxas 13.0).
   plan::BlockPlan cp = plan;
   std::string score_entry;
   if (plan.score_wgmma) {
     cp.threads = winnow::kWgmmaScoreThreads;
     score_entry = fmt::format(
-        "extern \"C\" __global__ void __launch_bounds__({})\n"
+        "extern \"C\" __global__ void __maxnreg__({})\n"
         "{}(const __grid_constant__ winnow::BlockSelectWgmmaParams p) {{\n"
         "  extern __shared__ __align__(1024) unsigned char smem[];  // swizzled wgmma tiles\n"
         "  winnow::block_score_wgmma<WinnowBlockConfig, WinnowScore>(p.s, &p.pooled_map, smem);\n"
         "}}\n",
-        cp.threads, kBlockScoreEntry);
+        kWgmmaScoreMaxRegs, kBlockScoreEntry);
   } else {
     score_entry = fmt::format(
         "extern \"C\" __global__ void __launch_bounds__({}) {}(const winnow::BlockSelectParams p) {{\n"
