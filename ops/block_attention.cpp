@@ -38,8 +38,10 @@ void BlockAttentionOp::load() {
 }
 
 std::string BlockAttentionOp::launch_info() const {
-  const char* name = m_.plan.attention_wgmma ? "attention (wgmma)" : "attention";
-  return kernel_ ? m_.describe(name, *kernel_) : "not loaded";
+  if (!kernel_) return "not loaded";
+  return m_.plan.attention_wgmma
+             ? m_.describe("attention (wgmma)", *kernel_, kWgmmaAttentionThreads)
+             : m_.describe("attention", *kernel_);
 }
 
 void BlockAttentionOp::execute(const TensorView& q, const TensorView& k, const TensorView& v,

@@ -32,9 +32,10 @@ std::shared_ptr<const rt::LoadedKernel> BlockModule::load(const char* entry,
   return load_entry(*ctx, module, entry, dynamic_smem_bytes);
 }
 
-std::string BlockModule::describe(const char* name, const rt::LoadedKernel& k) const {
+std::string BlockModule::describe(const char* name, const rt::LoadedKernel& k, int threads) const {
   return fmt::format("{}: {} CTAs/SM, {} registers, {} bytes of shared memory", name,
-                     k.max_blocks_per_sm(plan.threads), k.num_registers(), k.dynamic_smem_bytes());
+                     k.max_blocks_per_sm(threads ? threads : plan.threads), k.num_registers(),
+                     k.dynamic_smem_bytes());
 }
 
 }  // namespace winnow::ops

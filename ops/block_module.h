@@ -28,7 +28,8 @@ struct BlockModule {
   bool build(rt::CubinCache& cache, const backend::Backend& be);
   std::shared_ptr<const rt::LoadedKernel> load(const char* entry, int dynamic_smem_bytes) const;
   // "name: N CTAs/SM, R registers, S bytes of shared memory" of a loaded kernel.
-  std::string describe(const char* name, const rt::LoadedKernel& k) const;
+  // threads: the kernel's CTA size, for its CTAs per SM (0: the plan's threads).
+  std::string describe(const char* name, const rt::LoadedKernel& k, int threads = 0) const;
 };
 
 // What every block op offers over its module: the problem, the generated source and plan,

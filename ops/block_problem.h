@@ -46,6 +46,11 @@ struct BlockProblem {
   // 0 off (the mma.sync kernel), -1: WINNOW_BLOCK_ATTENTION_WGMMA=1 turns it on. Opt-in
   // until measured on the H200; on any other arch the mma.sync kernel runs.
   int attention_wgmma = -1;
+  // block-select's score pass on the sm_90a wgmma kernel (templates/block_score_wgmma.cuh,
+  // the same results bit for bit): 1 on, 0 off (the mma.sync kernel), -1:
+  // WINNOW_BLOCK_SCORE_WGMMA=1 turns it on. Opt-in until measured on the H200; on any other
+  // arch the mma.sync kernel runs.
+  int score_wgmma = -1;
 };
 
 // The select rule of one call (a run-time argument: no recompilation per alpha). The

@@ -3,10 +3,13 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "compiler/codegen/emit_block.h"
 #include "compiler/lower/lower.h"
+#include "ops/key_tensor_map.h"
 #include "ops/tensor_rules.h"
+#include "runtime/env.h"
 
 namespace winnow::ops {
 namespace {
@@ -32,6 +35,20 @@ ir::Expr block_score_program(int head_dim) {
 
 BlockSelectOp::BlockSelectOp(const BlockProblem& p, const rt::Context* ctx)
     : BlockOp(p, ctx, "winnow_block_select") {
+  // The wgmma score pass where asked for (the problem's flag, else the environment) on
+  // sm_90a.
+  bool wgmma = p.score_wgmma == 1;
+  if (p.score_wgmma < 0) {
+    const auto v = rt::env_get("WINNOW_BLOCK_SCORE_WGMMA");
+    wgmma = v && *v == "1";
+  }
+  if (wgmma && p.arch.major == 9 && p.arch.suffix == 'a') {
+    std::string why;
+    if (!plan::use_wgmma_score(m_.spec, ctx ? ctx->info().max_smem_optin : kDefaultSmemLimit,
+                               &m_.plan, &why))
+      throw NotSupported(why);
+    m_.program = plan::describe(m_.spec, m_.plan);
+  }
   score_ = lower::lower_score(block_score_program(p.head_dim), 1, nullptr);
   m_.program = ir::print(score_) + "\n" + m_.program;
   m_.generated = codegen::emit_block_select(score_, m_.spec, m_.plan);
@@ -50,7 +67,9 @@ void BlockSelectOp::load() {
 }
 
 std::string BlockSelectOp::launch_info() const {
-  return select_ ? m_.describe("score", *select_) : "not loaded";
+  if (!select_) return "not loaded";
+  return m_.plan.score_wgmma ? m_.describe("score (wgmma)", *select_, kWgmmaScoreThreads)
+                             : m_.describe("score", *select_);
 }
 
 size_t BlockSelectOp::workspace_bytes(int64_t seq_len) const {
@@ -94,7 +113,20 @@ void BlockSelectOp::execute(const TensorView& q, const TensorView& k, const Bloc
   void* args[] = {&a};
   const unsigned rows = unsigned(p.heads * nb);
   pool_->launch(unsigned(nb), unsigned(p.kv_heads), unsigned(p.head_dim), stream, args);
-  select_->launch(rows, 1, unsigned(m_.plan.threads), stream, args);
+  if (m_.plan.score_wgmma) {
+    // The pooled keys as bytes [kv_heads * nb][d * 2], boxes of 128 bytes x one score tile.
+    BlockSelectWgmmaParams w{};
+    w.s = a;
+    const TensorView pooled = contiguous_view(a.pooled, DType::BF16, {p.kv_heads * nb, p.head_dim});
+    const CUtensorMap map =
+        key_tensor_map(pooled, p.kv_heads * nb, p.head_dim * 2, m_.plan.score_tile);
+    static_assert(sizeof(CUtensorMap) == sizeof(TmaMap), "the opaque bytes");
+    std::memcpy(&w.pooled_map, &map, sizeof map);
+    void* wargs[] = {&w};
+    select_->launch(rows, 1, unsigned(kWgmmaScoreThreads), stream, wargs);
+  } else {
+    select_->launch(rows, 1, unsigned(m_.plan.threads), stream, args);
+  }
   offsets_->launch(1, 1, unsigned(m_.plan.scan_threads), stream, args);
   compact_->launch(rows, 1, 128, stream, args);
 }

@@ -12,7 +12,7 @@
 namespace winnow::rt {
 namespace {
 
-constexpr std::array<EnvVar, 14> kRegistry{{
+constexpr std::array<EnvVar, 15> kRegistry{{
     {"HOME", false, "home folder: the cache defaults to $HOME/.cache/winnow"},
     {"TMPDIR", false, "without HOME the cache is $TMPDIR/winnow-cache-<uid> (default /tmp)"},
     // The backend's name and exact version are in every key already (ops/jit_module.cpp).
@@ -20,6 +20,9 @@ constexpr std::array<EnvVar, 14> kRegistry{{
     // Changes the block plan, which is part of the key (the describe() text): no key input.
     {"WINNOW_BLOCK_ATTENTION_WGMMA", false,
      "\"1\" runs block-sparse attention on the sm_90a wgmma kernel (opt-in until measured)"},
+    // Changes the block plan, which is part of the key (the describe() text): no key input.
+    {"WINNOW_BLOCK_SCORE_WGMMA", false,
+     "\"1\" runs block-select's score pass on the sm_90a wgmma kernel (opt-in until measured)"},
     {"WINNOW_CACHE_DIR", false, "where the kernel cache lives"},
     {"WINNOW_DISABLE_DISK_CACHE", false, "\"1\" keeps cubins in memory only"},
     {"WINNOW_DUMP_DIR", false, "where generated sources are written on compile errors and dumps"},

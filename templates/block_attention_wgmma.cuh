@@ -27,6 +27,7 @@
 #include "winnow/ring_slot.cuh"
 #include "winnow/tma.cuh"
 #include "winnow/wgmma_ops.cuh"
+#include "winnow/wgmma_q_tile.cuh"
 #include "winnow/wgmma_tiles.cuh"
 
 #ifndef WINNOW_ATTENTION_PINGPONG
@@ -38,28 +39,6 @@ namespace winnow {
 // The ping-pong's turns: warpgroup wg waits on named barrier kTurnBarrier + wg (its 128
 // threads sync, the other warpgroup's 128 arrive when it hands the tensor cores over).
 enum : int { kTurnBarrier = 3 };
-
-// The math warpgroup `wg`'s 64 rows of the q tile into shared memory, swizzled K-major,
-// published to the async proxy and to the warpgroup.
-template <class C>
-__device__ __forceinline__ void load_q_tile(const BlockAttentionParams& p, char* qs, int I, int h,
-                                            int wg) {
-  constexpr int D = C::kDim, CPR = D * 2 / 16;
-  const int tw = int(threadIdx.x) & 127;
-  for (int e = tw; e < 64 * CPR; e += 128) {
-    const int r = wg * 64 + e / CPR, c = e % CPR;
-    const long long row = (long long)I * kBlockTokens + r;
-    const uint4 v =
-        *reinterpret_cast<const uint4*>(p.q + (row * C::kHeads + h) * D + c * 8);
-    *reinterpret_cast<uint4*>(qs + swizzled_chunk<kBlockTokens>(r, c)) = v;
-  }
-  fence_async_smem();
-  if (wg == 0) {
-    named_barrier_sync<1, 128>();
-  } else {
-    named_barrier_sync<2, 128>();
-  }
-}
 
 template <class C, bool PingPong = bool(WINNOW_ATTENTION_PINGPONG)>
 __device__ void block_attention_wgmma(const BlockAttentionParams& p, const TmaMap* kmap,
@@ -111,7 +90,7 @@ __device__ void block_attention_wgmma(const BlockAttentionParams& p, const TmaMa
   setmaxnreg_inc<kWgmmaAttentionMathRegs>();
   const int wg = int(threadIdx.x) >> 7, w = (int(threadIdx.x) >> 5) & 3;
   const int lane = int(threadIdx.x) & 31, g = lane >> 2, t4 = lane & 3;
-  load_q_tile<C>(p, base, I, h, wg);
+  store_q_tile<D, C::kHeads>(p.q, base, I, h, wg);
   const long long row0 = (long long)I * T + wg * 64 + w * 16;
   const long long qpos[2] = {row0 + g, row0 + g + 8};
   const u32 qlo = wgmma_desc_lo(base);

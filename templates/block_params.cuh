@@ -104,4 +104,42 @@ struct WgmmaAttentionSmem {
   WINNOW_HD constexpr long bytes() const { return barriers_off() + 16L * kStages; }
 };
 
+// The sm_90a wgmma form of the score pass (templates/block_score_wgmma.cuh): the mma.sync
+// kernel's arguments and the tensor map of the pooled keys ([kv_heads * blocks rows][d * 2]
+// bytes, boxes of 128 bytes x one score tile of blocks, 128-byte swizzle), by value.
+struct BlockSelectWgmmaParams {
+  BlockSelectParams s;
+  TmaMap pooled_map;
+};
+
+// Its CTA: two math warpgroups of 64 query rows (8 warps of 16, as the mma.sync kernel's)
+// and one producer warp, one thread of which issues the TMA loads. Its registers are capped
+// at 112 a thread (__maxnreg__), so that two CTAs fit an SM (2 x 9 warps x 112 x 32 = 64512
+// of 65536; 113 would round up to 120 and leave one).
+enum : int {
+  kWgmmaScoreThreads = 288,
+  kWgmmaScoreMathThreads = 256,
+  kWgmmaScoreTile = 128,
+  kWgmmaScoreMaxRegs = 112
+};
+
+// Its shared memory (1024-byte aligned): the q tile (128 rows, swizzled), a ring of kStages
+// stages of `tile` pooled keys (d * 2 / 128 swizzled atoms of tile rows x 128 bytes each),
+// the block scores of the query block, the 8 math warps' partial column sums of one tile,
+// the kept flags, the reductions' scratch (16-byte aligned) and the ring's full and empty
+// mbarriers. At d = 128, tile 128, 2048 blocks: 110.5 KB, two CTAs per SM.
+struct WgmmaScoreSmem {
+  int dim, tile, max_blocks;
+  enum : int { kStages = 2, kWarps = kWgmmaScoreMathThreads / 32 };
+  WINNOW_HD constexpr long q_bytes() const { return long(kBlockTokens) * dim * 2; }
+  WINNOW_HD constexpr long tile_bytes() const { return long(tile) * dim * 2; }
+  WINNOW_HD constexpr long stage_off(int s) const { return q_bytes() + tile_bytes() * s; }
+  WINNOW_HD constexpr long scores_off() const { return stage_off(kStages); }
+  WINNOW_HD constexpr long partial_off() const { return scores_off() + 4L * max_blocks; }
+  WINNOW_HD constexpr long keep_off() const { return partial_off() + 4L * kWarps * tile; }
+  WINNOW_HD constexpr long reduce_off() const { return (keep_off() + max_blocks + 15) / 16 * 16; }
+  WINNOW_HD constexpr long barriers_off() const { return reduce_off() + 16L * 32; }
+  WINNOW_HD constexpr long bytes() const { return barriers_off() + 16L * kStages; }
+};
+
 }  // namespace winnow

@@ -144,6 +144,121 @@ __device__ void block_pool(const BlockSelectParams& p) {
       encode_bf16(__fmul_rn(acc, 1.0f / float(kBlockTokens)));
 }
 
+// The four scores of one 8-key chunk of a 16-row fragment (c: the mma C / wgmma D
+// layout, c0 c1 row g, c2 c3 row g + 8, keys J0 and J0 + 1) in the exp2 domain; -inf for
+// the blocks at or past n (not visible from the query block).
+template <class S>
+__device__ __forceinline__ void chunk_scores(const float (&c)[4], int J0, int n, float (&x)[4]) {
+  const float kLog2e = 1.4426950408889634f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    ScoreArgs args{};
+    args.dot = &c[i];
+    x[i] = J0 + (i & 1) < n ? __fmul_rn(S::eval(args), kLog2e) : minus_infinity();
+  }
+}
+
+// Pass 1's step on one chunk: the thread's running (max, sum of exp2) of its two rows.
+__device__ __forceinline__ void chunk_row_stats(const float (&x)[4], float (&m)[2], float (&l)[2]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    // The running sum is rescaled only when the max grows (rarely, after the first
+    // tiles): about one exp2 per score instead of one and a half.
+    const float mx = fmaxf(m[r], fmaxf(x[2 * r], x[2 * r + 1]));
+    if (mx > m[r]) {
+      l[r] = __fmul_rn(l[r], rescale(m[r], mx));
+      m[r] = mx;
+    }
+    l[r] = __fadd_rn(l[r], __fadd_rn(exp2_below(x[2 * r], mx), exp2_below(x[2 * r + 1], mx)));
+  }
+}
+
+// Between the passes: each row's statistics merged over its quad (every row sees block
+// 0, so l > 0) and the inverse of its sum.
+__device__ __forceinline__ void quad_row_stats(float (&m)[2], float (&l)[2], float (&inv)[2]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+#pragma unroll
+    for (int o = 1; o < 4; o <<= 1)
+      merge_softmax_stats(m[r], l[r], __shfl_xor_sync(0xFFFFFFFFu, m[r], o),
+                          __shfl_xor_sync(0xFFFFFFFFu, l[r], o));
+    inv[r] = __fdiv_rn(1.0f, l[r]);
+  }
+}
+
+// Pass 2 on one chunk: p = exp2(x - m) / Z summed over the thread's two rows, per key (an
+// invalid block has x = -inf, so p = 0).
+__device__ __forceinline__ void chunk_column_sums(const float (&x)[4], const float (&m)[2],
+                                                  const float (&inv)[2], float (&cs)[2]) {
+  const float p0 = __fmul_rn(exp2f(x[0] - m[0]), inv[0]);
+  const float p1 = __fmul_rn(exp2f(x[1] - m[0]), inv[0]);
+  const float p2 = __fmul_rn(exp2f(x[2] - m[1]), inv[1]);
+  const float p3 = __fmul_rn(exp2f(x[3] - m[1]), inv[1]);
+  cs[0] = __fadd_rn(p0, p2);
+  cs[1] = __fadd_rn(p1, p3);
+}
+
+// A chunk's column sums over the warp's 16 rows: the butterfly over the 8 row groups g
+// (lanes 4 apart), a fixed order every lane of a column ends with.
+__device__ __forceinline__ void warp_column_sums(float (&cs)[2]) {
+#pragma unroll
+  for (int o = 4; o < 32; o <<= 1) {
+    cs[0] = __fadd_rn(cs[0], __shfl_xor_sync(0xFFFFFFFFu, cs[0], o));
+    cs[1] = __fadd_rn(cs[1], __shfl_xor_sync(0xFFFFFFFFu, cs[1], o));
+  }
+}
+
+// After the scores of query block I of head h are in block_scores[0..I]: the rule (keep J
+// iff score >= alpha * max, or J is a must-keep block; then the minimum budget from the
+// best remaining blocks), the kept blocks in ascending order into the row's staged list
+// and its count; the scores to p.scores when asked. Every thread of the CTA (kThreads)
+// takes part; its reductions (max, integer sums, the best block by a total order) do not
+// depend on how the blocks are spread over the threads. I by reference: by value, NVVM
+// orders one comparison of the inlined copy differently and the mma.sync kernel's PTX
+// would change (it is byte-identical to the measured one this way).
+template <int kThreads>
+__device__ __forceinline__ void keep_blocks(const BlockSelectParams& p, const int& I, int h, int n,
+                                            int lane, int warp, const float* block_scores,
+                                            unsigned char* keep, float* fscratch, int* iscratch) {
+  const BlockRule& R = p.rule;
+  float mx = minus_infinity();
+  for (int J = threadIdx.x; J < n; J += kThreads) mx = fmaxf(mx, block_scores[J]);
+  mx = block_max<kThreads>(mx, fscratch);
+  const float threshold = __fmul_rn(R.alpha, mx);
+  const bool dense_row = I >= p.blocks - R.last_blocks;
+  int kept = 0;
+  for (int J = threadIdx.x; J < n; J += kThreads) {
+    const bool must = J < R.sink_blocks || J > I - R.local_blocks || dense_row;
+    keep[J] = must || block_scores[J] >= threshold;
+    kept += keep[J];
+  }
+  kept = block_sum<kThreads>(kept, iscratch);
+  const int want = min(R.min_blocks, n);
+  for (; kept < want; ++kept) {
+    const int j = best_unkept<kThreads>(block_scores, keep, n, fscratch, iscratch);
+    __syncthreads();
+    if (threadIdx.x == 0) keep[j] = 1;
+    __syncthreads();
+  }
+  __syncthreads();
+  const long long row_start = (long long)h * triangle(p.blocks) + triangle(I);
+  if (warp == 0) {
+    int* out = p.staged + row_start;
+    int base = 0;
+    for (int J0 = 0; J0 < n; J0 += 32) {
+      const int J = J0 + lane;
+      const bool k = J < n && keep[J];
+      const unsigned b = __ballot_sync(0xFFFFFFFFu, k);
+      if (k) out[base + __popc(b & ((1u << lane) - 1u))] = J;
+      base += __popc(b);
+    }
+    if (lane == 0) p.counts[h * p.blocks + I] = base;
+  }
+  if (p.scores) {
+    for (int J = threadIdx.x; J < n; J += kThreads) p.scores[row_start + J] = block_scores[J];
+  }
+}
+
 template <class C, class S>
 __device__ void block_score(const BlockSelectParams& p, unsigned char* smem) {
   constexpr int D = C::kDim, T = C::kTile, W = C::kThreads / 32, NT = T / 8;
@@ -176,7 +291,6 @@ __device__ void block_score(const BlockSelectParams& p, unsigned char* smem) {
     copy_async_commit();
   };
 
-  const float kLog2e = 1.4426950408889634f;
   float m[2] = {minus_infinity(), minus_infinity()}, l[2] = {0.0f, 0.0f}, inv[2] = {0.0f, 0.0f};
   load_tile(0, 0);
   for (int it = 0; it < 2 * tiles; ++it) {
@@ -186,61 +300,22 @@ __device__ void block_score(const BlockSelectParams& p, unsigned char* smem) {
     else copy_async_commit();
     copy_async_wait<1>();
     __syncthreads();
-    if (it == tiles) {
-      // Pass 1 is over: merge the quad's statistics of each row (every row sees block 0).
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-#pragma unroll
-        for (int o = 1; o < 4; o <<= 1)
-          merge_softmax_stats(m[r], l[r], __shfl_xor_sync(0xFFFFFFFFu, m[r], o),
-                              __shfl_xor_sync(0xFFFFFFFFu, l[r], o));
-        inv[r] = __fdiv_rn(1.0f, l[r]);
-      }
-    }
+    if (it == tiles) quad_row_stats(m, l, inv);  // pass 1 is over
     const char* keys = reinterpret_cast<const char*>(smem) + (it & 1) * L.stage_bytes();
     float colsum[NT][2];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       float c[4];
       dot_16x8<D>(a, keys + nt * 8 * RB, RB, lane, c);
-      const int J0 = tile * T + nt * 8 + 2 * t4;
       float x[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        ScoreArgs args{};
-        args.dot = &c[i];
-        x[i] = J0 + (i & 1) < n ? __fmul_rn(S::eval(args), kLog2e) : minus_infinity();
-      }
-      if (!second) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          // The running sum is rescaled only when the max grows (rarely, after the first
-          // tiles): about one exp2 per score instead of one and a half.
-          const float mx = fmaxf(m[r], fmaxf(x[2 * r], x[2 * r + 1]));
-          if (mx > m[r]) {
-            l[r] = __fmul_rn(l[r], rescale(m[r], mx));
-            m[r] = mx;
-          }
-          l[r] = __fadd_rn(l[r], __fadd_rn(exp2_below(x[2 * r], mx), exp2_below(x[2 * r + 1], mx)));
-        }
-      } else {
-        // p = exp2(x - m) / Z; an invalid block has x = -inf, so p = 0.
-        const float p0 = __fmul_rn(exp2f(x[0] - m[0]), inv[0]);
-        const float p1 = __fmul_rn(exp2f(x[1] - m[0]), inv[0]);
-        const float p2 = __fmul_rn(exp2f(x[2] - m[1]), inv[1]);
-        const float p3 = __fmul_rn(exp2f(x[3] - m[1]), inv[1]);
-        colsum[nt][0] = __fadd_rn(p0, p2);
-        colsum[nt][1] = __fadd_rn(p1, p3);
-      }
+      chunk_scores<S>(c, tile * T + nt * 8 + 2 * t4, n, x);
+      if (!second) chunk_row_stats(x, m, l);
+      else chunk_column_sums(x, m, inv, colsum[nt]);
     }
     if (second) {
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-        for (int o = 4; o < 32; o <<= 1) {
-          colsum[nt][0] = __fadd_rn(colsum[nt][0], __shfl_xor_sync(0xFFFFFFFFu, colsum[nt][0], o));
-          colsum[nt][1] = __fadd_rn(colsum[nt][1], __shfl_xor_sync(0xFFFFFFFFu, colsum[nt][1], o));
-        }
+        warp_column_sums(colsum[nt]);
         if (g == 0) {
           partial[warp * T + nt * 8 + 2 * t4] = colsum[nt][0];
           partial[warp * T + nt * 8 + 2 * t4 + 1] = colsum[nt][1];
@@ -257,47 +332,9 @@ __device__ void block_score(const BlockSelectParams& p, unsigned char* smem) {
     }
     __syncthreads();
   }
-
-  // The rule: keep J iff score >= alpha * max, or J is a must-keep block; then the
-  // minimum budget from the best remaining blocks.
-  const BlockRule& R = p.rule;
-  float mx = minus_infinity();
-  for (int J = threadIdx.x; J < n; J += C::kThreads) mx = fmaxf(mx, block_scores[J]);
-  mx = block_max<C::kThreads>(mx, fscratch);
-  const float threshold = __fmul_rn(R.alpha, mx);
-  const bool dense_row = I >= p.blocks - R.last_blocks;
-  int kept = 0;
-  for (int J = threadIdx.x; J < n; J += C::kThreads) {
-    const bool must = J < R.sink_blocks || J > I - R.local_blocks || dense_row;
-    keep[J] = must || block_scores[J] >= threshold;
-    kept += keep[J];
-  }
-  kept = block_sum<C::kThreads>(kept, iscratch);
-  const int want = min(R.min_blocks, n);
-  for (; kept < want; ++kept) {
-    const int j = best_unkept<C::kThreads>(block_scores, keep, n, fscratch, iscratch);
-    __syncthreads();
-    if (threadIdx.x == 0) keep[j] = 1;
-    __syncthreads();
-  }
-  __syncthreads();
-  const long long row_start = (long long)h * triangle(p.blocks) + triangle(I);
-  if (warp == 0) {
-    int* out = p.staged + row_start;
-    int base = 0;
-    for (int J0 = 0; J0 < n; J0 += 32) {
-      const int J = J0 + lane;
-      const bool k = J < n && keep[J];
-      const unsigned b = __ballot_sync(0xFFFFFFFFu, k);
-      if (k) out[base + __popc(b & ((1u << lane) - 1u))] = J;
-      base += __popc(b);
-    }
-    if (lane == 0) p.counts[h * p.blocks + I] = base;
-  }
-  if (p.scores) {
-    for (int J = threadIdx.x; J < n; J += C::kThreads) p.scores[row_start + J] = block_scores[J];
-  }
+  keep_blocks<C::kThreads>(p, I, h, n, lane, warp, block_scores, keep, fscratch, iscratch);
 }
+
 
 // The CSR offsets: an exclusive scan of the counts by one CTA of kScanThreads.
 template <class C, int kScanThreads>

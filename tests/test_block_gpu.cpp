@@ -2,6 +2,7 @@
 // random inputs on every run (the seed is printed).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "block_check.h"
 #include "testing/block_harness.h"
@@ -268,5 +269,71 @@ TEST_CASE("block-select and attention at PERF.md's shape: 32 query heads on 8 KV
       bad += !(std::fabs(double(got[j]) - want[j]) <= 1e-2 + 1e-2 * std::fabs(want[j]));
     INFO("rows from " << first);
     CHECK(bad == 0);
+  }
+}
+
+// block-select with the wgmma score pass (BlockProblem::score_wgmma = 1, as
+// WINNOW_BLOCK_SCORE_WGMMA=1) against the mma.sync one on the same inputs: the scores bit
+// for bit and the same index. The two share every reduction order; what could still differ
+// is the tensor cores' own rounding of a dot (mma.sync against wgmma), which the [emu]
+// cases cannot see: a few scores off by an ulp or two would point there, larger
+// differences to the kernel.
+TEST_CASE("block-select's wgmma score pass equals the mma.sync one bit for bit", "[gpu]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  const int d = GENERATE(128, 64);
+  // 33 blocks: one partial tile; 130: two tiles of 128, the second partial.
+  const int64_t L = GENERATE(int64_t(128), int64_t(33 * 128), int64_t(130 * 128));
+  const auto kind = GENERATE(ops::BlockInput::Structured, ops::BlockInput::Random);
+  INFO("d " << d << " L " << L << " input " << ops::block_input_name(kind));
+  auto& f = GpuFixture::get();
+  auto p = test::small_block_problem(32, 8, 130 * 128);
+  p.head_dim = d;
+  p.arch = ops::device_arch(*f.ctx);
+  p.score_wgmma = 0;
+  auto plain = ops::BlockSelectOp::create(p, f.ctx.get());
+  plain->build(*f.cache, *f.be);
+  p.score_wgmma = 1;
+  auto wgmma = ops::BlockSelectOp::create(p, f.ctx.get());
+  if (wgmma->plan_text().find("score_wgmma=1") == std::string::npos) {
+    WARN("WINNOW_SKIP: the wgmma score pass is sm_90a only; this GPU is " << p.arch.str());
+    return;
+  }
+  wgmma->build(*f.cache, *f.be);
+  INFO(wgmma->launch_info());
+  const auto data = ops::make_block_data(p, L, kind, test::test_seed() + uint64_t(L) + d);
+  const auto dev = ops::upload_block_inputs(data);
+  const int64_t nb = ops::block_count(L);
+  for (const float alpha : {0.1f, 1.0f}) {
+    ops::BlockSelectRule rule;
+    rule.alpha = alpha;
+    INFO("alpha " << alpha);
+    const SelectRun a = run_select(*plain, dev, rule), b = run_select(*wgmma, dev, rule);
+    check_form(b.index, p.heads, nb);
+    REQUIRE(a.scores.size() == b.scores.size());
+    int64_t differ = 0;
+    double worst = 0;
+    for (size_t j = 0; j < a.scores.size(); ++j) {
+      differ += std::memcmp(&a.scores[j], &b.scores[j], 4) != 0;
+      worst = std::max(worst, std::fabs(double(a.scores[j]) - b.scores[j]));
+    }
+    INFO(differ << " of " << a.scores.size() << " scores differ in some bit, by up to " << worst);
+    CHECK(differ == 0);
+    CHECK(b.index.offsets == a.index.offsets);
+    CHECK(b.index.indices == a.index.indices);
+  }
+  // Exact ties (d = 128 data): the reference's own index.
+  if (d == 128 && L == 33 * 128) {
+    std::mt19937_64 rng(test::test_seed());
+    const auto tied = test::tied_block_data(p, L, rng);
+    const auto tdev = ops::upload_block_inputs(tied);
+    const std::vector<double> ref = ops::reference_block_scores(p, tied.decoded());
+    ops::BlockSelectRule rule;
+    rule.alpha = 1.0f;
+    rule.min_blocks = 6;
+    const SelectRun b = run_select(*wgmma, tdev, rule);
+    const ops::BlockIndex want = ops::build_block_index(p, nb, ref.data(), rule);
+    CHECK(b.index.offsets == want.offsets);
+    CHECK(b.index.indices == want.indices);
   }
 }

@@ -63,6 +63,40 @@ TEST_CASE("the wgmma block attention kernel compiles for sm_90a, opt-in", "[nvrt
   CHECK_THAT(ops::BlockAttentionOp::create(p, nullptr)->source(), !Catch::Contains("wgmma"));
 }
 
+TEST_CASE("the wgmma block score pass compiles for sm_90a, opt-in", "[nvrtc]") {
+  const int d = GENERATE(64, 128);
+  INFO("head_dim " << d);
+  auto p = problem(d);
+  p.score_wgmma = 1;
+  auto wgmma = ops::BlockSelectOp::create(p, nullptr);
+  CHECK_THAT(wgmma->source(), Catch::Contains("block_score_wgmma<WinnowBlockConfig, WinnowScore>"));
+  CHECK_THAT(wgmma->plan_text(), Catch::Contains("score_tile=128"));
+  CHECK_THAT(wgmma->plan_text(), Catch::Contains("score_wgmma=1"));
+  check_builds(*wgmma);
+  // Off: the mma.sync kernel and the plan text (so the key) of before.
+  p.score_wgmma = 0;
+  auto plain = ops::BlockSelectOp::create(p, nullptr);
+  CHECK_THAT(plain->source(), !Catch::Contains("wgmma"));
+  CHECK_THAT(plain->plan_text(), !Catch::Contains("wgmma"));
+  // Unset in the problem: WINNOW_BLOCK_SCORE_WGMMA=1 turns it on; the flag overrides it.
+  p.score_wgmma = -1;
+  {
+    test::ScopedEnv on("WINNOW_BLOCK_SCORE_WGMMA", "1");
+    CHECK_THAT(ops::BlockSelectOp::create(p, nullptr)->plan_text(), Catch::Contains("score_wgmma=1"));
+    p.score_wgmma = 0;
+    CHECK_THAT(ops::BlockSelectOp::create(p, nullptr)->plan_text(), !Catch::Contains("wgmma"));
+    p.score_wgmma = -1;
+  }
+  {
+    test::ScopedEnv off("WINNOW_BLOCK_SCORE_WGMMA", nullptr);
+    CHECK_THAT(ops::BlockSelectOp::create(p, nullptr)->plan_text(), !Catch::Contains("wgmma"));
+  }
+  // Other archs keep the mma.sync kernel.
+  p.score_wgmma = 1;
+  p.arch = backend::parse_arch("sm_100a");
+  CHECK_THAT(ops::BlockSelectOp::create(p, nullptr)->source(), !Catch::Contains("wgmma"));
+}
+
 TEST_CASE("block problems are checked with messages", "[nvrtc]") {
   auto p = problem(128);
   p.kv_heads = 5;

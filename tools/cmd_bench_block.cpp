@@ -58,9 +58,10 @@ struct BlockBenchArgs {
   bool winnow_dense = true, check = true;
   int repeats = 10, warmup = 2;
   uint64_t seed = 1;
-  // "attention_wgmma" when the attention op runs the sm_90a wgmma kernel
-  // (WINNOW_BLOCK_ATTENTION_WGMMA=1), then WINNOW_NVRTC_OPTIONS if set, recorded as
-  // "variant"; empty: none.
+  // "score_wgmma" when block-select's score pass runs the sm_90a wgmma kernel
+  // (WINNOW_BLOCK_SCORE_WGMMA=1), "attention_wgmma" when the attention op does
+  // (WINNOW_BLOCK_ATTENTION_WGMMA=1; both: "score_wgmma attention_wgmma"), then
+  // WINNOW_NVRTC_OPTIONS if set, recorded as "variant"; empty: none.
   std::string variant;
 };
 
@@ -211,8 +212,13 @@ int bench_block_main(int argc, char** argv) {
   select->build(cache, *be);
   auto attention = ops::BlockAttentionOp::create(p, &ctx);
   attention->build(cache, *be);
-  a.variant = variant_with_nvrtc_options(
-      attention->plan_text().find("attention_wgmma=1") != std::string::npos ? "attention_wgmma" : "");
+  // The kernels the plans chose, by their plan marks: "score_wgmma" and / or
+  // "attention_wgmma", space-separated.
+  std::string kernels;
+  if (select->plan_text().find("score_wgmma=1") != std::string::npos) kernels = "score_wgmma";
+  if (attention->plan_text().find("attention_wgmma=1") != std::string::npos)
+    kernels += kernels.empty() ? "attention_wgmma" : " attention_wgmma";
+  a.variant = variant_with_nvrtc_options(kernels);
   fmt::print(stderr, "block-select on {} ({}): heads {}/{} d 128, kernels built in {:.1f} s\n"
                      "  {}\n  {}\n",
              meta.gpu, p.arch.str(), p.heads, p.kv_heads, seconds_since(t0),

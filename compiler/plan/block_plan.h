@@ -23,6 +23,9 @@ struct BlockPlan {
   // 1: the attention kernel is the sm_90a wgmma one (kWgmmaAttentionThreads threads, one
   // 128-key tile per listed block); set by use_wgmma_attention.
   int attention_wgmma = 0;
+  // 1: the score pass is the sm_90a wgmma one (kWgmmaScoreThreads threads, score_tile
+  // kWgmmaScoreTile); set by use_wgmma_score.
+  int score_wgmma = 0;
 };
 
 // The plan for the spec; false (with `why`) when it does not fit `smem_limit` bytes.
@@ -31,6 +34,10 @@ bool choose_block_plan(const BlockSpec& spec, long smem_limit, BlockPlan* out, s
 // Moves `plan`'s attention kernel to the wgmma one; false (with `why`) when its shared
 // memory does not fit `smem_limit` bytes.
 bool use_wgmma_attention(const BlockSpec& spec, long smem_limit, BlockPlan* plan, std::string* why);
+
+// Moves `plan`'s score pass to the wgmma one (tiles of kWgmmaScoreTile blocks); false
+// (with `why`) when its shared memory does not fit `smem_limit` bytes.
+bool use_wgmma_score(const BlockSpec& spec, long smem_limit, BlockPlan* plan, std::string* why);
 
 // Canonical text of spec + plan, for the cache key and `winnow compile`.
 std::string describe(const BlockSpec& spec, const BlockPlan& plan);
