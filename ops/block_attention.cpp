@@ -6,25 +6,12 @@
 #include "compiler/codegen/emit_block.h"
 #include "ops/key_tensor_map.h"
 #include "ops/tensor_rules.h"
-#include "runtime/env.h"
 
 namespace winnow::ops {
 
 BlockAttentionOp::BlockAttentionOp(const BlockProblem& p, const rt::Context* ctx)
     : BlockOp(p, ctx, "winnow_block_attention") {
-  // The wgmma kernel where asked for (the problem's flag, else the environment) on sm_90a.
-  bool wgmma = p.attention_wgmma == 1;
-  if (p.attention_wgmma < 0) {
-    const auto v = rt::env_get("WINNOW_BLOCK_ATTENTION_WGMMA");
-    wgmma = v && *v == "1";
-  }
-  if (wgmma && p.arch.major == 9 && p.arch.suffix == 'a') {
-    std::string why;
-    if (!plan::use_wgmma_attention(m_.spec, ctx ? ctx->info().max_smem_optin : kDefaultSmemLimit,
-                                   &m_.plan, &why))
-      throw NotSupported(why);
-    m_.program = plan::describe(m_.spec, m_.plan);
-  }
+  m_.opt_in_wgmma(p.attention_wgmma, "WINNOW_BLOCK_ATTENTION_WGMMA", plan::use_wgmma_attention);
   m_.generated = codegen::emit_block_attention(m_.spec, m_.plan);
 }
 

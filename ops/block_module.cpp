@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <string>
 
+#include "ops/errors.h"
+#include "runtime/env.h"
+
 namespace winnow::ops {
 
 BlockModule::BlockModule(const BlockProblem& p, const rt::Context* context, std::string name)
@@ -30,6 +33,19 @@ bool BlockModule::build(rt::CubinCache& cache, const backend::Backend& be) {
 std::shared_ptr<const rt::LoadedKernel> BlockModule::load(const char* entry,
                                                           int dynamic_smem_bytes) const {
   return load_entry(*ctx, module, entry, dynamic_smem_bytes);
+}
+
+void BlockModule::opt_in_wgmma(int flag, const char* var, WgmmaPlanStep use) {
+  bool on = flag == 1;
+  if (flag < 0) {
+    const auto v = rt::env_get(var);
+    on = v && *v == "1";
+  }
+  if (!on || problem.arch.major != 9 || problem.arch.suffix != 'a') return;
+  std::string why;
+  if (!use(spec, ctx ? ctx->info().max_smem_optin : kDefaultSmemLimit, &plan, &why))
+    throw NotSupported(why);
+  program = plan::describe(spec, plan);
 }
 
 std::string BlockModule::describe(const char* name, const rt::LoadedKernel& k, int threads) const {

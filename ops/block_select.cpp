@@ -9,7 +9,6 @@
 #include "compiler/lower/lower.h"
 #include "ops/key_tensor_map.h"
 #include "ops/tensor_rules.h"
-#include "runtime/env.h"
 
 namespace winnow::ops {
 namespace {
@@ -35,20 +34,7 @@ ir::Expr block_score_program(int head_dim) {
 
 BlockSelectOp::BlockSelectOp(const BlockProblem& p, const rt::Context* ctx)
     : BlockOp(p, ctx, "winnow_block_select") {
-  // The wgmma score pass where asked for (the problem's flag, else the environment) on
-  // sm_90a.
-  bool wgmma = p.score_wgmma == 1;
-  if (p.score_wgmma < 0) {
-    const auto v = rt::env_get("WINNOW_BLOCK_SCORE_WGMMA");
-    wgmma = v && *v == "1";
-  }
-  if (wgmma && p.arch.major == 9 && p.arch.suffix == 'a') {
-    std::string why;
-    if (!plan::use_wgmma_score(m_.spec, ctx ? ctx->info().max_smem_optin : kDefaultSmemLimit,
-                               &m_.plan, &why))
-      throw NotSupported(why);
-    m_.program = plan::describe(m_.spec, m_.plan);
-  }
+  m_.opt_in_wgmma(p.score_wgmma, "WINNOW_BLOCK_SCORE_WGMMA", plan::use_wgmma_score);
   score_ = lower::lower_score(block_score_program(p.head_dim), 1, nullptr);
   m_.program = ir::print(score_) + "\n" + m_.program;
   m_.generated = codegen::emit_block_select(score_, m_.spec, m_.plan);
