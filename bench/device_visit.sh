@@ -12,7 +12,13 @@
 # empty: none), BENCH (';'-separated `winnow bench` argument lists), BENCH_ENVS ('|'-
 # separated environments, each "" or "NAME=VALUE ..."; default one empty: the plain run),
 # BENCH_TIMEOUT (per run, default 120), TORCH_TOPK (bench/torch_baselines.py --topk),
-# SDPA_L (sizes for bench/sdpa_dense.py, e.g. "16K 128K": dense SDPA for block-select runs).
+# SDPA_L (sizes for bench/sdpa_dense.py, e.g. "16K 128K": dense SDPA for block-select runs),
+# TORCH_KNN ("BxNxDxK,..."), TORCH_DECODE ("LENS:NEXT_N:K,..."): more torch baselines;
+# WARM_ONLY=1: the bench kernels compiled beside the suites, no timed bench (a later visit
+# with the same build and caches.tar.gz times them). A BENCH run may start with NAME=VALUE
+# words, its own environment (e.g. "WINNOW_KNN_RETRIEVAL=1 knn-ip --T 1M").
+# The default and shuffled suites share one kernel cache (/tmp/c-suite): a cold visit
+# compiles each plan once.
 # Everything under $OUT/v, then $OUT/visit.tar.gz (the folder removed) (and $OUT/caches.tar.gz: each suite's
 # kernel cache (WINNOW_TEST_CACHE_DIR) and the bench's; put it in .devbin/ for the next
 # visit with the same build and the suites run warm).
@@ -28,6 +34,13 @@ TT=${TT:-400}; SPEC=${TESTS:-[gpu]~[knn]}
 IFS='|' read -ra envs <<< "${BENCH_ENVS:-}"
 [ ${#envs[@]} -eq 0 ] && envs=("")
 IFS=';' read -ra runs <<< "${BENCH:-}"
+# A run's leading NAME=VALUE words (its environment) into pre, the rest into args.
+split_run() {
+  pre=(); args=(); local w
+  for w in $1; do
+    if [ ${#args[@]} -eq 0 ] && [[ "$w" =~ ^[A-Z_][A-Z0-9_]*= ]]; then pre+=("$w"); else args+=("$w"); fi
+  done
+}
 suite() {  # name cache-dir env... -- catch2 args...
   local name=$1 cache=$2; shift 2
   local envv=(); while [ "$1" != "--" ]; do envv+=("$1"); shift; done; shift
@@ -38,8 +51,8 @@ suite() {  # name cache-dir env... -- catch2 args...
 }
 if [ "$SPEC" != "-" ]; then
   seed=${ORDER_SEED:-$(( (RANDOM << 15 | RANDOM) + 1 ))}
-  suite tests_default /tmp/c-default -- &
-  suite tests_rand /tmp/c-rand -- --order rand --rng-seed "$seed" &
+  suite tests_default /tmp/c-suite -- &
+  suite tests_rand /tmp/c-suite -- --order rand --rng-seed "$seed" &
   [ -n "${VARIANT_ENV:-}" ] && { read -ra venv <<< "$VARIANT_ENV"; suite tests_variant /tmp/c-variant "${venv[@]}" -- & }
   (WINNOW_CACHE_DIR=/tmp/c-c timeout 120 "$B/winnow_c_two_contexts" > "$O/c_two_contexts.txt" 2>&1
    echo "C program rc=$? (77: skipped)" >> "$O/summary.txt") &
@@ -47,20 +60,23 @@ fi
 # The bench kernels, compiled beside the suites (one untimed run each).
 (for r in "${runs[@]}"; do
    for e in "${envs[@]}"; do
-     read -ra ev <<< "$e"
-     env WINNOW_CACHE_DIR=/tmp/c-bench "${ev[@]}" timeout "${BENCH_TIMEOUT:-120}" "$B/winnow" bench $r \
-       --repeats 1 --warmup 0 >> "$O/warm.txt" 2>&1
+     read -ra ev <<< "$e"; split_run "$r"
+     env WINNOW_CACHE_DIR=/tmp/c-bench "${ev[@]}" "${pre[@]}" timeout "${BENCH_TIMEOUT:-120}" "$B/winnow" bench \
+       "${args[@]}" --repeats 1 --warmup 0 >> "$O/warm.txt" 2>&1
+     echo "warm ${pre[*]} ${args[*]} [$e]: rc=$? at $((SECONDS - t0)) s" >> "$O/summary.txt"
    done
  done) &
 wait
 echo "suites done at $((SECONDS - t0)) s (shuffled seed ${seed:-none})"; cat "$O/summary.txt" 2>/dev/null
-tar -C /tmp -czf "${OUT:-out}/caches.tar.gz" c-default c-rand c-variant c-bench 2>/dev/null
-if [ ${#runs[@]} -gt 0 ]; then
+tar -C /tmp -czf "${OUT:-out}/caches.tar.gz" c-suite c-variant c-bench 2>/dev/null
+if [ ${#runs[@]} -gt 0 ] && [ -z "${WARM_ONLY:-}" ]; then
   export WINNOW_CACHE_DIR=/tmp/c-bench
   timeout 100 python3 bench/ceilings.py "$O/ceilings.json" 2>&1 | tail -n 1
   base=()
-  if [ -n "${TORCH_TOPK:-}" ]; then
-    timeout 200 python3 bench/torch_baselines.py "$O/baselines.json" --topk "$TORCH_TOPK" 2>&1 | tail -n 4
+  if [ -n "${TORCH_TOPK:-}${TORCH_KNN:-}${TORCH_DECODE:-}" ]; then
+    timeout "${TORCH_TIMEOUT:-240}" python3 bench/torch_baselines.py "$O/baselines.json" \
+      ${TORCH_TOPK:+--topk "$TORCH_TOPK"} ${TORCH_KNN:+--knn "$TORCH_KNN"} \
+      ${TORCH_DECODE:+--decode "$TORCH_DECODE"} 2>&1 | tail -n 8
     base=(--baselines "$O/baselines.json")
   fi
   dense=()
@@ -72,8 +88,8 @@ if [ ${#runs[@]} -gt 0 ]; then
     extra=("${base[@]}")
     [[ "$r" == block-select* ]] && extra=("${dense[@]}")
     for e in "${envs[@]}"; do
-      read -ra ev <<< "$e"
-      env "${ev[@]}" timeout "${BENCH_TIMEOUT:-120}" "$B/winnow" bench $r --ceilings "$O/ceilings.json" \
+      read -ra ev <<< "$e"; split_run "$r"
+      env "${ev[@]}" "${pre[@]}" timeout "${BENCH_TIMEOUT:-120}" "$B/winnow" bench "${args[@]}" --ceilings "$O/ceilings.json" \
         "${extra[@]}" --out "$O/bench.jsonl" >> "$O/bench.txt" 2>&1
       echo "bench $r [$e]: rc=$? at $((SECONDS - t0)) s"
     done
