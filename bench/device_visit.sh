@@ -85,10 +85,10 @@ if [ ${#runs[@]} -gt 0 ] && [ -z "${WARM_ONLY:-}" ]; then
     dense=(--dense "$O/sdpa.jsonl")
   fi
   for r in "${runs[@]}"; do
-    extra=("${base[@]}")
-    [[ "$r" == block-select* ]] && extra=("${dense[@]}")
+    split_run "$r"; extra=("${base[@]}")
+    [ "${args[0]}" = block-select ] && extra=("${dense[@]}")
     for e in "${envs[@]}"; do
-      read -ra ev <<< "$e"; split_run "$r"
+      read -ra ev <<< "$e"
       env "${ev[@]}" "${pre[@]}" timeout "${BENCH_TIMEOUT:-120}" "$B/winnow" bench "${args[@]}" --ceilings "$O/ceilings.json" \
         "${extra[@]}" --out "$O/bench.jsonl" >> "$O/bench.txt" 2>&1
       echo "bench $r [$e]: rc=$? at $((SECONDS - t0)) s"

@@ -61,7 +61,8 @@ struct BlockScoreSmem {
   WINNOW_HD constexpr long scores_off() const { return 2 * stage_bytes(); }
   WINNOW_HD constexpr long partial_off() const { return scores_off() + 4L * max_blocks; }
   WINNOW_HD constexpr long keep_off() const { return partial_off() + 4L * warps * tile; }
-  WINNOW_HD constexpr long reduce_off() const { return keep_off() + max_blocks; }
+  // 16-byte aligned: the reductions store words (max_blocks need not be a multiple of 4).
+  WINNOW_HD constexpr long reduce_off() const { return (keep_off() + max_blocks + 15) / 16 * 16; }
   WINNOW_HD constexpr long bytes() const { return reduce_off() + 16L * 32; }
 };
 
