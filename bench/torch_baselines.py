@@ -57,7 +57,8 @@ def sizes(arg, n):
 
 def topk_ms(rows, cols, k):
     logits = torch.randn(rows, cols, device="cuda", dtype=torch.float32)
-    ms = median_ms(lambda: torch.topk(logits, k, dim=1, sorted=False))
+    # k past the row (decode's short requests): torch.topk refuses it, the op pads with -1.
+    ms = median_ms(lambda: torch.topk(logits, min(k, cols), dim=1, sorted=False))
     del logits
     return ms
 
@@ -100,9 +101,9 @@ def decode_torch_ms(lens, next_n, k, heads=64):
         logits.fill_(float("-inf"))
         for b, n in enumerate(lens):
             blocks = flat[table[starts[b]:starts[b] + pages[b]].long()]
-            k = blocks[:, :8192].reshape(-1, 128)[:n].view(torch.float8_e4m3fn).float()
+            keys = blocks[:, :8192].reshape(-1, 128)[:n].view(torch.float8_e4m3fn).float()
             scale = blocks[:, 8192:].reshape(-1, 4)[:n].view(torch.float32).squeeze(1)
-            s = torch.einsum("jhd,nd->jhn", q[b].float(), k).relu_()
+            s = torch.einsum("jhd,nd->jhn", q[b].float(), keys).relu_()
             s = torch.einsum("jh,jhn->jn", w[b * next_n:(b + 1) * next_n], s) * scale
             seen = n - next_n + 1 + torch.arange(next_n, device="cuda")
             logits[b * next_n:(b + 1) * next_n, :n] = s.masked_fill(pos[None, :n] >= seen[:, None],
