@@ -19,7 +19,8 @@ namespace {
 template <int D>
 struct EmuConfig {
   static constexpr int kHeads = 4, kKvHeads = 2, kDim = D;
-  static constexpr int kThreads = 256, kTile = 64, kMaxBlocks = 128;
+  // 130: a block count that is not a multiple of 4, as the layout must allow.
+  static constexpr int kThreads = 256, kTile = 64, kMaxBlocks = 130;
 };
 
 // The block score program dot(0) * (1 / sqrt(d)), as the generated functor computes it.
