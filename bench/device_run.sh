@@ -21,6 +21,7 @@
 #
 # SANITIZE=memcheck: compute-sanitizer memcheck over the whole TESTS suite in one process
 # and over the C program, with WINNOW_TEST_SMALL=1 (the large cases shrink): memcheck.txt.
+# SANITIZE_SHARDS=N: the memcheck suite split over N processes at once (memcheck-<i>.txt).
 # SANITIZE=race: racecheck, then synccheck, over the kernel cases (RACE_TESTS, default
 # every [gpu] case but the C API ones, which run the same kernels, and the llvm one; quote a
 # name pattern after a tag: '[gpu]~[knn]~"C API*"', since '[gpu]~C API*~[knn]' matches 6
@@ -57,7 +58,30 @@ if [ "${SANITIZE:-}" = memcheck ]; then
   # CUDA_ERROR_INVALID_IMAGE (its point: evict and recompile): it runs on its own with API
   # errors unreported (memory errors still are), appended to memcheck.txt.
   refused='"a plan builds when its cached cubin is one the driver refuses"'
-  sanitize memcheck "${TESTS:-[gpu]}~$refused" "${SANITIZE_TIMEOUT:-480}"
+  if [ "${SANITIZE_SHARDS:-1}" -gt 1 ]; then
+    # The suite's cases dealt round-robin to SANITIZE_SHARDS processes at once, each with
+    # its own kernel cache (the compiles run side by side): memcheck-<i>.txt, and their
+    # summaries in memcheck.txt. Every case of the suite runs once, in one of them.
+    WINNOW_TEST_SMALL=1 "$BIN/winnow_tests" "${TESTS:-[gpu]}~$refused" --list-test-names-only |
+      grep -v '^$' | sed 's/,/\\,/g' > "$OUT/memcheck-cases.txt"  # Catch2 splits specs on commas
+    n=$SANITIZE_SHARDS
+    for ((i = 0; i < n; ++i)); do
+      awk -v n="$n" -v i="$i" 'NR % n == i' "$OUT/memcheck-cases.txt" > "/tmp/memcheck-shard-$i.txt"
+      (WINNOW_CACHE_DIR=/tmp/winnow-cache-$i WINNOW_TEST_SMALL=1 timeout "${SANITIZE_TIMEOUT:-480}" \
+         "$SANITIZER" --tool memcheck --print-limit 200 "$BIN/winnow_tests" \
+         --input-file "/tmp/memcheck-shard-$i.txt" -r console --durations yes \
+         > "$OUT/memcheck-$i.txt" 2>&1
+       echo "memcheck shard $i of $n rc=$? :: $(wc -l < "/tmp/memcheck-shard-$i.txt") cases") &
+    done
+    wait
+    for ((i = 0; i < n; ++i)); do
+      { echo "== shard $i"; grep -E "ERROR SUMMARY|test cases:|All tests passed" "$OUT/memcheck-$i.txt" | tail -n 3; } \
+        | tee -a "$OUT/memcheck.txt"
+    done
+    timing "memcheck, $n shards"
+  else
+    sanitize memcheck "${TESTS:-[gpu]}~$refused" "${SANITIZE_TIMEOUT:-480}"
+  fi
   echo "== $refused under memcheck --report-api-errors no" >> "$OUT/memcheck.txt"
   WINNOW_TEST_SMALL=1 timeout 120 "$SANITIZER" --tool memcheck --report-api-errors no \
     "$BIN/winnow_tests" "$refused" >> "$OUT/memcheck.txt" 2>&1

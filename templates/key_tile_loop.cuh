@@ -11,6 +11,10 @@
 #include "winnow/topk_smem.cuh"
 #include "winnow/wgmma_tiles.cuh"
 
+#ifndef WINNOW_PRODUCER_SYNCWARP
+#define WINNOW_PRODUCER_SYNCWARP 0
+#endif
+
 namespace winnow {
 
 // The math threads (every thread but the wgmma path's producer warp) synchronise
@@ -242,6 +246,11 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
         after_tile();
       }
     }
+#if WINNOW_PRODUCER_SYNCWARP
+    // Experiment switch (racecheck's third kind of report, bench/NOTES.md session 11): each
+    // warp reconverged before the CTA barrier.
+    __syncwarp();
+#endif
     __syncthreads();  // the stages and s.q are read before anyone rewrites them
   } else if (C::kMma) {
     if (tiles > 0) load_key_tile<C>(p, s, 0, tile_keys(0));
