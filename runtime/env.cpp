@@ -30,8 +30,8 @@ constexpr std::array<EnvVar, 15> kRegistry{{
     {"WINNOW_FORCE_ARCH", false, "compile for this arch (sm_90a, sm_100a) instead of the device's"},
     // Picks between two kernels that have their own keys: no key input needed.
     {"WINNOW_KNN_RETRIEVAL", false,
-     "\"1\" runs one-head dense fp16/bf16 top-k (knn) in the retrieval mode instead of the "
-     "topk kernel (opt-in until its GPU tests have passed)"},
+     "\"0\" keeps one-head dense fp16/bf16 top-k (knn) on the topk kernel instead of the "
+     "retrieval mode (the default, \"1\")"},
     {"WINNOW_LOG_LEVEL", false, "error|warn|info|debug"},
     // Read only when a merge is handed an ncclComm_t (runtime/nccl_library.h).
     {"WINNOW_NCCL_LIBRARY", false, "the NCCL library to dlopen (default libnccl.so.2)"},

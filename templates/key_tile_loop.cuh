@@ -14,6 +14,11 @@
 #ifndef WINNOW_PRODUCER_SYNCWARP
 #define WINNOW_PRODUCER_SYNCWARP 0
 #endif
+// Experiment switch: the producer warp's lane that issues the TMA loads (0 by default; the
+// racecheck reports of session 11 name that lane as the reader).
+#ifndef WINNOW_TMA_LANE
+#define WINNOW_TMA_LANE 0
+#endif
 
 namespace winnow {
 
@@ -157,7 +162,7 @@ __device__ void produce_key_tile(const TopkParams& p, const TopkSmem<C>& s, int 
   }
   if (base >= 0) {
     mbarrier_arrive_after_copies(full);
-    if (lane == 0) {
+    if (lane == WINNOW_TMA_LANE) {
       mbarrier_arrive_expect_tx(full, unsigned(KT * RB));
 #pragma unroll
       for (int a = 0; a < RB / 128; ++a) {

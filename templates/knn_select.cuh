@@ -21,6 +21,9 @@ namespace winnow {
 struct KnnSelectCta {
   static constexpr int kThreads = kKnnSelectThreads;
 };
+struct KnnThresholdCta {
+  static constexpr int kThreads = kKnnThresholdThreads;
+};
 
 // The select kernels' shared memory (knn_select_smem_bytes).
 struct KnnSelectSmem {
@@ -46,8 +49,10 @@ __device__ void knn_threshold(const KnnParams& p, unsigned char* smem) {
   if (p.sample_tiles > 0 && m > 0) {
     const u32* v = p.samples + (long long)r * p.sample_cap;
     const int n = p.sample_tiles * kKnnKeyTile;
-    thr = radix_kth<KnnSelectCta>(s, m, [&](auto f) {
-      for (int i = threadIdx.x; i < n; i += kKnnSelectThreads) f(rank_key(v[i], i));
+    // Only the order key of the rank-th best is kept (every index admitted), so the radix
+    // passes stop after the high 32 bits: 4 passes, not 8.
+    thr = radix_kth<KnnThresholdCta, 32>(s, m, [&](auto f) {
+      for (int i = threadIdx.x; i < n; i += kKnnThresholdThreads) f(rank_key(v[i], i));
     });
     thr &= 0xFFFFFFFF00000000ull;
   }

@@ -74,12 +74,25 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
   const int tid = threadIdx.x;
   const bool sample = !C::kMaterialize && p.sample_pass;
 
-  // The queries as the swizzled B operand (rows past the pass's queries are zeros).
+  // The queries as the swizzled B operand (rows past the pass's queries are zeros): 16-byte
+  // chunks where the rows allow (every launch pays this; element by element it took a
+  // large share of the sample pass, session 11's ncu), else element by element.
   const unsigned short* qg = static_cast<const unsigned short*>(p.q);
-  for (int i = tid; i < Q * (RB / 2); i += C::kThreads) {
-    const int r = i / (RB / 2), e = i % (RB / 2);
-    const unsigned short v = r < p.queries ? qg[r * p.q_row_stride + e] : (unsigned short)0;
-    *reinterpret_cast<unsigned short*>(qs + swizzled_chunk<Q>(r, (2 * e) >> 4) + ((2 * e) & 15)) = v;
+  if ((reinterpret_cast<unsigned long long>(qg) & 15u) == 0 && (p.q_row_stride & 7) == 0) {
+    constexpr int CPR = RB / 16;  // 16-byte chunks per query row
+    for (int i = tid; i < Q * CPR; i += C::kThreads) {
+      const int r = i / CPR, c = i % CPR;
+      const uint4 v = r < p.queries
+                          ? *reinterpret_cast<const uint4*>(qg + r * p.q_row_stride + 8 * c)
+                          : make_uint4(0u, 0u, 0u, 0u);
+      *reinterpret_cast<uint4*>(qs + swizzled_chunk<Q>(r, c)) = v;
+    }
+  } else {
+    for (int i = tid; i < Q * (RB / 2); i += C::kThreads) {
+      const int r = i / (RB / 2), e = i % (RB / 2);
+      const unsigned short v = r < p.queries ? qg[r * p.q_row_stride + e] : (unsigned short)0;
+      *reinterpret_cast<unsigned short*>(qs + swizzled_chunk<Q>(r, (2 * e) >> 4) + ((2 * e) & 15)) = v;
+    }
   }
   if (tid < Q) {
     const bool real = tid < p.queries;
@@ -205,11 +218,14 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
             p.samples[(long long)n * p.sample_cap + slot0 + 8 * h] = real ? order_key(score) : 0u;
         } else {
           const u64 rk = rank_key(order_key(score), key);
-          const bool in = real && rk >= thr[n];
-          const unsigned ballot = __ballot_sync(0xFFFFFFFFu, in);
-          if (in) {
-            // One atomic per query among the warp's survivors.
-            const unsigned peers = __match_any_sync(ballot, n);
+          if (real && rk >= thr[n]) {
+            // A survivor is rare (the threshold aims at sqrt(k capacity) of N per query),
+            // so no warp vote per score on the common path (32 ballots a tile, session 11's
+            // ncu); the lanes that did get here share one atomic per query (all of them
+            // when every key passes: ties, a fallback round). The list's order is not part
+            // of the result: the select is exact over it.
+            const unsigned act = __activemask();
+            const unsigned peers = __match_any_sync(act, n);
             const int leader = __ffs(peers) - 1;
             u32 base = 0;
             if (lane == leader) base = atomicAdd(&p.rows[n].count, u32(__popc(peers)));

@@ -14,6 +14,9 @@ inline constexpr int kKnnQueries = 64;      // queries per pass: the wgmma N sid
 inline constexpr int kKnnStageBytes = kKnnKeyTile * kKnnChunkBytes;
 inline constexpr int kKnnStreamThreads = 256 + 32;  // two math warpgroups + the producer warp
 inline constexpr int kKnnSelectThreads = 256;
+// The first threshold's kernel: one CTA of 1024 threads per query (the sample's radix passes
+// read up to 65408 scores; 256 threads left the kernel latency-bound, session 11's ncu).
+inline constexpr int kKnnThresholdThreads = 1024;
 inline constexpr int kKnnMaxStages = 8;
 // The sample region: at most 16 MB less the counters and row states.
 inline constexpr int kKnnMaxSampleCap = 65408;  // multiple of kKnnKeyTile

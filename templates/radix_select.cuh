@@ -18,9 +18,12 @@ namespace winnow {
 // exactly k, their prefix with the lower index bits zero. Radix select, 8 bits a pass from
 // the top; called by the whole CTA.
 // Smem: any view with `u32* radix` (256 bins + the kScratchRadix* slots): TopkSmem<C> or
-// the knn select kernels' (templates/knn_select.cuh).
-template <class C, class Smem, class ForEach>
+// the knn select kernels' (templates/knn_select.cuh). LowestShift 32: the passes stop after
+// the order key (the high 32 bits), and the result is the order key of the k-th largest
+// with the index bits zero (at least k at or above it; more where it ties).
+template <class C, int LowestShift = 0, class Smem, class ForEach>
 __device__ u64 radix_kth(const Smem& s, u32 k, ForEach for_each) {
+  static_assert(LowestShift == 0 || LowestShift == 32, "whole RankKeys or their order keys");
   u32* hist = s.radix;
   u64* prefix_slot = reinterpret_cast<u64*>(s.radix + kScratchRadixPrefix);
   u32* remaining_slot = s.radix + kScratchRadixRemaining;
@@ -30,7 +33,7 @@ __device__ u64 radix_kth(const Smem& s, u32 k, ForEach for_each) {
     *remaining_slot = k;
     *done_slot = 0;
   }
-  for (int shift = 56; shift >= 0; shift -= 8) {
+  for (int shift = 56; shift >= LowestShift; shift -= 8) {
     for (int i = threadIdx.x; i < 256; i += C::kThreads) hist[i] = 0;
     __syncthreads();
     const u64 prefix = *prefix_slot;

@@ -166,8 +166,9 @@ __device__ void sample_rows(const TopkParams& p, const TopkSmem<C>& s, int row0,
     u32 lo = 0;
     bool gated = false;
     if (ns > 0) {
-      // The strided keys' sample_rank-th best (a guess of the row's 2k-th).
-      lo = rank_key_order(radix_kth<C>(s, sample_rank(ns, n), [&](auto f) {
+      // The strided keys' sample_rank-th best (a guess of the row's 2k-th); only its order
+      // key is used, so the radix passes stop there (LowestShift 32: 4 passes, not 8).
+      lo = rank_key_order(radix_kth<C, 32>(s, sample_rank(ns, n), [&](auto f) {
         for (int i = threadIdx.x; i < ns; i += C::kThreads) f(buf[i]);
       }));
       gated = true;
@@ -175,7 +176,7 @@ __device__ void sample_rows(const TopkParams& p, const TopkSmem<C>& s, int row0,
     if (n > K && got > u32(ns) && got >= u32(K)) {
       // With hint keys: the whole sample's k-th best, a lower bound of the row's k-th
       // (distinct keys of its window), raises the edge when the hint holds good keys.
-      lo = max(lo, rank_key_order(radix_kth<C>(s, K, [&](auto f) {
+      lo = max(lo, rank_key_order(radix_kth<C, 32>(s, K, [&](auto f) {
                  for (u32 i = threadIdx.x; i < got; i += C::kThreads) f(buf[i]);
                })));
       gated = true;

@@ -26,10 +26,16 @@ ops::TopkProblem knn_problem(ir::Expr score, int dim, int k, ops::DType t) {
 TEST_CASE("the op takes the retrieval mode only for one-head dense fp16/bf16 on sm_90a",
           "[knn][codegen]") {
   {
-    // Opt-in: without WINNOW_KNN_RETRIEVAL=1 every problem keeps the topk kernel.
+    // The default: without WINNOW_KNN_RETRIEVAL the problem takes the retrieval mode.
     test::ScopedEnv unset("WINNOW_KNN_RETRIEVAL", nullptr);
-    CHECK_FALSE(ops::TopkOp::create(knn_problem(ir::ip(), 768, 128, ops::DType::F16), nullptr)
-                    ->retrieval_mode());
+    CHECK(ops::TopkOp::create(knn_problem(ir::ip(), 768, 128, ops::DType::F16), nullptr)
+              ->retrieval_mode());
+  }
+  {
+    // Any other value than 0 or 1 is refused, not read as either.
+    test::ScopedEnv bad("WINNOW_KNN_RETRIEVAL", "yes");
+    CHECK_THROWS_WITH(ops::TopkOp::create(knn_problem(ir::ip(), 768, 128, ops::DType::F16), nullptr),
+                      Catch::Contains("WINNOW_KNN_RETRIEVAL is 'yes': expected 0 or 1"));
   }
   test::ScopedEnv on("WINNOW_KNN_RETRIEVAL", "1");
   CHECK(ops::TopkOp::create(knn_problem(ir::ip(), 768, 128, ops::DType::F16), nullptr)
