@@ -181,8 +181,7 @@ void KnnRetrieval::execute(const TopkInputs& in, const CallShape& shape,
       m.stream->launch(unsigned(std::min(m.grid, sample.tiles)), 1, winnow::kKnnStreamThreads,
                        stream, stream_args);
       p.sample_pass = 0;
-      m.threshold->launch(unsigned(p.queries), 1, winnow::kKnnThresholdThreads, stream,
-                           select_args);
+      m.threshold->launch(unsigned(p.queries), 1, winnow::kKnnSelectThreads, stream, select_args);
     }
     for (int round = 0; round <= m.plan.rounds; ++round) {
       p.round = round;

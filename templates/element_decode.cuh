@@ -23,6 +23,20 @@ WINNOW_HD float decode_f16(unsigned short h) {
   return bits_float(sign | ((exp + 112u) << 23) | (man << 13));
 }
 
+// decode_f16 in one instruction on the device (cvt.f32.f16 is exact: the same value for
+// every input but the NaNs, which stay NaNs, their payloads aside); decode_f16 elsewhere.
+// For the hot loops (the retrieval mode's norms: the software decode's branches made
+// knn-l2 4x knn-ip, session 11).
+WINNOW_HD float decode_f16_fast(unsigned short h) {
+#if defined(__CUDA_ARCH__)
+  float x;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(x) : "h"(h));
+  return x;
+#else
+  return decode_f16(h);
+#endif
+}
+
 // OCP fp8 e4m3 ("fn"): no infinities, S.1111.111 is NaN, largest finite 448.
 WINNOW_HD float decode_e4m3(unsigned char b) {
   u32 sign = u32(b & 0x80u) << 24;

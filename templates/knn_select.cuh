@@ -21,9 +21,7 @@ namespace winnow {
 struct KnnSelectCta {
   static constexpr int kThreads = kKnnSelectThreads;
 };
-struct KnnThresholdCta {
-  static constexpr int kThreads = kKnnThresholdThreads;
-};
+
 
 // The select kernels' shared memory (knn_select_smem_bytes).
 struct KnnSelectSmem {
@@ -51,8 +49,8 @@ __device__ void knn_threshold(const KnnParams& p, unsigned char* smem) {
     const int n = p.sample_tiles * kKnnKeyTile;
     // Only the order key of the rank-th best is kept (every index admitted), so the radix
     // passes stop after the high 32 bits: 4 passes, not 8.
-    thr = radix_kth<KnnThresholdCta, 32>(s, m, [&](auto f) {
-      for (int i = threadIdx.x; i < n; i += kKnnThresholdThreads) f(rank_key(v[i], i));
+    thr = radix_kth<KnnSelectCta, 32>(s, m, [&](auto f) {
+      for (int i = threadIdx.x; i < n; i += kKnnSelectThreads) f(rank_key(v[i], i));
     });
     thr &= 0xFFFFFFFF00000000ull;
   }

@@ -21,6 +21,12 @@
 #ifndef WINNOW_KNN_WAIT_LIMIT
 #define WINNOW_KNN_WAIT_LIMIT (1u << 26)
 #endif
+// The filter's first test per score: one float compare against the query's threshold as a
+// score held in registers (a superset of the exact RankKey test, which runs only behind
+// it). 0: the exact test on every score (the form measured before session 11's change).
+#ifndef WINNOW_KNN_PREFILTER
+#define WINNOW_KNN_PREFILTER 1
+#endif
 
 namespace winnow {
 
@@ -47,7 +53,7 @@ __device__ __forceinline__ float knn_square_sum8(const uint4& v, float acc) {
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     const unsigned short h = (unsigned short)(w[i >> 1] >> ((i & 1) * 16));
-    const float x = ELEM == kElemBF16 ? decode_bf16(h) : decode_f16(h);
+    const float x = ELEM == kElemBF16 ? decode_bf16(h) : decode_f16_fast(h);
     acc = __fmaf_rn(x, x, acc);
   }
   return acc;
@@ -69,6 +75,7 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
   u32* skip = reinterpret_cast<u32*>(smem + L.skip_off());
   float* qsq = reinterpret_cast<float*>(smem + L.qsq_off());
   float* wq = reinterpret_cast<float*>(smem + L.w_off());
+  float* pf = reinterpret_cast<float*>(smem + L.prefilter_off());
   u64* full = reinterpret_cast<u64*>(smem + L.barriers_off());
   u64* empty = full + ST;
   const int tid = threadIdx.x;
@@ -101,13 +108,21 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
       const KnnRowState rs = p.rows[tid];
       thr[tid] = rs.threshold;
       active = real && (p.round == 0 || rs.retry != 0);
+      // The prefilter: score s can pass the exact test (order_key(s) at or above the
+      // threshold's order key t) only if !(s < order_key_score(t)), NaN scores included;
+      // where t stands for no real score (a NaN pattern), the compare with NaN passes
+      // everything; t = 0 admits every score (-inf); a query not filtered: +inf (only
+      // +inf and NaN go on to the exact test, which rejects them).
+      const u32 t = u32(rs.threshold >> 32);
+      pf[tid] = !active ? __int_as_float(0x7F800000) : t == 0 ? __int_as_float(0xFF800000) : order_key_score(t);
     }
     skip[tid] = active ? 0u : 1u;
     wq[tid] = C::kUsesW && real ? p.w[tid * p.w_row_stride] : 0.0f;
     float s = 0.0f;  // |q|^2 in element order (the same in every mode)
     if (C::kUsesQSq && real) {
       for (int e = 0; e < C::kDim; ++e) {
-        const float x = decode_element<C::kElem>(qg, tid * p.q_row_stride + e);
+        const unsigned short h = qg[tid * p.q_row_stride + e];
+        const float x = C::kElem == kElemBF16 ? decode_bf16(h) : decode_f16_fast(h);
         s = __fmaf_rn(x, x, s);
       }
     }
@@ -146,6 +161,14 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
 
   const int wg = tid >> 7, warp = warp_all & 3, g = lane >> 2, t4 = lane & 3;
   const u32 q_lo = wgmma_desc_lo(qs);
+  // The thread's 16 queries' prefilter scores (query 8 j + 2 t4 + b at 2 j + b), fixed for
+  // the launch.
+  float pfr[16];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+#pragma unroll
+    for (int b = 0; b < 2; ++b) pfr[2 * j + b] = C::kMaterialize || sample ? 0.0f : pf[8 * j + 2 * t4 + b];
+  }
   unsigned pos = 0;
   for (int i = blockIdx.x; i < total; i += gridDim.x, pos += NC) {
     const int tile = i * stride;
@@ -202,23 +225,25 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
         // Accumulator 4 j + e: key g (+ 8 for e >= 2), query 8 j + 2 t4 (+ 1 for odd e).
         const int n = 8 * j + 2 * t4 + (e & 1), h = e >> 1;
         const int key = key0 + 8 * h;
-        const bool real = key < p.num_keys && skip[n] == 0;
+        // A key of the corpus and a query of the pass being filtered (read where needed:
+        // the filter reads it only behind the prefilter).
+        auto real = [&] { return key < p.num_keys && skip[n] == 0; };
         ScoreArgs a;
         const float dot = acc[4 * j + e];
         a.dot = &dot;
         a.w = wq + n;
-        a.kscale = C::kUsesKScale && real ? p.kscale[key] : 1.0f;
+        a.kscale = C::kUsesKScale && real() ? p.kscale[key] : 1.0f;
         a.qsq = qsq + n;
         a.ksq = ksq[h];
         const float score = S::eval(a);
         if constexpr (C::kMaterialize) {
-          if (real) p.out_scores[n * p.out_scores_stride + key] = score;
+          if (real()) p.out_scores[n * p.out_scores_stride + key] = score;
         } else if (sample) {
           if (n < p.queries)
-            p.samples[(long long)n * p.sample_cap + slot0 + 8 * h] = real ? order_key(score) : 0u;
-        } else {
+            p.samples[(long long)n * p.sample_cap + slot0 + 8 * h] = real() ? order_key(score) : 0u;
+        } else if (!WINNOW_KNN_PREFILTER || !(score < pfr[2 * j + (e & 1)])) {
           const u64 rk = rank_key(order_key(score), key);
-          if (real && rk >= thr[n]) {
+          if (real() && rk >= thr[n]) {
             // A survivor is rare (the threshold aims at sqrt(k capacity) of N per query),
             // so no warp vote per score on the common path (32 ballots a tile, session 11's
             // ncu); the lanes that did get here share one atomic per query (all of them

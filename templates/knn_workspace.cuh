@@ -13,10 +13,10 @@ inline constexpr int kKnnChunkBytes = 128;  // bytes of d per ring stage (one sw
 inline constexpr int kKnnQueries = 64;      // queries per pass: the wgmma N side
 inline constexpr int kKnnStageBytes = kKnnKeyTile * kKnnChunkBytes;
 inline constexpr int kKnnStreamThreads = 256 + 32;  // two math warpgroups + the producer warp
-inline constexpr int kKnnSelectThreads = 256;
-// The first threshold's kernel: one CTA of 1024 threads per query (the sample's radix passes
-// read up to 65408 scores; 256 threads left the kernel latency-bound, session 11's ncu).
-inline constexpr int kKnnThresholdThreads = 1024;
+// The per-query kernels (the first threshold, the select, the shard merge): one CTA of 1024
+// threads per query (256 left them latency-bound: the threshold's radix passes over up to
+// 65408 sample scores, the select's sort of 8192 entries; session 11's ncu).
+inline constexpr int kKnnSelectThreads = 1024;
 inline constexpr int kKnnMaxStages = 8;
 // The sample region: at most 16 MB less the counters and row states.
 inline constexpr int kKnnMaxSampleCap = 65408;  // multiple of kKnnKeyTile
@@ -40,7 +40,8 @@ struct KnnWorkspace {
 };
 
 // The stream kernel's shared memory: the pass's queries (the wgmma B operand, swizzled),
-// the key-chunk ring, per-query thresholds, skip flags, |q|^2 and w, the ring barriers.
+// the key-chunk ring, per-query thresholds, skip flags, |q|^2, w and prefilter scores, the
+// ring barriers.
 struct KnnStreamSmem {
   int dim_bytes, stages;
   WINNOW_HD constexpr long queries_bytes() const { return long(kKnnQueries) * dim_bytes; }
@@ -49,7 +50,9 @@ struct KnnStreamSmem {
   WINNOW_HD constexpr long skip_off() const { return thresholds_off() + kKnnQueries * 8; }
   WINNOW_HD constexpr long qsq_off() const { return skip_off() + kKnnQueries * 4; }
   WINNOW_HD constexpr long w_off() const { return qsq_off() + kKnnQueries * 4; }
-  WINNOW_HD constexpr long barriers_off() const { return w_off() + kKnnQueries * 4; }
+  // Per-query threshold scores of the filter's prefilter (templates/knn_stream.cuh).
+  WINNOW_HD constexpr long prefilter_off() const { return w_off() + kKnnQueries * 4; }
+  WINNOW_HD constexpr long barriers_off() const { return prefilter_off() + kKnnQueries * 4; }
   WINNOW_HD constexpr long bytes() const { return barriers_off() + 2L * stages * 8; }
 };
 

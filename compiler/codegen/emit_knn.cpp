@@ -25,7 +25,7 @@ GeneratedKernel emit_knn(const ir::Expr& score, const plan::KnnPlan& plan) {
       "  extern __shared__ __align__(1024) unsigned char smem[];  // swizzled wgmma tiles\n"
       "  winnow::knn_stream<WinnowKnnConfig, WinnowScore>(p, &kmap, smem);\n"
       "}}\n\n"
-      "extern \"C\" __global__ void __launch_bounds__(winnow::kKnnThresholdThreads)\n"
+      "extern \"C\" __global__ void __launch_bounds__(winnow::kKnnSelectThreads)\n"
       "{}(const winnow::KnnParams p) {{\n"
       "  extern __shared__ __align__(1024) unsigned char smem[];\n"
       "  winnow::knn_threshold<WinnowKnnConfig>(p, smem);\n"
