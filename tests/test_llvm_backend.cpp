@@ -120,6 +120,7 @@ TEST_CASE("llvm backend compiles the generated kernels: PTX entries as NVRTC's, 
   struct Case {
     const char* what;
     ops::TopkProblem p;
+    const char* entry;  // the module's main kernel
   };
   auto base = [](ir::Expr score, int heads, ops::DType t, ops::Mode mode) {
     ops::TopkProblem p;
@@ -135,23 +136,28 @@ TEST_CASE("llvm backend compiles the generated kernels: PTX entries as NVRTC's, 
   const int pick = GENERATE(0, 1, 2, 3);
   const Case cases[] = {
       {"relu_mh fp8 top-k (wgmma, TMA, mbarriers)",
-       base(ir::relu_mh(true), 64, ops::DType::E4M3, ops::Mode::TopK)},
-      {"ip bf16 materialize", base(ir::ip(), 1, ops::DType::BF16, ops::Mode::Materialize)},
-      {"cosine fp32 materialize", base(ir::cosine(), 1, ops::DType::F32, ops::Mode::Materialize)},
+       base(ir::relu_mh(true), 64, ops::DType::E4M3, ops::Mode::TopK), "winnow_topk"},
+      // One head, bf16, dense, sm_90a: the retrieval mode (the default since session 11).
+      {"ip bf16 materialize", base(ir::ip(), 1, ops::DType::BF16, ops::Mode::Materialize),
+       "winnow_knn_stream"},
+      {"cosine fp32 materialize", base(ir::cosine(), 1, ops::DType::F32, ops::Mode::Materialize),
+       "winnow_topk"},
       {"a user expression, top-k",
        base(ir::parse("sum_h(w[h] * softplus(dot(h))) * kscale"), 16, ops::DType::BF16,
-            ops::Mode::TopK)},
+            ops::Mode::TopK),
+       "winnow_topk"},
   };
   const Case& c = cases[pick];
   INFO(c.what);
   auto op = ops::TopkOp::create(c.p, nullptr);
+  CHECK(op->retrieval_mode() == (std::string(c.entry) == "winnow_knn_stream"));
   CompileRequest req = op->compile_request();
   req.options.clear();  // WINNOW_NVRTC_OPTIONS of the environment, if any, are not tested here
   const CompileResult a = llvm->compile(req, /*emit_ptx=*/true);
   const CompileResult b = nvrtc->compile(req, /*emit_ptx=*/true);
   REQUIRE(is_cuda_elf(a.cubin));
-  CHECK(contains(a.cubin, "winnow_topk"));
-  const std::string pa = entry_params(a.ptx, "winnow_topk"), pb = entry_params(b.ptx, "winnow_topk");
+  CHECK(contains(a.cubin, c.entry));
+  const std::string pa = entry_params(a.ptx, c.entry), pb = entry_params(b.ptx, c.entry);
   REQUIRE_FALSE(pa.empty());
   CHECK(pa == pb);  // the same kernel parameters: the launch code serves both
   if (pick == 0) {
