@@ -25,7 +25,7 @@ struct KnnRetrieval::Impl {
 
 std::string KnnRetrieval::unsuited(const TopkProblem& p, const plan::KernelSpec& spec) {
   // The default since session 11 (its [gpu][knn] cases passed in whole-suite runs, and it
-  // measured 6-9x faster than the topk kernel in one run, bench/NOTES.md); "0" keeps the
+  // measured 6-11x faster than the topk kernel in the same runs, bench/NOTES.md); "0" keeps the
   // topk kernel. Any other value is an error, not a silent default.
   if (const auto v = rt::env_get("WINNOW_KNN_RETRIEVAL")) {
     if (*v == "0") return "the retrieval mode is off (WINNOW_KNN_RETRIEVAL=0)";

@@ -11,15 +11,6 @@
 #include "winnow/topk_smem.cuh"
 #include "winnow/wgmma_tiles.cuh"
 
-#ifndef WINNOW_PRODUCER_SYNCWARP
-#define WINNOW_PRODUCER_SYNCWARP 0
-#endif
-// Experiment switch: the producer warp's lane that issues the TMA loads (0 by default; the
-// racecheck reports of session 11 name that lane as the reader).
-#ifndef WINNOW_TMA_LANE
-#define WINNOW_TMA_LANE 0
-#endif
-
 namespace winnow {
 
 // The math threads (every thread but the wgmma path's producer warp) synchronise
@@ -162,7 +153,7 @@ __device__ void produce_key_tile(const TopkParams& p, const TopkSmem<C>& s, int 
   }
   if (base >= 0) {
     mbarrier_arrive_after_copies(full);
-    if (lane == WINNOW_TMA_LANE) {
+    if (lane == 0) {
       mbarrier_arrive_expect_tx(full, unsigned(KT * RB));
 #pragma unroll
       for (int a = 0; a < RB / 128; ++a) {
@@ -251,11 +242,6 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
         after_tile();
       }
     }
-#if WINNOW_PRODUCER_SYNCWARP
-    // Experiment switch (racecheck's third kind of report, bench/NOTES.md session 11): each
-    // warp reconverged before the CTA barrier.
-    __syncwarp();
-#endif
     __syncthreads();  // the stages and s.q are read before anyone rewrites them
   } else if (C::kMma) {
     if (tiles > 0) load_key_tile<C>(p, s, 0, tile_keys(0));

@@ -22,7 +22,6 @@ struct KnnSelectCta {
   static constexpr int kThreads = kKnnSelectThreads;
 };
 
-
 // The select kernels' shared memory (knn_select_smem_bytes).
 struct KnnSelectSmem {
   u32* radix;  // [256] bins + the kScratchRadix* slots
