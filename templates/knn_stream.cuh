@@ -59,6 +59,20 @@ __device__ __forceinline__ float knn_square_sum8(const uint4& v, float acc) {
   return acc;
 }
 
+// Appends RankKey rk to query n's CandidateList: the lanes that got here share one atomic
+// per query (all of them when every key passes: ties, a fallback round). The list's order
+// is not part of the result: the select is exact over it.
+__device__ __forceinline__ void knn_append(const KnnParams& p, int n, u64 rk, int lane) {
+  const unsigned act = __activemask();
+  const unsigned peers = __match_any_sync(act, n);
+  const int leader = __ffs(peers) - 1;
+  u32 base = 0;
+  if (lane == leader) base = atomicAdd(&p.rows[n].count, u32(__popc(peers)));
+  base = __shfl_sync(peers, base, leader);
+  const u32 at = base + u32(__popc(peers & ((1u << lane) - 1u)));
+  if (at < u32(p.capacity)) p.lists[(long long)n * p.capacity + at] = rk;
+}
+
 // The stream over this CTA's tiles (tile i of the pass's list: i * sample_stride in the
 // sample pass, i otherwise; CTA b takes i = b, b + grid, ...). C: WinnowKnnConfig, S: the
 // score functor.
@@ -76,6 +90,8 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
   float* qsq = reinterpret_cast<float*>(smem + L.qsq_off());
   float* wq = reinterpret_cast<float*>(smem + L.w_off());
   float* pf = reinterpret_cast<float*>(smem + L.prefilter_off());
+  u32* stage_counts = reinterpret_cast<u32*>(smem + L.stage_count_off());
+  u64* stage_keys = reinterpret_cast<u64*>(smem + L.stage_keys_off());
   u64* full = reinterpret_cast<u64*>(smem + L.barriers_off());
   u64* empty = full + ST;
   const int tid = threadIdx.x;
@@ -128,6 +144,7 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
     }
     qsq[tid] = s;
   }
+  for (int i = tid; i < kKnnMathWarps * Q; i += C::kThreads) stage_counts[i] = 0;
   if (tid == 0) {
     for (int i = 0; i < ST; ++i) {
       mbarrier_init(full + i, 1);
@@ -161,6 +178,8 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
 
   const int wg = tid >> 7, warp = warp_all & 3, g = lane >> 2, t4 = lane & 3;
   const u32 q_lo = wgmma_desc_lo(qs);
+  u32* scount = stage_counts + warp_all * Q;                 // this warp's staging
+  u64* skeys = stage_keys + warp_all * Q * kKnnStageSlots;
   // The thread's 16 queries' prefilter scores (query 8 j + 2 t4 + b at 2 j + b), fixed for
   // the launch.
   float pfr[16];
@@ -244,22 +263,35 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
         } else if (!WINNOW_KNN_PREFILTER || !(score < pfr[2 * j + (e & 1)])) {
           const u64 rk = rank_key(order_key(score), key);
           if (real() && rk >= thr[n]) {
-            // A survivor is rare (the threshold aims at sqrt(k capacity) of N per query),
-            // so no warp vote per score on the common path (32 ballots a tile, session 11's
-            // ncu); the lanes that did get here share one atomic per query (all of them
-            // when every key passes: ties, a fallback round). The list's order is not part
-            // of the result: the select is exact over it.
-            const unsigned act = __activemask();
-            const unsigned peers = __match_any_sync(act, n);
-            const int leader = __ffs(peers) - 1;
-            u32 base = 0;
-            if (lane == leader) base = atomicAdd(&p.rows[n].count, u32(__popc(peers)));
-            base = __shfl_sync(peers, base, leader);
-            const u32 at = base + u32(__popc(peers & ((1u << lane) - 1u)));
-            if (at < u32(p.capacity)) p.lists[(long long)n * p.capacity + at] = rk;
+            // A survivor is rare (the threshold aims at sqrt(k capacity) of N per query):
+            // no warp vote per score on the common path. It takes a slot of the warp's
+            // staging for its query (a shared atomic), or, when the slots are full (ties,
+            // a fallback round), goes straight to the list.
+            const u32 at = atomicAdd(scount + n, 1u);
+            if (at < u32(kKnnStageSlots)) {
+              skeys[n * kKnnStageSlots + at] = rk;
+            } else {
+              knn_append(p, n, rk, lane);
+            }
           }
         }
       }
+    }
+    if (!C::kMaterialize && !sample) {
+      // The tile's staged survivors to the lists: one reservation per query that has any.
+      __syncwarp();
+      for (int q = lane; q < Q; q += 32) {
+        const u32 c = scount[q];
+        if (c == 0) continue;
+        scount[q] = 0;
+        const u32 m = min(c, u32(kKnnStageSlots));
+        const u32 base = atomicAdd(&p.rows[q].count, m);
+        for (u32 s2 = 0; s2 < m; ++s2) {
+          if (base + s2 < u32(p.capacity))
+            p.lists[(long long)q * p.capacity + base + s2] = skeys[q * kKnnStageSlots + s2];
+        }
+      }
+      __syncwarp();
     }
   }
 }

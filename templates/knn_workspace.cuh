@@ -18,6 +18,13 @@ inline constexpr int kKnnStreamThreads = 256 + 32;  // two math warpgroups + the
 // 65408 sample scores, the select's sort of 8192 entries; session 11's ncu).
 inline constexpr int kKnnSelectThreads = 1024;
 inline constexpr int kKnnMaxStages = 8;
+// The filter's survivors are staged in shared memory per (math warp, query), this many
+// slots each, and go to the query's CandidateList at the end of every tile with one global
+// reservation per (warp, query) that has any (an append waiting on a global atomic per
+// survivor made k = 8192 twice as slow as k = 128; session 12's ncu). A slot's overflow
+// goes straight to the list.
+inline constexpr int kKnnStageSlots = 4;
+inline constexpr int kKnnMathWarps = 8;
 // The sample region: at most 16 MB less the counters and row states.
 inline constexpr int kKnnMaxSampleCap = 65408;  // multiple of kKnnKeyTile
 
@@ -52,7 +59,15 @@ struct KnnStreamSmem {
   WINNOW_HD constexpr long w_off() const { return qsq_off() + kKnnQueries * 4; }
   // Per-query threshold scores of the filter's prefilter (templates/knn_stream.cuh).
   WINNOW_HD constexpr long prefilter_off() const { return w_off() + kKnnQueries * 4; }
-  WINNOW_HD constexpr long barriers_off() const { return prefilter_off() + kKnnQueries * 4; }
+  // The survivors' staging: [kKnnMathWarps][kKnnQueries] counts, then as many groups of
+  // kKnnStageSlots RankKeys.
+  WINNOW_HD constexpr long stage_count_off() const { return prefilter_off() + kKnnQueries * 4; }
+  WINNOW_HD constexpr long stage_keys_off() const {
+    return stage_count_off() + long(kKnnMathWarps) * kKnnQueries * 4;
+  }
+  WINNOW_HD constexpr long barriers_off() const {
+    return stage_keys_off() + long(kKnnMathWarps) * kKnnQueries * kKnnStageSlots * 8;
+  }
   WINNOW_HD constexpr long bytes() const { return barriers_off() + 2L * stages * 8; }
 };
 
