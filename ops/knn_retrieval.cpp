@@ -152,6 +152,7 @@ void KnnRetrieval::execute(const TopkInputs& in, const CallShape& shape,
     p.capacity = m.plan.capacity;
     p.key_offset = int(m.problem.shard_key_offset);
     p.sample_cap = m.plan.sample_cap;
+    p.stage_bytes = int(m.plan.select_stage);
     if (m.plan.materialize) {
       void* args[] = {&p, &kmap};
       m.stream->launch(stream_grid, 1, winnow::kKnnStreamThreads, stream, args);

@@ -41,6 +41,7 @@ struct KnnParams {
   int capacity;
   int round;               // 0: the first filter; r > 0: fallback round r
   int key_offset;          // sharded keys: added to every index written (0: not sharded)
+  int stage_bytes;         // the threshold and select kernels' staging (knn_select_stage_bytes)
 };
 
 }  // namespace winnow

@@ -32,6 +32,8 @@ struct KnnSelectSmem {
     taken = radix + kScratchWords;
     sel = reinterpret_cast<u64*>(base + kScratchWords * 4 + 64);
   }
+  // The staging region after a sort list of kp entries (knn_select_stage_bytes).
+  __device__ void* stage(int kp) const { return sel + kp; }
 };
 
 #if defined(__CUDA_ARCH__)
@@ -46,6 +48,12 @@ __device__ void knn_threshold(const KnnParams& p, unsigned char* smem) {
   if (p.sample_tiles > 0 && m > 0) {
     const u32* v = p.samples + (long long)r * p.sample_cap;
     const int n = p.sample_tiles * kKnnKeyTile;
+    if (long(n) * 4 <= p.stage_bytes) {  // the passes read shared memory
+      u32* staged = static_cast<u32*>(s.stage(next_pow2(C::kTopK)));
+      for (int i = threadIdx.x; i < n; i += kKnnSelectThreads) staged[i] = v[i];
+      __syncthreads();
+      v = staged;
+    }
     // Only the order key of the rank-th best is kept (every index admitted), so the radix
     // passes stop after the high 32 bits: 4 passes, not 8.
     thr = radix_kth<KnnSelectCta, 32>(s, m, [&](auto f) {
@@ -70,6 +78,13 @@ __device__ void knn_select(const KnnParams& p, unsigned char* smem) {
   const u32 need = min(u32(K), u32(p.num_keys));
   const u32 stored = min(count, cap);
   const u64* list = p.lists + (long long)r * p.capacity;
+  if (long(stored) * 8 <= p.stage_bytes && count <= cap && count >= need) {
+    // An answered row's passes read shared memory.
+    u64* staged = static_cast<u64*>(s.stage(KP));
+    for (u32 i = threadIdx.x; i < stored; i += kKnnSelectThreads) staged[i] = list[i];
+    __syncthreads();
+    list = staged;
+  }
   auto scan = [&](auto f) {
     for (u32 i = threadIdx.x; i < stored; i += kKnnSelectThreads) f(list[i]);
   };

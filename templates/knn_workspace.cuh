@@ -75,6 +75,17 @@ struct KnnStreamSmem {
 WINNOW_HD constexpr long knn_select_smem_bytes(int k) {
   return long(kScratchWords) * 4 + 64 + long(next_pow2(k)) * 8;
 }
+// The retrieval mode's threshold and select kernels also stage what their radix passes
+// read (the sample's order keys, the query's list) in shared memory after the sort list,
+// up to this many bytes in all: each pass over global memory waited on L2 once per entry
+// (the loop's warp-aggregated histogram keeps the loads from overlapping; 42 us for the
+// threshold at N = 1M, session 12's ncu).
+inline constexpr long kKnnSelectSmemTarget = 200 * 1024;
+WINNOW_HD constexpr long knn_select_stage_bytes(int k, long smem_limit) {
+  const long limit = smem_limit < kKnnSelectSmemTarget ? smem_limit : kKnnSelectSmemTarget;
+  const long rest = limit - knn_select_smem_bytes(k);
+  return rest > 0 ? rest / 16 * 16 : 0;
+}
 
 // The sample pass: `tiles` key tiles, tile j * stride for j < tiles (a strided subset of
 // the corpus), `valid` real keys among them; the first threshold is their rank-th best

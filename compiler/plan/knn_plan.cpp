@@ -31,7 +31,8 @@ bool choose_knn_plan(const KernelSpec& s, long smem_limit, KnnPlan* out, std::st
   p.sorted = s.sorted;
   p.capacity = winnow::knn_capacity(p.k);
   p.sample_cap = winnow::kKnnMaxSampleCap;
-  p.select_smem = winnow::knn_select_smem_bytes(p.k);
+  p.select_stage = winnow::knn_select_stage_bytes(p.k, smem_limit);
+  p.select_smem = winnow::knn_select_smem_bytes(p.k) + p.select_stage;
   if (stages > 0 && (stages < 2 || stages > winnow::kKnnMaxStages)) {
     *why = fmt::format("stages = {} is outside 2..{}", stages, winnow::kKnnMaxStages);
     return false;

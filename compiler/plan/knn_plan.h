@@ -18,6 +18,7 @@ struct KnnPlan {
   int sample_cap = 0;      // sample slots per query
   int rounds = 3;          // fallback rounds after the first filter
   long stream_smem = 0, select_smem = 0;  // dynamic shared memory of the kernels
+  long select_stage = 0;  // of select_smem, the staging (knn_select_stage_bytes)
   long long workspace_bytes() const;
 };
 
