@@ -45,38 +45,15 @@ template <int Pending>
 __device__ __forceinline__ void copies_landed() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
 }
-// Experiment switch (racecheck's reports against the producer warp, bench/NOTES.md session
-// 11): 1 spins in C++ around one try_wait (the retrieval stream's form) instead of a branch
-// inside the asm.
-#ifndef WINNOW_MBARRIER_WAIT_CXX
-#define WINNOW_MBARRIER_WAIT_CXX 0
-#endif
-#if WINNOW_MBARRIER_WAIT_CXX
-__device__ __forceinline__ bool mbarrier_try_wait(unsigned bar, unsigned parity) {
-  unsigned done;
-  asm volatile(
-      "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-      "selp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(done)
-      : "r"(bar), "r"(parity)
-      : "memory");
-  return done != 0;
-}
-#endif
 // Spins until the phase of parity `parity` has completed. A new barrier counts the phase
 // before its first as complete: waiting for parity 1 returns at once.
 __device__ __forceinline__ void mbarrier_wait(u64* bar, unsigned parity) {
-#if WINNOW_MBARRIER_WAIT_CXX
-  while (!mbarrier_try_wait(shared_address(bar), parity)) {
-  }
-#else
   asm volatile(
       "{\n.reg .pred done;\nWAIT:\n"
       "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
       "@!done bra WAIT;\n}\n" ::"r"(shared_address(bar)),
       "r"(parity)
       : "memory");
-#endif
 }
 // The same on a barrier given by its shared-memory address (computed once per loop: no
 // generic-to-shared conversion or 64-bit pointer arithmetic per tile).
@@ -85,17 +62,12 @@ __device__ __forceinline__ void mbarrier_arrive(unsigned bar) {
                : "memory");
 }
 __device__ __forceinline__ void mbarrier_wait(unsigned bar, unsigned parity) {
-#if WINNOW_MBARRIER_WAIT_CXX
-  while (!mbarrier_try_wait(bar, parity)) {
-  }
-#else
   asm volatile(
       "{\n.reg .pred done;\nWAIT:\n"
       "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
       "@!done bra WAIT;\n}\n" ::"r"(bar),
       "r"(parity)
       : "memory");
-#endif
 }
 // Named barrier `id` (1..15; 0 is __syncthreads) over the first `threads` threads that
 // reach it (a multiple of 32).
