@@ -199,15 +199,6 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
       const RingSlot slot = ring_slot(pos + unsigned(c), ST);
       knn_wait(full + slot.stage, slot.parity);
       const unsigned char* st = ring + slot.stage * kKnnStageBytes;
-      if (C::kUsesKSq) {
-        const int row = wg * 64 + warp * 16 + (lane >> 1);
-#pragma unroll
-        for (int v = 0; v < 4; ++v) {
-          const int chunk = 4 * (lane & 1) + v;
-          const uint4 x = *reinterpret_cast<const uint4*>(st + row * 128 + ((chunk ^ (row & 7)) << 4));
-          ksq_half = knn_square_sum8<C::kElem>(x, ksq_half);
-        }
-      }
       const u32 a_lo = wgmma_desc_lo(st + wg * 64 * kKnnChunkBytes);
       wgmma_fence();
 #pragma unroll
@@ -217,6 +208,17 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
                                  (c > 0 || kk > 0) ? 1 : 0);
       }
       wgmma_commit();
+      if (C::kUsesKSq) {
+        // |k|^2 from the stage while its MMAs run (both only read it): before them, the
+        // sums held back every chunk's wgmma issue (l2 took 1.37x ip's time, session 12).
+        const int row = wg * 64 + warp * 16 + (lane >> 1);
+#pragma unroll
+        for (int v = 0; v < 4; ++v) {
+          const int chunk = 4 * (lane & 1) + v;
+          const uint4 x = *reinterpret_cast<const uint4*>(st + row * 128 + ((chunk ^ (row & 7)) << 4));
+          ksq_half = knn_square_sum8<C::kElem>(x, ksq_half);
+        }
+      }
       if (c > 0) {  // the previous chunk's MMAs are done: its stage goes back to the producer
         wgmma_wait<1>();
         __syncwarp();

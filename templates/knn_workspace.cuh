@@ -79,8 +79,9 @@ WINNOW_HD constexpr long knn_select_smem_bytes(int k) {
 // read (the sample's order keys, the query's list) in shared memory after the sort list,
 // up to this many bytes in all: each pass over global memory waited on L2 once per entry
 // (the loop's warp-aggregated histogram keeps the loads from overlapping; 42 us for the
-// threshold at N = 1M, session 12's ncu).
-inline constexpr long kKnnSelectSmemTarget = 200 * 1024;
+// threshold at N = 1M, session 12's ncu). All of sm_90's opt-in shared memory: at
+// k = 8192 the list (~2k entries a query) then fits beside the 64 KB sort list.
+inline constexpr long kKnnSelectSmemTarget = 227 * 1024;
 WINNOW_HD constexpr long knn_select_stage_bytes(int k, long smem_limit) {
   const long limit = smem_limit < kKnnSelectSmemTarget ? smem_limit : kKnnSelectSmemTarget;
   const long rest = limit - knn_select_smem_bytes(k);
