@@ -90,6 +90,10 @@ typedef enum winnowMode_t {
 /* Output flags. */
 #define WINNOW_OUTPUT_SORTED 1u           /* rank order (best first); else ascending key index */
 #define WINNOW_OUTPUT_ABSOLUTE_INDICES 2u /* key index, not offset from the window start */
+/* WINNOW_SCORE_L2 only, top-k mode, not on a sharded plan: out_scores holds the squared
+ * distance ||q - k||^2 (the score negated; padding +inf, NaN stays NaN). The selection and
+ * its order are unchanged (nearest first when sorted). */
+#define WINNOW_OUTPUT_DISTANCE 4u
 
 /* Limits of a WINNOW_SCORE_EXPR expression, so that a caller's text costs bounded time
  * and memory to parse, generate and compile: its length in bytes (NUL not counted) and

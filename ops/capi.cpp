@@ -279,12 +279,18 @@ ops::TopkProblem to_problem(const winnowContext& ctx, const winnowProblemDesc_t&
     default: invalid(fmt::format("desc->mode = {} is not a winnowMode_t", static_cast<int>(d.mode)));
   }
   p.k = d.k;
-  constexpr uint32_t kKnownFlags = WINNOW_OUTPUT_SORTED | WINNOW_OUTPUT_ABSOLUTE_INDICES;
+  constexpr uint32_t kKnownFlags =
+      WINNOW_OUTPUT_SORTED | WINNOW_OUTPUT_ABSOLUTE_INDICES | WINNOW_OUTPUT_DISTANCE;
   if (d.output_flags & ~kKnownFlags)
     invalid(fmt::format("desc->output_flags = {:#x} has unknown bits {:#x}", d.output_flags,
                         d.output_flags & ~kKnownFlags));
   p.sorted = (d.output_flags & WINNOW_OUTPUT_SORTED) != 0;
   p.absolute_indices = (d.output_flags & WINNOW_OUTPUT_ABSOLUTE_INDICES) != 0;
+  p.negate_scores = (d.output_flags & WINNOW_OUTPUT_DISTANCE) != 0;
+  if (p.negate_scores && d.score != WINNOW_SCORE_L2)
+    invalid(fmt::format("desc->output_flags has WINNOW_OUTPUT_DISTANCE, but score = {} is not "
+                        "WINNOW_SCORE_L2: only l2 has a distance to report",
+                        static_cast<int>(d.score)));
   switch (d.window) {
     case WINNOW_WINDOW_DENSE: p.window = ops::WindowKind::Dense; break;
     case WINNOW_WINDOW_RANGES: p.window = ops::WindowKind::Ranges; break;

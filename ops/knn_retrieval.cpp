@@ -153,6 +153,7 @@ void KnnRetrieval::execute(const TopkInputs& in, const CallShape& shape,
     p.key_offset = int(m.problem.shard_key_offset);
     p.sample_cap = m.plan.sample_cap;
     p.stage_bytes = int(m.plan.select_stage);
+    p.negate_scores = m.problem.negate_scores ? 1 : 0;
     if (m.plan.materialize) {
       void* args[] = {&p, &kmap};
       m.stream->launch(stream_grid, 1, winnow::kKnnStreamThreads, stream, args);

@@ -277,6 +277,7 @@ void TopkOp::execute(const TopkInputs& in, const TensorView* out_indices,
     p.out_scores = static_cast<float*>(out_scores->data);
     p.out_scores_stride = out_scores->strides[0];
   }
+  p.negate_scores = m.problem.negate_scores ? 1 : 0;
   p.rows = int(shape.rows);
   p.num_keys = int(shape.num_keys);
   p.causal_offset = causal_offset;

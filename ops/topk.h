@@ -37,6 +37,9 @@ struct TopkProblem {
   int k = 2048;
   bool sorted = false;
   bool absolute_indices = false;
+  // Top-k outputs report -score (the C API's WINNOW_OUTPUT_DISTANCE for l2: the squared
+  // distance, padding +inf); the selection is unchanged.
+  bool negate_scores = false;
   WindowKind window = WindowKind::Dense;
   int causal_ratio = 1;
   int64_t causal_offset = 0;

@@ -98,6 +98,11 @@ void validate_problem(const TopkProblem& p) {
                      p.shard_key_offset, p.total_keys - 1));
   if (p.sharded() && p.mode != Mode::TopK)
     fail("a sharded plan must be in top-k mode: materialize mode has nothing to merge");
+  if (p.negate_scores && p.mode != Mode::TopK)
+    fail("distance output is for top-k mode: materialize mode writes the scores themselves");
+  if (p.negate_scores && p.sharded())
+    fail("distance output on a sharded plan: the merge ranks by the shards' scores (negate "
+         "the merged scores instead)");
   try {
     ir::verify(p.score, p.heads, p.expression);
   } catch (const ir::UserError& e) {

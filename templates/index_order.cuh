@@ -95,11 +95,11 @@ __device__ bool write_row_in_index_order(const TopkParams& p, const TopkSmem<C>&
     const u32 at = u32(key) - lo;
     const u32 slot = before[at >> 5] + u32(__popc(bits[at >> 5] & ((1u << (at & 31)) - 1u)));
     p.out_indices[row * p.out_indices_stride + slot] = key - base;
-    if (p.out_scores) p.out_scores[row * p.out_scores_stride + slot] = order_key_score(rank_key_order(v));
+    if (p.out_scores) p.out_scores[row * p.out_scores_stride + slot] = output_score(v, true, p.negate_scores);
   }
   for (int i = int(n) + int(threadIdx.x); i < K; i += C::kThreads) {
     p.out_indices[row * p.out_indices_stride + i] = -1;
-    if (p.out_scores) p.out_scores[row * p.out_scores_stride + i] = -__int_as_float(0x7F800000);
+    if (p.out_scores) p.out_scores[row * p.out_scores_stride + i] = output_score(0, false, p.negate_scores);
   }
   // On the wgmma path the copy engine (async proxy) rewrites these stages next.
   if constexpr (C::kWgmma) fence_async_smem();

@@ -42,6 +42,7 @@ struct KnnParams {
   int round;               // 0: the first filter; r > 0: fallback round r
   int key_offset;          // sharded keys: added to every index written (0: not sharded)
   int stage_bytes;         // the threshold and select kernels' staging (knn_select_stage_bytes)
+  int negate_scores;       // 1: out_scores holds -score (output_score)
 };
 
 }  // namespace winnow

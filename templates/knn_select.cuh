@@ -106,7 +106,7 @@ __device__ void knn_select(const KnnParams& p, unsigned char* smem) {
       const bool real = u32(i) < chosen;
       const u64 v = real ? s.sel[i] : 0ull;
       out_idx[i] = real ? rank_key_index(v) + p.key_offset : -1;
-      if (out_sc) out_sc[i] = real ? order_key_score(rank_key_order(v)) : -__int_as_float(0x7F800000);
+      if (out_sc) out_sc[i] = output_score(v, real, p.negate_scores);
     }
     if (threadIdx.x == 0) rs->retry = 0;
     return;

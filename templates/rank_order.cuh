@@ -26,6 +26,13 @@ WINNOW_HD u64 rank_key(u32 okey, int index) {
 }
 WINNOW_HD int rank_key_index(u64 rk) { return int(~u32(rk & 0xFFFFFFFFull)); }
 WINNOW_HD u32 rank_key_order(u64 rk) { return u32(rk >> 32); }
+// The score an output slot reports: its RankKey's score, or -inf padding; negated where
+// the plan reports distances (WINNOW_OUTPUT_DISTANCE: l2's ||q - k||^2, padding +inf).
+// NaN stays the canonical quiet NaN either way.
+WINNOW_HD float output_score(u64 rk, bool real, int negate) {
+  const float s = real ? order_key_score(rank_key_order(rk)) : -bits_float(0x7F800000u);
+  return negate && s == s ? -s : s;
+}
 
 // ThresholdBins: order keys mapped to bins by one subtract and one shift, monotone, so
 // that a bin holding the k-th best bounds every key below it. Bin 0 holds everything

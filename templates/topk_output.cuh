@@ -39,10 +39,7 @@ __device__ void write_row(const TopkParams& p, const TopkSmem<C>& s, int r, int 
     bool real = u32(i) < chosen;
     u64 v = sel[i];
     p.out_indices[row * p.out_indices_stride + i] = real ? rank_key_index(v) - base : -1;
-    if (p.out_scores) {
-      p.out_scores[row * p.out_scores_stride + i] =
-          real ? order_key_score(rank_key_order(v)) : -__int_as_float(0x7F800000);
-    }
+    if (p.out_scores) p.out_scores[row * p.out_scores_stride + i] = output_score(v, real, p.negate_scores);
   }
   __syncthreads();
 }

@@ -34,7 +34,7 @@ struct TopkParams {
   // each writes its part's exact top k to partials, and the last of a row block's CTAs
   // (block_done counts them) merges them. 1: no split.
   int key_splits;
-  int pad1;
+  int negate_scores;  // 1: out_scores holds -score (output_score)
   unsigned long long* partials;   // [row blocks][splits][rows_per_cta][next_pow2(k)]
   unsigned int* block_done;       // [row blocks], zero before the launch
   // Sample hint: candidate keys scored first as part of each row's sample (null: none).

@@ -296,6 +296,24 @@ TEST_CASE("descriptor: enums out of range", "[capi]") {
   require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "output_flags");
 }
 
+TEST_CASE("descriptor: WINNOW_OUTPUT_DISTANCE is for l2 in top-k mode", "[capi]") {
+  Context ctx;
+  winnowProblemDesc_t d = ip_desc();
+  d.output_flags = WINNOW_OUTPUT_DISTANCE;
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "WINNOW_OUTPUT_DISTANCE");
+  d.score = WINNOW_SCORE_COSINE;
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "not WINNOW_SCORE_L2");
+  d.score = WINNOW_SCORE_L2;
+  d.mode = WINNOW_MODE_MATERIALIZE;
+  require_plan_refused(ctx.h, d, WINNOW_STATUS_INVALID_ARGUMENT, "materialize mode");
+  d.mode = WINNOW_MODE_TOPK;
+  d.output_flags |= WINNOW_OUTPUT_SORTED;
+  Plan plan(ctx.h, d);  // l2, top-k, sorted: accepted
+  // A sharded plan merges by the shards' scores: refused, and the plan is unchanged.
+  REQUIRE_STATUS(winnowPlanSetShard(plan.h, 0, 1000), WINNOW_STATUS_INVALID_ARGUMENT,
+                 "distance output on a sharded plan");
+}
+
 TEST_CASE("descriptor: dtypes", "[capi]") {
   Context ctx;
   winnowProblemDesc_t d = dsa_desc();

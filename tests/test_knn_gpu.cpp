@@ -98,6 +98,25 @@ TEST_CASE("knn retrieval: NaN and inf scores rank as torch.topk ranks them", "[g
   run_and_check(p, 24, test::sized(20000, 9000), opt, {}, false);
 }
 
+TEST_CASE("knn: l2 with distance output reports ||q - k||^2 on both paths, padding +inf",
+          "[gpu][knn]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  const std::string retrieval = GENERATE("1", "0");  // the retrieval mode, the topk kernel
+  test::ScopedEnv env("WINNOW_KNN_RETRIEVAL", retrieval.c_str());
+  auto p = single_head(ir::l2(), 256, GENERATE(1, 700), ops::DType::F16);
+  p.sorted = GENERATE(false, true);
+  p.negate_scores = true;
+  INFO("retrieval " << retrieval << " k " << p.k << " sorted " << p.sorted);
+  REQUIRE(GpuFixture::get().build(p)->retrieval_mode() == (retrieval == "1"));
+  // 500 keys < k = 700: padding; the rest exercise the sample, filter and select.
+  const int64_t keys = GENERATE(500, 30011);
+  const ops::RunResult r = run_and_check(p, 16, keys, {}, {0, 15}, false);
+  // A distance is never negative beyond rounding (||q||^2 + ||k||^2 - 2 q.k in fp32).
+  for (float s : r.scores)
+    if (s == s && s != INFINITY) CHECK(s > -1e-2f * 256);
+}
+
 TEST_CASE("knn: WINNOW_KNN_RETRIEVAL=0 keeps the topk kernel, still exact", "[gpu][knn]") {
   WINNOW_REQUIRE_GPU();
   test::ScopedEnv on("WINNOW_KNN_RETRIEVAL", "1");

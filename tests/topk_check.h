@@ -59,6 +59,12 @@ inline std::vector<int64_t> row_indices(const ops::TopkProblem& p, const ops::Ru
   return out;
 }
 
+// A reported score as the kernel ranked it: WINNOW_OUTPUT_DISTANCE plans report -score
+// (NaN stays NaN), so the checks below undo the negation before comparing.
+inline float ranked_score(const ops::TopkProblem& p, float reported) {
+  return p.negate_scores && reported == reported ? -reported : reported;
+}
+
 // Checks every row of a fused result against the materialized scores: the same index
 // set (the same order when sorted), the -1 padding, and the same score bits.
 inline void check_against_materialize(const ops::TopkProblem& p, const ops::ProblemData& d,
@@ -87,8 +93,12 @@ inline void check_against_materialize(const ops::TopkProblem& p, const ops::Prob
     for (int i = 0; i < int(got.size()) && ok; ++i) {
       float fs = fused.scores[row * p.k + i];
       float ms = mat.scores[row * d.num_keys + got[i]];
-      ok = order_key(fs) == order_key(ms);
+      ok = order_key(ranked_score(p, fs)) == order_key(ms);
     }
+    // Padding scores: -inf, or +inf where the plan reports distances.
+    const float pad = p.negate_scores ? INFINITY : -INFINITY;
+    for (int i = int(want.size()); i < p.k && ok && !fused.scores.empty(); ++i)
+      ok = fused.scores[row * p.k + i] == pad;
     if (!ok && bad_rows++ < 3) {
       UNSCOPED_INFO("row " << row << " window [" << w.start << ", " << w.end << ") got "
                            << got.size() << " keys, want " << want.size());
@@ -129,7 +139,7 @@ inline void check_against_reference(const ops::TopkProblem& p, const ops::Proble
     // ops::score_tolerance.
     for (int i = 0; i < int(got.size()) && !fused.scores.empty(); ++i) {
       double s = ops::reference_score(p, host, row, got[i]);
-      float f = fused.scores[row * p.k + i];
+      float f = ranked_score(p, fused.scores[row * p.k + i]);
       if (std::isnan(s)) {
         CHECK(std::isnan(f));
       } else if (std::isinf(s)) {

@@ -70,6 +70,17 @@ def test_plan_create_errors_carry_the_c_message(ctx):
         ctx.topk_plan(arch="sm_90a", window="sliding", build=False)
 
 
+def test_distance_output_is_for_l2_top_k(ctx):
+    small = dict(heads=1, head_dim=64, q_dtype="fp16", k_dtype="fp16", key_scale=False, k=16,
+                 arch="sm_90a", build=False)
+    with pytest.raises(winnow.InvalidArgument, match="not WINNOW_SCORE_L2"):
+        ctx.topk_plan(score="ip", distance=True, **small)
+    with pytest.raises(winnow.InvalidArgument, match="materialize mode"):
+        ctx.topk_plan(score="l2", distance=True, mode="materialize", **small)
+    plan = ctx.topk_plan(score="l2", distance=True, **small)
+    assert plan.desc.output_flags == winnow._capi.OUTPUT_DISTANCE
+
+
 def test_block_plan_errors_carry_the_c_message(ctx):
     with pytest.raises(winnow.InvalidArgument, match="kv_heads"):
         ctx.block_plan(arch="sm_90a", heads=32, kv_heads=5, build=False)

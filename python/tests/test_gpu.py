@@ -105,6 +105,19 @@ def test_knn_equals_the_reference(ctx):
         1, want.long()))
 
 
+def test_knn_l2_distance_output(ctx):
+    g = torch.Generator().manual_seed(3)
+    q = data.small_ints((16, 64), -3, 3, g, torch.float16, "cpu")
+    k = data.small_ints((20000, 64), -3, 3, g, torch.float16, "cpu")
+    plan = ctx.topk_plan(score="l2", heads=1, head_dim=64, q_dtype="fp16", k_dtype="fp16",
+                         key_scale=False, k=100, sorted=True, distance=True)
+    idx, dist = winnow.knn(plan, q.cuda(), k.cuda())
+    d2 = torch.cdist(q.double(), k.double()) ** 2  # exact: small integers
+    want = reference.topk_rows(-d2, 100, sorted=True)
+    assert torch.equal(idx.cpu(), want)
+    assert torch.equal(dist.cpu().double(), d2.gather(1, want.long()).round())
+
+
 def causal_inputs(S, seed):
     q, k, scale, w, _, _ = data.indexer_inputs(S, H, S, seed=seed, ranges=False)
     return q, k, scale, w

@@ -22,6 +22,7 @@ class TopkPlan(PlanHandle):
     """Mirrors winnowProblemDesc_t; every field a keyword (the C defaults: relu_mh, 64 heads,
     d = 128, fp8 q and k with a key scale, k = 2048, dense window, unsorted, relative
     indices). score: "relu_mh", "ip", "l2", "cosine", or expression="..." for a text score.
+    distance (l2, top-k mode): scores report ||q - k||^2 instead of its negation.
     workspace: a uint8 CUDA tensor of at least workspace_size bytes, 256-byte aligned; None
     allocates one at build (with a GPU)."""
 
@@ -33,7 +34,8 @@ class TopkPlan(PlanHandle):
 
     def __init__(self, context, *, score="relu_mh", expression=None, heads=64, head_dim=128,
                  q_dtype="fp8_e4m3", k_dtype="fp8_e4m3", key_scale=True, mode="topk", k=2048,
-                 sorted=False, absolute_indices=False, window="dense", causal_ratio=1,
+                 sorted=False, absolute_indices=False, distance=False, window="dense",
+                 causal_ratio=1,
                  causal_offset=0, arch=None, candidate_capacity=0, sample_size=-1,
                  key_splits=0, max_workspace_bytes=0, workspace=None, build=True):
         self.context = context
@@ -51,7 +53,8 @@ class TopkPlan(PlanHandle):
         desc.mode = _code(_capi.MODES, mode, "mode")
         desc.k = k
         desc.output_flags = ((_capi.OUTPUT_SORTED if sorted else 0) |
-                             (_capi.OUTPUT_ABSOLUTE_INDICES if absolute_indices else 0))
+                             (_capi.OUTPUT_ABSOLUTE_INDICES if absolute_indices else 0) |
+                             (_capi.OUTPUT_DISTANCE if distance else 0))
         desc.window = _code(_capi.WINDOWS, window, "window")
         desc.causal_ratio, desc.causal_offset = causal_ratio, causal_offset
         self._arch = arch.encode() if arch else None
