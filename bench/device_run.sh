@@ -26,7 +26,9 @@
 # every [gpu] case but the C API ones, which run the same kernels, and the llvm one; quote a
 # name pattern after a tag: '[gpu]~[knn]~"C API*"', since '[gpu]~C API*~[knn]' matches 6
 # cases), WINNOW_TEST_SMALL=1:
-# racecheck.txt, synccheck.txt. Both skip the other steps unless asked for explicitly
+# racecheck.txt, synccheck.txt. SANITIZE=idioms: tests/sanitizer/racecheck_idioms.cu (copy it
+# into $BIN) built with nvcc and run under racecheck per variant (IDIOMS, default 0..13):
+# idioms.txt. All three skip the other steps unless asked for explicitly
 # (DEMO_ARGS, BENCH, NCU). Every step prints its duration ("time: ...").
 set -o pipefail
 export LD_LIBRARY_PATH=${BIN:-.devbin}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -96,8 +98,21 @@ elif [ "${SANITIZE:-}" = race ]; then
   # racecheck: shared-memory hazards; synccheck: barriers under divergence.
   sanitize racecheck "${RACE_TESTS:-[gpu]~[llvm]~\"C API*\"}" "${RACE_TIMEOUT:-300}" --racecheck-report hazard
   sanitize synccheck "${RACE_TESTS:-[gpu]~[llvm]~\"C API*\"}" "${SYNC_TIMEOUT:-200}"
+elif [ "${SANITIZE:-}" = idioms ]; then
+  # tests/sanitizer/racecheck_idioms.cu (carried in $BIN): which synchronisation idiom makes
+  # racecheck report hazards on barrier-ordered accesses (issue 11). IDIOMS: the variants.
+  nvcc -arch=sm_90a -lineinfo -o "$OUT/racecheck_idioms" "$BIN/racecheck_idioms.cu" -lcuda \
+    > "$OUT/idioms.txt" 2>&1
+  for v in ${IDIOMS:-$(seq 0 13)}; do
+    echo "== variant $v" >> "$OUT/idioms.txt"
+    timeout 60 "$SANITIZER" --tool racecheck --racecheck-report hazard "$OUT/racecheck_idioms" "$v" \
+      >> "$OUT/idioms.txt" 2>&1
+    echo "variant $v rc=$? $(grep "RACECHECK SUMMARY" "$OUT/idioms.txt" | tail -n 1)"
+  done
+  rm -f "$OUT/racecheck_idioms"
+  timing "racecheck idioms"
 elif [ -n "${SANITIZE:-}" ]; then
-  echo "SANITIZE=$SANITIZE: expected memcheck or race"
+  echo "SANITIZE=$SANITIZE: expected memcheck, race or idioms"
 fi
 if [ -n "${SANITIZE:-}" ]; then
   : "${DEMO_ARGS:=-}"
