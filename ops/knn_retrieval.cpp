@@ -166,6 +166,9 @@ void KnnRetrieval::execute(const TopkInputs& in, const CallShape& shape,
     p.sample_stride = sample.stride;
     p.sample_valid = sample.valid;
     p.sample_rank = sample.rank;
+    // Without a sample the whole corpus fits the list: nothing to tighten (and no threshold
+    // kernel to clear the lists' marked slots).
+    p.tighten = sample.tiles > 0 ? 1 : 0;
     // Every query's state starts at zero (threshold 0, count 0); the round counts too.
     rt::check(cu.cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(p.rows), 0,
                                   size_t(winnow::kKnnQueries) * sizeof(winnow::KnnRowState) / 4,

@@ -37,6 +37,15 @@ struct KnnSelectSmem {
 };
 
 #if defined(__CUDA_ARCH__)
+// Zeroes the first knn_mark(capacity, kKnnMarks - 1) slots of query r's list before a
+// round that may tighten (p.tighten; knn_tighten reads a 0 slot as not yet written).
+__device__ __forceinline__ void knn_clear_marked(const KnnParams& p, int r) {
+  if (!p.tighten) return;
+  u64* list = p.lists + (long long)r * p.capacity;
+  const int n = knn_mark(p.capacity, kKnnMarks - 1);
+  for (int i = threadIdx.x; i < n; i += kKnnSelectThreads) list[i] = 0ull;
+}
+
 // The first threshold of query blockIdx.x: the sample's rank-th best score, every index
 // admitted (RankKeys from (order key << 32) up). No sample: 0, every key.
 template <class C>
@@ -62,6 +71,7 @@ __device__ void knn_threshold(const KnnParams& p, unsigned char* smem) {
     thr &= 0xFFFFFFFF00000000ull;
   }
   if (threadIdx.x == 0) p.rows[r].threshold = thr;
+  knn_clear_marked(p, r);
 }
 
 // Query blockIdx.x's outputs, or its next fallback round (see the top of the file).
@@ -114,6 +124,8 @@ __device__ void knn_select(const KnnParams& p, unsigned char* smem) {
   // The fallback: a new threshold and another round.
   u64 thr = 0;
   if (count > cap) thr = max(old_threshold, radix_kth<KnnSelectCta>(s, u32(K), scan));
+  __syncthreads();  // every pass over the list is done before it is cleared
+  knn_clear_marked(p, r);
   if (threadIdx.x == 0) {
     if (p.round == 0) atomicAdd(p.counters + kKnnFallbackRows, 1u);
     rs->threshold = thr;

@@ -59,18 +59,122 @@ __device__ __forceinline__ float knn_square_sum8(const uint4& v, float acc) {
   return acc;
 }
 
+// The mark j (knn_mark) that a reservation of slots [base, base + m) reaches, as j + 1
+// (the larger one where it reaches both), else 0: one reservation per mark and round does.
+__device__ __forceinline__ int knn_crossed(int capacity, u32 base, u32 m) {
+  for (int j = kKnnMarks - 1; j >= 0; --j) {
+    const u32 mark = u32(knn_mark(capacity, j));
+    if (base < mark && base + m >= mark) return j + 1;
+  }
+  return 0;
+}
+
 // Appends RankKey rk to query n's CandidateList: the lanes that got here share one atomic
 // per query (all of them when every key passes: ties, a fallback round). The list's order
-// is not part of the result: the select is exact over it.
-__device__ __forceinline__ void knn_append(const KnnParams& p, int n, u64 rk, int lane) {
+// is not part of the result: the select is exact over it. Returns, to the lane that
+// reserved, knn_crossed of its reservation (0 to the others).
+__device__ __forceinline__ int knn_append(const KnnParams& p, int n, u64 rk, int lane) {
   const unsigned act = __activemask();
   const unsigned peers = __match_any_sync(act, n);
   const int leader = __ffs(peers) - 1;
   u32 base = 0;
-  if (lane == leader) base = atomicAdd(&p.rows[n].count, u32(__popc(peers)));
+  int crossed = 0;
+  if (lane == leader) {
+    base = atomicAdd(&p.rows[n].count, u32(__popc(peers)));
+    crossed = knn_crossed(p.capacity, base, u32(__popc(peers)));
+  }
   base = __shfl_sync(peers, base, leader);
   const u32 at = base + u32(__popc(peers & ((1u << lane) - 1u)));
   if (at < u32(p.capacity)) p.lists[(long long)n * p.capacity + at] = rk;
+  return crossed;
+}
+
+// Tries of the wait for one list slot that a reservation before ours has not written yet
+// (its writer stores right after reserving: a few microseconds at most), then the
+// tightening is given up (no harm: the threshold stays as it was).
+#ifndef WINNOW_KNN_TIGHTEN_SPIN
+#define WINNOW_KNN_TIGHTEN_SPIN 4096
+#endif
+
+// Query q's list reached mark j: the warp bounds the k-th best of its first `mark` slots
+// (a subset of the corpus: at least need = min(k, N) keys of the corpus are at or above
+// the bound) by a histogram of their order keys in 256 bins over [min, max], and raises
+// the query's threshold to the lower edge of the highest bin with `need` entries at or
+// above it (every index admitted). The list then still holds every key at or above the
+// final threshold (each was at or above the threshold of its time) and at least `need`
+// of them, so the select stays exact. `bins`: 256 words of the warp's own shared memory.
+__device__ void knn_tighten(const KnnParams& p, int q, int j, u32 need, u32* bins, u64* thr,
+                            int lane) {
+  const int P = knn_mark(p.capacity, j);
+  const uint4* list = reinterpret_cast<const uint4*>(p.lists + (long long)q * p.capacity);
+  constexpr int kBatch = 8;  // uint4 loads in flight per lane (2 entries each)
+  u32 lo = 0xFFFFFFFFu, hi = 0u;
+  bool ok = true;
+  // Pass 1: every slot written (spin while it is 0), and the order keys' range.
+  for (int b0 = 0; b0 < P / 2 && ok; b0 += 32 * kBatch) {
+    uint4 v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = b0 + u * 32 + lane;
+      v[u] = i < P / 2 ? __ldcg(list + i) : make_uint4(1u, 1u, 1u, 1u);
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = b0 + u * 32 + lane;
+      for (int t = 0; ((v[u].x | v[u].y) == 0u || (v[u].z | v[u].w) == 0u) && i < P / 2; ++t) {
+        if (t >= WINNOW_KNN_TIGHTEN_SPIN) { ok = false; break; }
+        __nanosleep(128);
+        v[u] = __ldcg(list + i);
+      }
+      if (i < P / 2) {  // the order key is each entry's high word
+        lo = min(lo, min(v[u].y, v[u].w));
+        hi = max(hi, max(v[u].y, v[u].w));
+      }
+    }
+  }
+  if (!__all_sync(0xFFFFFFFFu, ok)) return;
+  lo = __reduce_min_sync(0xFFFFFFFFu, lo);
+  hi = __reduce_max_sync(0xFFFFFFFFu, hi);
+  const u32 range = hi - lo;
+  const int shift = max(0, 32 - __clz(int(range)) - 8);  // range >> shift < 256
+  for (int i = lane; i < 256; i += 32) bins[i] = 0u;
+  __syncwarp();
+  // Pass 2: the histogram (every slot is written now and stays so this round).
+  for (int i = lane; i < P / 2; i += 32) {
+    const uint4 v = __ldcg(list + i);
+    atomicAdd(bins + ((v.y - lo) >> shift), 1u);
+    atomicAdd(bins + ((v.w - lo) >> shift), 1u);
+  }
+  __syncwarp();
+  // The highest bin b with at least `need` entries in bins >= b: lane l holds bins
+  // 8 l .. 8 l + 7; a suffix sum over the lanes.
+  u32 c[8], own = 0u;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) own += (c[i] = bins[8 * lane + i]);
+  u32 above = own;  // bins of lanes >= lane
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    const u32 x = __shfl_down_sync(0xFFFFFFFFu, above, off);
+    if (lane + off < 32) above += x;
+  }
+  u32 cum = above - own;
+  int best = -1;
+#pragma unroll
+  for (int i = 7; i >= 0; --i) {
+    cum += c[i];
+    if (best < 0 && cum >= need) best = 8 * lane + i;
+  }
+  const unsigned hit = __ballot_sync(0xFFFFFFFFu, best >= 0);
+  __syncwarp();  // the bins are the warp's staging again after this
+  if (hit == 0u) return;  // fewer than need entries: cannot happen (mark >= 3 k)
+  const int src = 31 - __clz(int(hit));
+  best = __shfl_sync(0xFFFFFFFFu, best, src);
+  if (lane == 0) {
+    const u64 t = u64(lo + (u32(best) << shift)) << 32;
+    const u64 old = atomicMax(reinterpret_cast<unsigned long long*>(&p.rows[q].threshold), t);
+    if (t > old) atomicAdd(p.counters + kKnnTightenings, 1u);
+    atomicMax(reinterpret_cast<unsigned long long*>(thr + q), t);
+  }
 }
 
 // The stream over this CTA's tiles (tile i of the pass's list: i * sample_stride in the
@@ -188,9 +292,17 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
 #pragma unroll
     for (int b = 0; b < 2; ++b) pfr[2 * j + b] = C::kMaterialize || sample ? 0.0f : pf[8 * j + 2 * t4 + b];
   }
+  // Tightening (knn_tighten): a lane's pending mark ((query << 4) | (mark + 1), 0: none),
+  // and the count of tightenings this warp has taken into its thresholds.
+  const bool tighten = !C::kMaterialize && !sample && p.tighten != 0;
+  const u32 need = u32(min(C::kTopK, p.num_keys));
+  int pend = 0;
+  u32 seen = 0;
   unsigned pos = 0;
   for (int i = blockIdx.x; i < total; i += gridDim.x, pos += NC) {
     const int tile = i * stride;
+    // Read now, used after the tile's MMAs (its latency hidden behind them).
+    const u32 tightened = tighten ? __ldcg(p.counters + kKnnTightenings) : 0u;
     float acc[32];
     float ksq_half = 0.0f;  // this lane's half of key (16 warp + lane / 2)'s |k|^2
     int prev_stage = 0;
@@ -272,8 +384,8 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
             const u32 at = atomicAdd(scount + n, 1u);
             if (at < u32(kKnnStageSlots)) {
               skeys[n * kKnnStageSlots + at] = rk;
-            } else {
-              knn_append(p, n, rk, lane);
+            } else if (const int crossed = knn_append(p, n, rk, lane)) {
+              pend = (n << 4) | crossed;
             }
           }
         }
@@ -292,8 +404,37 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
           if (base + s2 < u32(p.capacity))
             p.lists[(long long)q * p.capacity + base + s2] = skeys[q * kKnnStageSlots + s2];
         }
+        if (const int crossed = knn_crossed(p.capacity, base, m)) pend = (q << 4) | crossed;
       }
       __syncwarp();
+      if (tighten) {
+        // The marks this warp's reservations reached (rare: the sample's threshold was
+        // too low), each tightened by the whole warp over the staging it just emptied.
+        for (unsigned todo = __ballot_sync(0xFFFFFFFFu, pend != 0); todo != 0u; todo &= todo - 1u) {
+          const int code = __shfl_sync(0xFFFFFFFFu, pend, __ffs(todo) - 1);
+          knn_tighten(p, code >> 4, (code & 15) - 1, need, reinterpret_cast<u32*>(skeys), thr, lane);
+        }
+        pend = 0;
+        if (tightened != seen) {
+          // Some query's threshold rose (here or in another CTA): into this CTA's
+          // thresholds and this thread's prefilter scores.
+          seen = tightened;
+          for (int q = lane; q < Q; q += 32) {
+            atomicMax(reinterpret_cast<unsigned long long*>(thr + q),
+                      __ldcg(reinterpret_cast<const unsigned long long*>(&p.rows[q].threshold)));
+          }
+          __syncwarp();
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+#pragma unroll
+            for (int b = 0; b < 2; ++b) {
+              const int n = 8 * j + 2 * t4 + b;
+              const u32 t = u32(thr[n] >> 32);
+              if (skip[n] == 0 && t != 0) pfr[2 * j + b] = order_key_score(t);
+            }
+          }
+        }
+      }
     }
   }
 }

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
+
+#include "winnow/knn_params.cuh"
 
 namespace winnow::ops {
 
@@ -131,6 +134,13 @@ RunResult run_op(const Op& op, const TopkProblem& p, const rt::Context& ctx,
             "cuMemcpyDtoH (counters)");
   r.fallback_rows = counters[0];
   r.bad_windows = counters[1];
+  if constexpr (std::is_same_v<Op, TopkOp>) {
+    if (!materialize && op.retrieval_mode()) {
+      rt::check(cu.cuMemcpyDtoH(&r.tightenings,
+                                ws.ptr() + op.counter_offset() + 4 * winnow::kKnnTightenings, 4),
+                "cuMemcpyDtoH (tightenings)");
+    }
+  }
 
   if (repeats > 0) {
     CUevent a, b;

@@ -1,8 +1,12 @@
 // The retrieval mode (ops/knn_retrieval.h) on the GPU: fused == materialize + exact select
 // bit for bit (the materialize variant of the same kernel), and the CPU double reference
 // on the first and last rows. Fresh random inputs on every run (the seed is printed).
+#include <algorithm>
+#include <cstring>
+
 #include "support.h"
 #include "topk_check.h"
+#include "winnow/knn_workspace.cuh"
 
 using namespace winnow;
 using winnow::test::GpuFixture;
@@ -125,4 +129,45 @@ TEST_CASE("knn: WINNOW_KNN_RETRIEVAL=0 keeps the topk kernel, still exact", "[gp
   auto p = single_head(ir::ip(), 768, 128, ops::DType::F16);
   REQUIRE_FALSE(GpuFixture::get().build(p)->retrieval_mode());
   run_and_check(p, 16, 20011, {}, {0, 15}, false);
+}
+
+TEST_CASE("knn retrieval: a sample threshold too low is tightened as the lists fill, no fallback",
+          "[gpu][knn]") {
+  WINNOW_REQUIRE_GPU();
+  test::ScopedEnv on("WINNOW_KNN_RETRIEVAL", "1");
+  INFO("seed " << test::test_seed());
+  // ip with q = e0, so a key's score is its first element. The sampled tiles hold -1 (the
+  // sample's threshold is then -1), `over` keys elsewhere random values in (0, 1), the rest
+  // -2: without tightening over + the sampled keys would pass, more than the capacity.
+  const int k = 128, dim = 128;
+  const int64_t keys = 65536;
+  auto p = single_head(ir::ip(), dim, k, ops::DType::F16);
+  p.sorted = true;
+  require_retrieval(p);
+  const int cap = knn_capacity(k);
+  const KnnSample s = knn_sample(keys, k, cap, kKnnMaxSampleCap);
+  REQUIRE(s.tiles > 0);
+  const int over = 6000;
+  REQUIRE(s.valid + over > cap);  // the case overflows unless the threshold rises
+  std::mt19937_64 rng(test::test_seed());
+  auto set = [](ops::HostTensor& t, int64_t i, float v) {
+    const uint16_t h = ops::encode_f16(v);
+    std::memcpy(t.bytes.data() + 2 * i, &h, 2);
+    t.values[size_t(i)] = v;
+  };
+  const ops::RunResult r = run_and_check(p, 4, keys, {}, {}, true, [&](ops::ProblemData& d) {
+    for (int64_t i = 0; i < int64_t(d.q.count()); ++i) set(d.q, i, i % dim == 0 ? 1.0f : 0.0f);
+    std::vector<int64_t> others;
+    for (int64_t key = 0; key < keys; ++key) {
+      const int64_t tile = key / kKnnKeyTile;
+      const bool sampled = tile % s.stride == 0 && tile / s.stride < s.tiles;
+      for (int e = 0; e < dim; ++e) set(d.k, key * dim + e, e > 0 ? 0.0f : sampled ? -1.0f : -2.0f);
+      if (!sampled) others.push_back(key);
+    }
+    std::shuffle(others.begin(), others.end(), rng);
+    for (int i = 0; i < over; ++i) set(d.k, others[size_t(i)] * dim, float(1 + rng() % 1023) / 1024.0f);
+  });
+  UNSCOPED_INFO("tightenings " << r.tightenings << ", fallback rows " << r.fallback_rows);
+  CHECK(r.tightenings >= 4);     // every row's threshold rose at least once
+  CHECK(r.fallback_rows == 0);  // and its list did not overflow
 }
