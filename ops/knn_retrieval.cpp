@@ -21,6 +21,7 @@ struct KnnRetrieval::Impl {
   codegen::GeneratedKernel generated;
   std::shared_ptr<const rt::LoadedKernel> stream, threshold, select;
   int grid = 0;
+  bool tighten = true;  // WINNOW_KNN_TIGHTEN
 };
 
 std::string KnnRetrieval::unsuited(const TopkProblem& p, const plan::KernelSpec& spec) {
@@ -55,6 +56,11 @@ KnnRetrieval::KnnRetrieval(const TopkProblem& p, const plan::KernelSpec& spec,
   if (!plan::choose_knn_plan(spec, smem_limit, &m.plan, &why, p.plan_knobs.stages))
     throw NotSupported(why);
   m.generated = codegen::emit_knn(p.score, m.plan);
+  if (const auto v = rt::env_get("WINNOW_KNN_TIGHTEN")) {
+    if (*v != "0" && *v != "1")
+      throw InvalidArgument(fmt::format("WINNOW_KNN_TIGHTEN is '{}': expected 0 or 1", *v));
+    m.tighten = *v == "1";
+  }
 }
 
 KnnRetrieval::~KnnRetrieval() = default;
@@ -168,7 +174,7 @@ void KnnRetrieval::execute(const TopkInputs& in, const CallShape& shape,
     p.sample_rank = sample.rank;
     // Without a sample the whole corpus fits the list: nothing to tighten (and no threshold
     // kernel to clear the lists' marked slots).
-    p.tighten = sample.tiles > 0 ? 1 : 0;
+    p.tighten = m.tighten && sample.tiles > 0 ? 1 : 0;
     // Every query's state starts at zero (threshold 0, count 0); the round counts too.
     rt::check(cu.cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(p.rows), 0,
                                   size_t(winnow::kKnnQueries) * sizeof(winnow::KnnRowState) / 4,

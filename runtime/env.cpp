@@ -12,7 +12,7 @@
 namespace winnow::rt {
 namespace {
 
-constexpr std::array<EnvVar, 15> kRegistry{{
+constexpr std::array<EnvVar, 16> kRegistry{{
     {"HOME", false, "home folder: the cache defaults to $HOME/.cache/winnow"},
     {"TMPDIR", false, "without HOME the cache is $TMPDIR/winnow-cache-<uid> (default /tmp)"},
     // The backend's name and exact version are in every key already (ops/jit_module.cpp).
@@ -32,6 +32,10 @@ constexpr std::array<EnvVar, 15> kRegistry{{
     {"WINNOW_KNN_RETRIEVAL", false,
      "\"0\" keeps one-head dense fp16/bf16 top-k (knn) on the topk kernel instead of the "
      "retrieval mode (the default, \"1\")"},
+    // A launch parameter of the same kernel: no key input.
+    {"WINNOW_KNN_TIGHTEN", false,
+     "\"0\" keeps the retrieval filter's thresholds fixed for a round (no tightening as the "
+     "lists fill; the default \"1\" tightens)"},
     {"WINNOW_LOG_LEVEL", false, "error|warn|info|debug"},
     // Read only when a merge is handed an ncclComm_t (runtime/nccl_library.h).
     {"WINNOW_NCCL_LIBRARY", false, "the NCCL library to dlopen (default libnccl.so.2)"},
