@@ -21,7 +21,7 @@ struct KnnRetrieval::Impl {
   codegen::GeneratedKernel generated;
   std::shared_ptr<const rt::LoadedKernel> stream, threshold, select;
   int grid = 0;
-  bool tighten = true;  // WINNOW_KNN_TIGHTEN
+  bool tighten = false;  // WINNOW_KNN_TIGHTEN=1 (opt-in until run on a GPU)
 };
 
 std::string KnnRetrieval::unsuited(const TopkProblem& p, const plan::KernelSpec& spec) {

@@ -34,8 +34,8 @@ constexpr std::array<EnvVar, 16> kRegistry{{
      "retrieval mode (the default, \"1\")"},
     // A launch parameter of the same kernel: no key input.
     {"WINNOW_KNN_TIGHTEN", false,
-     "\"0\" keeps the retrieval filter's thresholds fixed for a round (no tightening as the "
-     "lists fill; the default \"1\" tightens)"},
+     "\"1\" tightens the retrieval filter's thresholds as the lists fill (opt-in until "
+     "run on a GPU; the default \"0\" keeps them fixed for a round)"},
     {"WINNOW_LOG_LEVEL", false, "error|warn|info|debug"},
     // Read only when a merge is handed an ncclComm_t (runtime/nccl_library.h).
     {"WINNOW_NCCL_LIBRARY", false, "the NCCL library to dlopen (default libnccl.so.2)"},

@@ -51,6 +51,20 @@ void exec(sqlite3* db, const char* sql) {
   }
 }
 
+// PRAGMA journal_mode=WAL on a new file. Changing the journal mode needs the file to
+// itself, and SQLite answers SQLITE_BUSY at once (no busy handler) while another process
+// that opened it at the same moment holds a read lock: retried for up to kBusyTimeoutMs.
+void set_wal(sqlite3* db) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+  for (;;) {
+    const int rc = sqlite3_exec(db, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr);
+    if (rc == SQLITE_OK) return;
+    if ((rc & 0xFF) != SQLITE_BUSY || std::chrono::steady_clock::now() >= until)
+      fail(db, "PRAGMA journal_mode=WAL");
+    sqlite3_sleep(5);
+  }
+}
+
 Statement prepare(sqlite3* db, const char* sql) {
   sqlite3_stmt* s = nullptr;
   if (sqlite3_prepare_v2(db, sql, -1, &s, nullptr) != SQLITE_OK) fail(db, sql);
@@ -206,7 +220,7 @@ Connection open_db(const std::filesystem::path& root, const std::filesystem::pat
       return nullptr;
     }
     if (version == 0 && access == Access::Write) {
-      exec(db.get(), "PRAGMA journal_mode=WAL");
+      set_wal(db.get());
       Transaction t(db.get());
       if (user_version(db.get()) == 0) {
         exec(db.get(), "CREATE TABLE IF NOT EXISTS plans (key TEXT PRIMARY KEY, op TEXT NOT NULL, "

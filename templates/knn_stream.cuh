@@ -10,6 +10,7 @@
 #include "winnow/element_decode.cuh"
 #include "winnow/knn_params.cuh"
 #include "winnow/knn_workspace.cuh"
+#include "winnow/load_cg.cuh"
 #include "winnow/mbarrier.cuh"
 #include "winnow/rank_order.cuh"
 #include "winnow/score_ops.cuh"
@@ -116,7 +117,7 @@ __device__ void knn_tighten(const KnnParams& p, int q, int j, u32 need, u32* bin
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
       const int i = b0 + u * 32 + lane;
-      v[u] = i < P / 2 ? __ldcg(list + i) : make_uint4(1u, 1u, 1u, 1u);
+      v[u] = i < P / 2 ? load_cg(list + i) : make_uint4(1u, 1u, 1u, 1u);
     }
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
@@ -124,7 +125,7 @@ __device__ void knn_tighten(const KnnParams& p, int q, int j, u32 need, u32* bin
       for (int t = 0; ((v[u].x | v[u].y) == 0u || (v[u].z | v[u].w) == 0u) && i < P / 2; ++t) {
         if (t >= WINNOW_KNN_TIGHTEN_SPIN) { ok = false; break; }
         __nanosleep(128);
-        v[u] = __ldcg(list + i);
+        v[u] = load_cg(list + i);
       }
       if (i < P / 2) {  // the order key is each entry's high word
         lo = min(lo, min(v[u].y, v[u].w));
@@ -141,7 +142,7 @@ __device__ void knn_tighten(const KnnParams& p, int q, int j, u32 need, u32* bin
   __syncwarp();
   // Pass 2: the histogram (every slot is written now and stays so this round).
   for (int i = lane; i < P / 2; i += 32) {
-    const uint4 v = __ldcg(list + i);
+    const uint4 v = load_cg(list + i);
     atomicAdd(bins + ((v.y - lo) >> shift), 1u);
     atomicAdd(bins + ((v.w - lo) >> shift), 1u);
   }
@@ -302,7 +303,7 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
   for (int i = blockIdx.x; i < total; i += gridDim.x, pos += NC) {
     const int tile = i * stride;
     // Read now, used after the tile's MMAs (its latency hidden behind them).
-    const u32 tightened = tighten ? __ldcg(p.counters + kKnnTightenings) : 0u;
+    const u32 tightened = tighten ? load_cg(p.counters + kKnnTightenings) : 0u;
     float acc[32];
     float ksq_half = 0.0f;  // this lane's half of key (16 warp + lane / 2)'s |k|^2
     int prev_stage = 0;
@@ -421,7 +422,7 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
           seen = tightened;
           for (int q = lane; q < Q; q += 32) {
             atomicMax(reinterpret_cast<unsigned long long*>(thr + q),
-                      __ldcg(reinterpret_cast<const unsigned long long*>(&p.rows[q].threshold)));
+                      load_cg(&p.rows[q].threshold));
           }
           __syncwarp();
 #pragma unroll

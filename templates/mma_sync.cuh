@@ -61,12 +61,4 @@ __device__ __forceinline__ void copy_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
 }
 
-// An L2-only load (ld.global.cg), written as CUDA's own __ldcg is: clang's CUDA headers
-// (the LLVM backend) do not declare __ldcg, so both backends see this one.
-__device__ __forceinline__ u64 load_cg(const u64* ptr) {
-  u64 v;
-  asm volatile("ld.global.cg.u64 %0, [%1];" : "=l"(v) : "l"(ptr));
-  return v;
-}
-
 }  // namespace winnow

@@ -1,6 +1,7 @@
 // Key splits: each CTA stores its part's selection; the last CTA of a row block merges the
 // parts exactly and writes the outputs.
 #pragma once
+#include "winnow/load_cg.cuh"
 #include "winnow/mma_sync.cuh"
 #include "winnow/radix_select.cuh"
 #include "winnow/topk_output.cuh"
