@@ -97,13 +97,14 @@ __device__ __forceinline__ int knn_append(const KnnParams& p, int n, u64 rk, int
 #define WINNOW_KNN_TIGHTEN_SPIN 4096
 #endif
 
-// Query q's list reached mark j: the warp bounds the k-th best of its first `mark` slots
-// (a subset of the corpus: at least need = min(k, N) keys of the corpus are at or above
-// the bound) by a histogram of their order keys in 256 bins over [min, max], and raises
-// the query's threshold to the lower edge of the highest bin with `need` entries at or
-// above it (every index admitted). The list then still holds every key at or above the
-// final threshold (each was at or above the threshold of its time) and at least `need`
-// of them, so the select stays exact. `bins`: 256 words of the warp's own shared memory.
+// Query q's list reached mark j: the warp finds the order key of the need-th best
+// (need = min(k, N)) of its first `mark` slots (a subset of the corpus: at least need keys
+// of the corpus are at or above it) by radix passes of 256 bins, and raises the query's
+// threshold to it (every index of that order key admitted). One linear histogram over
+// [min, max] was not enough: order keys from -1 to 1 span most of the 32 bits, and the
+// top bin held every score in [0.5, 1) (the first GPU run of the test). The list then
+// still holds every key at or above the final threshold (each was at or above the
+// threshold of its time) and at least `need` of them, so the select stays exact. `bins`: 256 words of the warp's own shared memory.
 __device__ void knn_tighten(const KnnParams& p, int q, int j, u32 need, u32* bins, u64* thr,
                             int lane) {
   const int P = knn_mark(p.capacity, j);
@@ -136,42 +137,58 @@ __device__ void knn_tighten(const KnnParams& p, int q, int j, u32 need, u32* bin
   if (!__all_sync(0xFFFFFFFFu, ok)) return;
   lo = __reduce_min_sync(0xFFFFFFFFu, lo);
   hi = __reduce_max_sync(0xFFFFFFFFu, hi);
+  // Radix passes of 8 bits over the order keys from the range's top bit down: each finds
+  // the highest bin with `want` entries at or above it, then narrows to that bin.
   const u32 range = hi - lo;
-  const int shift = max(0, 32 - __clz(int(range)) - 8);  // range >> shift < 256
-  for (int i = lane; i < 256; i += 32) bins[i] = 0u;
-  __syncwarp();
-  // Pass 2: the histogram (every slot is written now and stays so this round).
-  for (int i = lane; i < P / 2; i += 32) {
-    const uint4 v = load_cg(list + i);
-    atomicAdd(bins + ((v.y - lo) >> shift), 1u);
-    atomicAdd(bins + ((v.w - lo) >> shift), 1u);
-  }
-  __syncwarp();
-  // The highest bin b with at least `need` entries in bins >= b: lane l holds bins
-  // 8 l .. 8 l + 7; a suffix sum over the lanes.
-  u32 c[8], own = 0u;
+  int shift = max(0, 32 - __clz(int(range)) - 8);  // range >> shift < 256
+  u32 base = lo, want = need;
+  for (;;) {
+    for (int i = lane; i < 256; i += 32) bins[i] = 0u;
+    __syncwarp();
+    // Every slot is written now and stays so this round; entries above the window were
+    // counted by the pass before (want is net of them).
+    for (int i = lane; i < P / 2; i += 32) {
+      const uint4 v = load_cg(list + i);
+      const u32 o[2] = {v.y, v.w};
 #pragma unroll
-  for (int i = 0; i < 8; ++i) own += (c[i] = bins[8 * lane + i]);
-  u32 above = own;  // bins of lanes >= lane
+      for (int h = 0; h < 2; ++h) {
+        if (o[h] >= base && ((o[h] - base) >> shift) < 256u) atomicAdd(bins + ((o[h] - base) >> shift), 1u);
+      }
+    }
+    __syncwarp();
+    // Lane l holds bins 8 l .. 8 l + 7; a suffix sum over the lanes.
+    u32 c[8], own = 0u;
 #pragma unroll
-  for (int off = 1; off < 32; off <<= 1) {
-    const u32 x = __shfl_down_sync(0xFFFFFFFFu, above, off);
-    if (lane + off < 32) above += x;
-  }
-  u32 cum = above - own;
-  int best = -1;
+    for (int i = 0; i < 8; ++i) own += (c[i] = bins[8 * lane + i]);
+    u32 above = own;  // bins of lanes >= lane
 #pragma unroll
-  for (int i = 7; i >= 0; --i) {
-    cum += c[i];
-    if (best < 0 && cum >= need) best = 8 * lane + i;
+    for (int off = 1; off < 32; off <<= 1) {
+      const u32 x = __shfl_down_sync(0xFFFFFFFFu, above, off);
+      if (lane + off < 32) above += x;
+    }
+    u32 cum = above - own, over = 0u;
+    int best = -1;
+#pragma unroll
+    for (int i = 7; i >= 0; --i) {
+      if (best < 0 && cum + c[i] >= want) {
+        best = 8 * lane + i;
+        over = cum;  // entries of the window above bin `best`
+      }
+      cum += c[i];
+    }
+    const unsigned hit = __ballot_sync(0xFFFFFFFFu, best >= 0);
+    __syncwarp();  // the bins are the warp's staging again after the last pass
+    if (hit == 0u) return;  // fewer than want entries: cannot happen (mark >= 3 k)
+    const int src = 31 - __clz(int(hit));
+    best = __shfl_sync(0xFFFFFFFFu, best, src);
+    over = __shfl_sync(0xFFFFFFFFu, over, src);
+    base += u32(best) << shift;
+    want -= over;
+    if (shift == 0) break;
+    shift = max(0, shift - 8);
   }
-  const unsigned hit = __ballot_sync(0xFFFFFFFFu, best >= 0);
-  __syncwarp();  // the bins are the warp's staging again after this
-  if (hit == 0u) return;  // fewer than need entries: cannot happen (mark >= 3 k)
-  const int src = 31 - __clz(int(hit));
-  best = __shfl_sync(0xFFFFFFFFu, best, src);
   if (lane == 0) {
-    const u64 t = u64(lo + (u32(best) << shift)) << 32;
+    const u64 t = u64(base) << 32;
     const u64 old = atomicMax(reinterpret_cast<unsigned long long*>(&p.rows[q].threshold), t);
     if (t > old) atomicAdd(p.counters + kKnnTightenings, 1u);
     atomicMax(reinterpret_cast<unsigned long long*>(thr + q), t);

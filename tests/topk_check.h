@@ -187,6 +187,7 @@ inline ops::RunResult run_and_check(ops::TopkProblem p, int64_t rows, int64_t ke
   auto fused = f.build(p);
   ops::TopkProblem pm = p;
   pm.mode = ops::Mode::Materialize;
+  pm.negate_scores = false;  // materialize writes the scores themselves
   auto mat = f.build(pm);
   ops::RunResult rf = ops::run_on_device(*fused, *f.ctx, d);
   ops::RunResult rm = ops::run_on_device(*mat, *f.ctx, d);
