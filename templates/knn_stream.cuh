@@ -29,6 +29,14 @@
 #define WINNOW_KNN_PREFILTER 1
 #endif
 
+// Where the l2 / cosine key norms are summed from the stage (a measuring switch, through
+// WINNOW_NVRTC_OPTIONS): 1 while the chunk's MMAs run (the default), 2 before they issue
+// (the form before 24ebcc4), 0 not at all (|k|^2 taken as 0: wrong scores, for timing the
+// sums' cost only).
+#ifndef WINNOW_KNN_KSQ
+#define WINNOW_KNN_KSQ 1
+#endif
+
 namespace winnow {
 
 #if defined(__CUDA_ARCH__)
@@ -330,6 +338,17 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
       knn_wait(full + slot.stage, slot.parity);
       const unsigned char* st = ring + slot.stage * kKnnStageBytes;
       const u32 a_lo = wgmma_desc_lo(st + wg * 64 * kKnnChunkBytes);
+      // |k|^2 from the stage (both it and the MMAs only read it).
+      auto key_norms = [&] {
+        const int row = wg * 64 + warp * 16 + (lane >> 1);
+#pragma unroll
+        for (int v = 0; v < 4; ++v) {
+          const int chunk = 4 * (lane & 1) + v;
+          const uint4 x = *reinterpret_cast<const uint4*>(st + row * 128 + ((chunk ^ (row & 7)) << 4));
+          ksq_half = knn_square_sum8<C::kElem>(x, ksq_half);
+        }
+      };
+      if (C::kUsesKSq && WINNOW_KNN_KSQ == 2) key_norms();
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < kKnnChunkBytes; kk += 32) {
@@ -338,17 +357,9 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
                                  (c > 0 || kk > 0) ? 1 : 0);
       }
       wgmma_commit();
-      if (C::kUsesKSq) {
-        // |k|^2 from the stage while its MMAs run (both only read it): before them, the
-        // sums held back every chunk's wgmma issue (l2 took 1.37x ip's time, session 12).
-        const int row = wg * 64 + warp * 16 + (lane >> 1);
-#pragma unroll
-        for (int v = 0; v < 4; ++v) {
-          const int chunk = 4 * (lane & 1) + v;
-          const uint4 x = *reinterpret_cast<const uint4*>(st + row * 128 + ((chunk ^ (row & 7)) << 4));
-          ksq_half = knn_square_sum8<C::kElem>(x, ksq_half);
-        }
-      }
+      // While the MMAs run: before them, the sums held back every chunk's wgmma issue (l2
+      // took 1.37x ip's time, session 12).
+      if (C::kUsesKSq && WINNOW_KNN_KSQ == 1) key_norms();
       if (c > 0) {  // the previous chunk's MMAs are done: its stage goes back to the producer
         wgmma_wait<1>();
         __syncwarp();

@@ -5,7 +5,6 @@
 #include <limits>
 #include <type_traits>
 
-#include "winnow/knn_params.cuh"
 
 namespace winnow::ops {
 
@@ -135,9 +134,8 @@ RunResult run_op(const Op& op, const TopkProblem& p, const rt::Context& ctx,
   r.fallback_rows = counters[0];
   r.bad_windows = counters[1];
   if constexpr (std::is_same_v<Op, TopkOp>) {
-    if (!materialize && op.retrieval_mode()) {
-      rt::check(cu.cuMemcpyDtoH(&r.tightenings,
-                                ws.ptr() + op.counter_offset() + 4 * winnow::kKnnTightenings, 4),
+    if (!materialize && op.tightenings_offset() >= 0) {
+      rt::check(cu.cuMemcpyDtoH(&r.tightenings, ws.ptr() + op.tightenings_offset(), 4),
                 "cuMemcpyDtoH (tightenings)");
     }
   }
