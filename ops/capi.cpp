@@ -318,7 +318,7 @@ ops::TopkProblem to_problem(const winnowContext& ctx, const winnowProblemDesc_t&
 const char* input_name(int role) {
   static const char* const names[WINNOW_NUM_INPUTS] = {"q", "k", "weights", "key_scale",
                                                         "window_start", "window_end",
-                                                        "sample_hint"};
+                                                        "sample_hint", "key_norms"};
   return names[role];
 }
 
@@ -349,7 +349,7 @@ struct CallTensors {
     return ops::TopkInputs{views[WINNOW_INPUT_Q],           views[WINNOW_INPUT_K],
                            views[WINNOW_INPUT_WEIGHTS],     views[WINNOW_INPUT_KEY_SCALE],
                            views[WINNOW_INPUT_WINDOW_START], views[WINNOW_INPUT_WINDOW_END],
-                           views[WINNOW_INPUT_SAMPLE_HINT]};
+                           views[WINNOW_INPUT_SAMPLE_HINT],  views[WINNOW_INPUT_KEY_NORMS]};
   }
   const ops::TensorView* out_indices() const { return indices ? &*indices : nullptr; }
   const ops::TensorView* out_scores() const { return scores ? &*scores : nullptr; }

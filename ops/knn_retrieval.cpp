@@ -144,6 +144,7 @@ void KnnRetrieval::execute(const TopkInputs& in, const CallShape& shape,
       p.w_row_stride = in.weights.strides[0];
     }
     if (in.key_scale.present()) p.kscale = static_cast<const float*>(in.key_scale.data);
+    if (in.key_norms.present()) p.ksq = static_cast<const float*>(in.key_norms.data);
     if (out_indices && out_indices->present()) {
       p.out_indices = static_cast<int*>(out_indices->data) + first * out_indices->strides[0];
       p.out_indices_stride = out_indices->strides[0];

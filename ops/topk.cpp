@@ -266,6 +266,7 @@ void TopkOp::execute(const TopkInputs& in, const TensorView* out_indices,
     p.w_row_stride = in.weights.strides[0];
   }
   if (in.key_scale.present()) p.kscale = static_cast<const float*>(in.key_scale.data);
+  if (in.key_norms.present()) p.ksq = static_cast<const float*>(in.key_norms.data);
   if (in.window_start.present()) p.window_start = static_cast<const int*>(in.window_start.data);
   if (in.window_end.present()) p.window_end = static_cast<const int*>(in.window_end.data);
   if (in.sample_hint.present() && in.sample_hint.shape[0] > 0) {

@@ -82,6 +82,11 @@ struct TopkInputs {
   // earlier entry (duplicates, unsorted parts) are ignored; n may not exceed
   // TopkOp::max_sample_hint (the smaller of the candidate capacity and 2 next_pow2(k)).
   TensorView sample_hint;
+  // Optional fp32 [num_keys]: |k|^2 of every key, for score programs that read ksq (l2,
+  // cosine). Given, the kernels read it instead of summing the squares of each key tile
+  // (that sum costs l2 about a third more than ip at d = 768); its values are used as
+  // they are (a wrong norm gives the scores of that norm, NaN and inf included).
+  TensorView key_norms;
 };
 
 // Per-call settings beside the tensors (the streaming driver changes them per chunk).

@@ -169,6 +169,11 @@ CallShape validate_call(const TopkProblem& p, int device, const TopkInputs& in,
                   "the score program reads kscale (fp32 [num_keys])",
                   "the score program does not read kscale"))
     check_vector("key_scale", in.key_scale, DType::F32, device, num_keys, "num_keys");
+  if (in.key_norms.present()) {  // optional: the kernel sums the squares without it
+    if (!uses.ksq)
+      fail("key_norms given, but the score program does not read ksq (|k|^2: l2, cosine)");
+    check_vector("key_norms", in.key_norms, DType::F32, device, num_keys, "num_keys");
+  }
 
   const bool ranges = p.window == WindowKind::Ranges;
   const std::string not_ranges =

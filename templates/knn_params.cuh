@@ -26,6 +26,7 @@ struct KnnParams {
   const float* w;          // [queries] (row stride w_row_stride) when the score reads w
   long long w_row_stride;
   const float* kscale;     // [num_keys] when the score reads kscale
+  const float* ksq;        // [num_keys] |k|^2 given by the caller, or null: summed here
   int* out_indices;        // this pass's first row
   long long out_indices_stride;
   float* out_scores;       // optional (materialize: the [queries][num_keys] matrix)

@@ -331,6 +331,15 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
     const u32 tightened = tighten ? load_cg(p.counters + kKnnTightenings) : 0u;
     float acc[32];
     float ksq_half = 0.0f;  // this lane's half of key (16 warp + lane / 2)'s |k|^2
+    const int key0 = tile * kKnnKeyTile + wg * 64 + warp * 16 + g;
+    // |k|^2 of the thread's two keys (g and g + 8 of the warp's 16) when the caller gave
+    // them: loaded now, used after the tile's MMAs.
+    const bool ksq_given = C::kUsesKSq && p.ksq != nullptr;
+    float ksq_in[2] = {0.0f, 0.0f};
+    if (ksq_given) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) ksq_in[h] = key0 + 8 * h < p.num_keys ? p.ksq[key0 + 8 * h] : 0.0f;
+    }
     int prev_stage = 0;
 #pragma unroll 1
     for (int c = 0; c < NC; ++c) {
@@ -348,7 +357,7 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
           ksq_half = knn_square_sum8<C::kElem>(x, ksq_half);
         }
       };
-      if (C::kUsesKSq && WINNOW_KNN_KSQ == 2) key_norms();
+      if (C::kUsesKSq && WINNOW_KNN_KSQ == 2 && !ksq_given) key_norms();
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < kKnnChunkBytes; kk += 32) {
@@ -359,7 +368,7 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
       wgmma_commit();
       // While the MMAs run: before them, the sums held back every chunk's wgmma issue (l2
       // took 1.37x ip's time, session 12).
-      if (C::kUsesKSq && WINNOW_KNN_KSQ == 1) key_norms();
+      if (C::kUsesKSq && WINNOW_KNN_KSQ == 1 && !ksq_given) key_norms();
       if (c > 0) {  // the previous chunk's MMAs are done: its stage goes back to the producer
         wgmma_wait<1>();
         __syncwarp();
@@ -372,13 +381,13 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
     __syncwarp();
     if (lane == 0) mbarrier_arrive(empty + prev_stage);
 
-    // |k|^2 of the thread's two keys (g and g + 8 of the warp's 16), from the lanes that
-    // summed their halves.
-    const float ksq_lane = __fadd_rn(ksq_half, __shfl_xor_sync(0xFFFFFFFFu, ksq_half, 1));
-    float ksq[2];
-    ksq[0] = __shfl_sync(0xFFFFFFFFu, ksq_lane, 2 * g);
-    ksq[1] = __shfl_sync(0xFFFFFFFFu, ksq_lane, 2 * (g + 8));
-    const int key0 = tile * kKnnKeyTile + wg * 64 + warp * 16 + g;
+    // |k|^2 of the thread's two keys, given, or from the lanes that summed their halves.
+    float ksq[2] = {ksq_in[0], ksq_in[1]};
+    if (C::kUsesKSq && !ksq_given) {
+      const float ksq_lane = __fadd_rn(ksq_half, __shfl_xor_sync(0xFFFFFFFFu, ksq_half, 1));
+      ksq[0] = __shfl_sync(0xFFFFFFFFu, ksq_lane, 2 * g);
+      ksq[1] = __shfl_sync(0xFFFFFFFFu, ksq_lane, 2 * (g + 8));
+    }
     const int slot0 = i * kKnnKeyTile + wg * 64 + warp * 16 + g;  // the sample's slot
 #pragma unroll
     for (int j = 0; j < 8; ++j) {

@@ -436,6 +436,11 @@ __device__ void score_loaded_tile(const TopkParams& p, const TopkSmem<C>& s0, in
   }
   if (C::kUsesKSq) {
     for (int j = threadIdx.x; j < KT; j += C::kThreads) {
+      if (p.ksq) {  // given by the caller
+        const int key = key_of(j);
+        s.ksq[j] = key >= 0 ? p.ksq[key] : 0.0f;
+        continue;
+      }
       const float* v = s.k + j * KS;
       float acc = 0.0f;
       for (int i = 0; i < D; ++i) acc = fmaf(v[i], v[i], acc);

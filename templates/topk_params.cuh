@@ -12,6 +12,7 @@ struct TopkParams {
   const float* w;             // [rows, H] or null
   long long w_row_stride;
   const float* kscale;        // [num_keys] or null
+  const float* ksq;           // [num_keys] |k|^2 given by the caller, or null: summed here
   const int* window_start;    // [rows] for range windows
   const int* window_end;
   int* out_indices;           // [rows, k] (top-k mode)

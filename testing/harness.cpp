@@ -18,6 +18,7 @@ HostInputs ProblemData::host(const TopkProblem& p) const {
   h.k = k.values;
   h.w = w;
   h.kscale = kscale;
+  h.key_norms = key_norms;
   h.window_start = window_start;
   h.window_end = window_end;
   return h;
@@ -61,6 +62,19 @@ ProblemData random_problem(const TopkProblem& p, int64_t rows, int64_t num_keys,
       }
     }
   }
+  if (opt.key_norms && u.ksq) {
+    std::uniform_real_distribution<float> fd(0.5f, 2.0f);
+    d.key_norms.resize(num_keys);
+    for (int64_t s = 0; s < num_keys; ++s) {
+      const float* kv = &d.k.values[size_t(s) * p.head_dim];
+      double sq = 0;
+      for (int i = 0; i < p.head_dim; ++i) sq += double(kv[i]) * kv[i];
+      float& x = d.key_norms[s];
+      x = opt.levels > 0 ? float(int(sq) + int(fd(rng) * 4)) : float(sq * fd(rng));
+      if (unit(rng) < opt.nan_fraction) x = std::numeric_limits<float>::quiet_NaN();
+      else if (unit(rng) < opt.inf_fraction) x = std::numeric_limits<float>::infinity();
+    }
+  }
   if (p.window == WindowKind::Ranges) {
     d.window_start.resize(rows);
     d.window_end.resize(rows);
@@ -86,7 +100,7 @@ RunResult run_op(const Op& op, const TopkProblem& p, const rt::Context& ctx,
   ctx.bind();
   const bool materialize = p.mode == Mode::Materialize;
   rt::DeviceBuffer q = upload(d.q.bytes), k = upload(d.k.bytes);
-  rt::DeviceBuffer w = upload(d.w), ks = upload(d.kscale);
+  rt::DeviceBuffer w = upload(d.w), ks = upload(d.kscale), kn = upload(d.key_norms);
   rt::DeviceBuffer wst = upload(d.window_start), wen = upload(d.window_end);
   rt::DeviceBuffer hint = upload(d.sample_hint);
   const int64_t out_cols = materialize ? d.num_keys : p.k;
@@ -104,6 +118,7 @@ RunResult run_op(const Op& op, const TopkProblem& p, const rt::Context& ctx,
   in.k = contiguous_view(k.data(), p.k_dtype, {d.num_keys, p.head_dim});
   if (!d.w.empty()) in.weights = contiguous_view(w.data(), DType::F32, {d.rows, p.heads});
   if (!d.kscale.empty()) in.key_scale = contiguous_view(ks.data(), DType::F32, {d.num_keys});
+  if (!d.key_norms.empty()) in.key_norms = contiguous_view(kn.data(), DType::F32, {d.num_keys});
   if (p.window == WindowKind::Ranges) {
     in.window_start = contiguous_view(wst.data(), DType::I32, {d.rows});
     in.window_end = contiguous_view(wen.data(), DType::I32, {d.rows});

@@ -17,6 +17,7 @@ struct ProblemData {
   int64_t rows = 0, num_keys = 0;
   HostTensor q, k;
   std::vector<float> w, kscale;
+  std::vector<float> key_norms;  // optional: the key_norms input (empty: the kernel sums)
   std::vector<int> window_start, window_end;
   std::vector<int> sample_hint;  // optional: the sample hint input (empty: none)
   HostInputs host(const TopkProblem& p) const;  // the dequantised view for the reference
@@ -26,6 +27,10 @@ struct DataOptions {
   int levels = 0;            // > 0: integer values in [-levels/2, levels/2] (heavy ties)
   double nan_fraction = 0;   // share of keys whose first element is NaN
   double inf_fraction = 0;   // share of kscale entries set to +inf (or keys, without kscale)
+  // Scores that read ksq: the key_norms input given, each key's |k|^2 times a random factor
+  // in [0.5, 2) (a kernel that summed the squares instead would rank differently), integers
+  // with `levels`, NaN / +inf at the fractions above.
+  bool key_norms = false;
 };
 
 // Random inputs for problem p (every input the score reads; windows for Ranges are

@@ -116,6 +116,8 @@ std::vector<double> reference_row_scores(const TopkProblem& p, const HostInputs&
     e.kscale = in.kscale.empty() ? 1.0 : in.kscale[key];
     if (magnitudes) e.kscale = std::abs(e.kscale);
     e.ksq = ksq;
+    if (u.ksq && !in.key_norms.empty())
+      e.ksq = magnitudes ? std::abs(double(in.key_norms[key])) : double(in.key_norms[key]);
     const double v = ir::eval(p.score, e);
     out[key - start] = magnitudes ? std::abs(v) : v;
   }

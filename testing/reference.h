@@ -16,6 +16,7 @@ struct HostInputs {
   std::vector<float> k;       // [num_keys][dim]
   std::vector<float> w;       // [rows][heads], empty when the score does not read it
   std::vector<float> kscale;  // [num_keys], empty when unused
+  std::vector<float> key_norms;  // [num_keys] |k|^2 as given to the kernel; empty: summed
   std::vector<int> window_start, window_end;  // [rows], for range windows
 };
 

@@ -100,6 +100,7 @@ struct Call {
   winnowTensor_t& window_start() { return in[WINNOW_INPUT_WINDOW_START]; }
   winnowTensor_t& window_end() { return in[WINNOW_INPUT_WINDOW_END]; }
   winnowTensor_t& sample_hint() { return in[WINNOW_INPUT_SAMPLE_HINT]; }
+  winnowTensor_t& key_norms() { return in[WINNOW_INPUT_KEY_NORMS]; }
 };
 
 Call valid_call(const winnowProblemDesc_t& d, int64_t rows, int64_t num_keys) {
@@ -794,6 +795,44 @@ TEST_CASE("execute: weights and key_scale follow what the program reads", "[capi
     c.key_scale() = tensor(0x4000000, WINNOW_DTYPE_FLOAT32, {kKeys});
     REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT,
                    "key_scale given but the score program does not read kscale");
+  }
+}
+
+TEST_CASE("execute: key_norms is optional where the program reads ksq, refused elsewhere",
+          "[capi]") {
+  Context ctx;
+  for (const winnowScore_t score : {WINNOW_SCORE_L2, WINNOW_SCORE_COSINE}) {
+    INFO("score " << static_cast<int>(score));
+    winnowProblemDesc_t d = ip_desc();
+    d.score = score;
+    Plan plan(ctx.h, d);
+    const Call without = valid_call(d, kRows, kKeys);
+    require_passes_validation(without, plan.h);
+    Call good = without;
+    good.key_norms() = tensor(0x4100000, WINNOW_DTYPE_FLOAT32, {kKeys});
+    require_passes_validation(good, plan.h);
+    Call c = good;
+    c.n_inputs = WINNOW_INPUT_KEY_NORMS;  // a caller from before the slot: summed, as before
+    require_passes_validation(c, plan.h);
+    c = good;
+    c.key_norms() = tensor(0x4100000, WINNOW_DTYPE_FLOAT32, {kKeys + 1});
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "key_norms: shape[0] is 4097");
+    c = good;
+    c.key_norms().dtype = WINNOW_DTYPE_FLOAT16;
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "key_norms: dtype");
+    c = good;
+    c.key_norms().strides[0] = 2;
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "key_norms: strides[0] is 2");
+    c = good;
+    c.key_norms().data = fake(0x4100002);
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "key_norms: data pointer");
+  }
+  for (const winnowProblemDesc_t& d : {ip_desc(), dsa_desc()}) {
+    Plan plan(ctx.h, d);
+    Call c = valid_call(d, kRows, kKeys);
+    c.key_norms() = tensor(0x4100000, WINNOW_DTYPE_FLOAT32, {kKeys});
+    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT,
+                   "key_norms given, but the score program does not read ksq");
   }
 }
 

@@ -121,6 +121,27 @@ TEST_CASE("knn: l2 with distance output reports ||q - k||^2 on both paths, paddi
     if (s == s && s != INFINITY) CHECK(s > -1e-2f * 256);
 }
 
+TEST_CASE("knn: l2 and cosine read the key_norms input on both paths, exact", "[gpu][knn]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  const std::string retrieval = GENERATE("1", "0");  // the retrieval mode, the topk kernel
+  test::ScopedEnv env("WINNOW_KNN_RETRIEVAL", retrieval.c_str());
+  const std::string score = GENERATE("l2", "cosine");
+  const int levels = GENERATE(0, 4);  // 4: integer keys and norms, heavy ties
+  auto p = single_head(score_named(score), 256, GENERATE(1, 700), ops::DType::F16);
+  p.sorted = levels == 4;
+  p.negate_scores = score == "l2" && levels == 0;  // the distance, of the given norms
+  INFO("retrieval " << retrieval << " " << score << " levels " << levels << " k " << p.k);
+  REQUIRE(GpuFixture::get().build(p)->retrieval_mode() == (retrieval == "1"));
+  ops::DataOptions opt;
+  opt.levels = levels;
+  // Norms 0.5-2x each key's own: a kernel that summed the squares would miss the reference.
+  opt.key_norms = true;
+  opt.nan_fraction = levels == 0 ? 0.002 : 0.0;
+  opt.inf_fraction = levels == 0 ? 0.002 : 0.0;
+  run_and_check(p, 16, test::sized(30011, 9001), opt, {0, 15}, levels > 0 && score == "l2");
+}
+
 TEST_CASE("knn: WINNOW_KNN_RETRIEVAL=0 keeps the topk kernel, still exact", "[gpu][knn]") {
   WINNOW_REQUIRE_GPU();
   test::ScopedEnv on("WINNOW_KNN_RETRIEVAL", "1");

@@ -91,6 +91,7 @@ struct BenchArgs {
   int repeats = 10, warmup = 2;
   uint64_t seed = 1;
   int shards = 1;  // --shards N: keys split over N GPUs (knn-ip, dsa-prefill)
+  bool key_norms = false;  // --key-norms: knn-l2 / knn-cosine read |k|^2 as an input
   std::string ceilings_path, baselines_path, out_path;
   const Workload& w() const { return *workload; }
 };
@@ -153,6 +154,10 @@ Options:
                       time plus torch.topk over the same logits) or "torch" (knn: matmul
                       + topk) records and the winnow record's ratio to them
   --out FILE          append the JSON records to FILE too
+  --key-norms         knn-l2 and knn-cosine: the keys' |k|^2 passed as the key_norms
+                      input (computed once before the runs, as a vector database stores
+                      them) instead of summed by the kernel; the floor then reads 4 bytes
+                      a key more
   --shards N          knn-ip and dsa-prefill: the keys split over N GPUs, merged exactly
                       (issue 19) [1]; needs N GPUs. The N-GPU run itself is not built
                       yet: with N > 1 the command stops after the GPU count (exit 1)
@@ -217,6 +222,7 @@ bool parse_args(int argc, char** argv, BenchArgs& a) {
     else if (flag == "--chunk-rows") a.chunk_rows = args.int_value();
     else if (flag == "--no-hint") a.hint = false;
     else if (flag == "--no-tuned") a.tuned = false;
+    else if (flag == "--key-norms") a.key_norms = true;
     else if (flag == "--seed") a.seed = uint64_t(args.int_value());
     else if (flag == "--ceilings") a.ceilings_path = args.value();
     else if (flag == "--baselines") a.baselines_path = args.value();
@@ -234,6 +240,9 @@ bool parse_args(int argc, char** argv, BenchArgs& a) {
   if (a.shards > 1 && a.w().name != std::string("knn-ip") &&
       a.w().name != std::string("dsa-prefill"))
     throw UsageError(fmt::format("--shards is for knn-ip and dsa-prefill, not {}", a.w().name));
+  if (a.key_norms && a.w().name != std::string("knn-l2") &&
+      a.w().name != std::string("knn-cosine"))
+    throw UsageError(fmt::format("--key-norms is for knn-l2 and knn-cosine, not {}", a.w().name));
   resolve(a);
   return true;
 }
@@ -248,6 +257,7 @@ struct Shape {
   int causal_ratio;       // 0: dense; row r sees keys [0, (causal_offset + r + 1) / ratio)
   int64_t causal_offset;
   bool weights, kscale;   // inputs the score reads
+  bool key_norms;         // |k|^2 given as an input (--key-norms)
   bool corpus_floor;      // knn: the floor is reading the keys once (docs/performance.md)
 
   int64_t window_end(int64_t row) const {
@@ -258,7 +268,9 @@ struct Shape {
     return ops::causal_visible_pairs(causal_offset, Q, causal_ratio);
   }
   double flop() const { return 2.0 * visible_pairs() * H * d; }
-  double key_bytes() const { return double(T) * d * elem_bytes + (kscale ? double(T) * 4 : 0); }
+  double key_bytes() const {
+    return double(T) * d * elem_bytes + (kscale ? double(T) * 4 : 0) + (key_norms ? double(T) * 4 : 0);
+  }
   // q, k, per-key scale and weights read once.
   double input_bytes() const {
     return double(Q) * H * d * elem_bytes + key_bytes() + (weights ? double(Q) * H * 4 : 0);
@@ -280,13 +292,14 @@ ops::TensorView view(const rt::DeviceBuffer& b, DType t, std::initializer_list<i
 
 // The inputs of the largest size, uploaded once; smaller sizes use the first rows and keys.
 struct DeviceInputs {
-  rt::DeviceBuffer q, k, w, kscale;
+  rt::DeviceBuffer q, k, w, kscale, key_norms;
   ops::TopkInputs for_shape(const ops::TopkProblem& p, const Shape& s) const {
     ops::TopkInputs in;
     in.q = view(q, p.q_dtype, {s.Q, p.heads, p.head_dim});
     in.k = view(k, p.k_dtype, {s.T, p.head_dim});
     if (s.weights) in.weights = view(w, DType::F32, {s.Q, p.heads});
     if (s.kscale) in.key_scale = view(kscale, DType::F32, {s.T});
+    if (s.key_norms) in.key_norms = view(key_norms, DType::F32, {s.T});
     return in;
   }
 };
@@ -483,6 +496,7 @@ ReferenceRows reference_rows(const ops::TopkProblem& base, const Shape& s,
   h.dim = s.d;
   h.k = download_values(in.k, 0, s.T * d);
   if (s.kscale) h.kscale = download_values(in.key_scale, 0, s.T);
+  if (s.key_norms) h.key_norms = download_values(in.key_norms, 0, s.T);
   for (int64_t row : ref.rows) {
     const std::vector<float> q = download_values(in.q, row * H * d, H * d);
     h.q.insert(h.q.end(), q.begin(), q.end());
@@ -612,8 +626,9 @@ std::string params_json(const BenchArgs& a, const Shape& s) {
                          "\"{}\", \"T\": {}, \"key_scale\": {}}}",
                          s.Q, s.H, s.d, s.k, s.causal_ratio, t, s.T, s.kscale);
     case Family::Knn:
-      return fmt::format("{{\"N\": {}, \"d\": {}, \"k\": {}, \"batch\": {}, \"dtype\": \"{}\"}}",
-                         s.T, s.d, s.k, s.Q, t);
+      return fmt::format("{{\"N\": {}, \"d\": {}, \"k\": {}, \"batch\": {}, \"dtype\": \"{}\", "
+                         "\"key_norms\": {}}}",
+                         s.T, s.d, s.k, s.Q, t, s.key_norms);
     default:
       return fmt::format("{{\"Q\": {}, \"T\": {}, \"H\": {}, \"d\": {}, \"k\": {}, \"q_dtype\": "
                          "\"{}\", \"k_dtype\": \"{}\"}}",
@@ -768,6 +783,7 @@ Shape make_shape(const BenchArgs& a, const ops::TopkProblem& p, int64_t size, in
   // dsa: the chunk is the last Q positions of T; csa: the positions start at 0.
   s.causal_offset = w.causal_ratio && !csa ? s.T - s.Q : 0;
   s.weights = u.w, s.kscale = u.kscale;
+  s.key_norms = a.key_norms && u.ksq;
   s.corpus_floor = w.family == Family::Knn;
   return s;
 }
@@ -808,6 +824,7 @@ DeviceInputs make_inputs(const ops::TopkProblem& p, const Shape& s, uint64_t see
     in.kscale = random_device_tensor(DType::F32, size_t(s.T),
                                      std::uniform_real_distribution<float>(0.5f, 2.0f),
                                      4 * seed + 3);
+  if (s.key_norms) in.key_norms = device_key_norms(in.k, p.k_dtype, s.T, p.head_dim);
   fmt::print(stderr, "{:.1f} s ({:.1f} GB)\n", seconds_since(t0),
              (in.q.size() + in.k.size() + in.w.size() + in.kscale.size()) / 1e9);
   return in;

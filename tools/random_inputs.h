@@ -72,4 +72,35 @@ rt::DeviceBuffer random_device_tensor(ops::DType dtype, size_t count, Dist dist,
   });
 }
 
+// |k|^2 of each of the `num_keys` rows of `d` elements in device tensor `k` (the key_norms
+// input): the keys downloaded in slices, each row summed in double on every core, rounded
+// to fp32, uploaded.
+inline rt::DeviceBuffer device_key_norms(const rt::DeviceBuffer& k, ops::DType dtype,
+                                         int64_t num_keys, int d) {
+  const size_t eb = size_t(ops::dtype_bytes(dtype));
+  constexpr int64_t kSlice = int64_t(1) << 16;  // keys a slice
+  std::vector<float> norms(static_cast<size_t>(num_keys));
+  std::vector<uint8_t> bytes(size_t(std::min(kSlice, num_keys)) * d * eb);
+  for (int64_t first = 0; first < num_keys; first += kSlice) {
+    const int64_t n = std::min(kSlice, num_keys - first);
+    rt::check(rt::driver().cuMemcpyDtoH(bytes.data(), k.ptr() + size_t(first) * d * eb,
+                                        size_t(n) * d * eb),
+              "cuMemcpyDtoH (keys for their norms)");
+    constexpr int64_t kJob = 1024;
+    ops::parallel_for(size_t((n + kJob - 1) / kJob), [&](size_t j) {
+      const int64_t a = int64_t(j) * kJob, b = std::min(n, a + kJob);
+      const std::vector<float> v =
+          ops::decode_values(dtype, bytes.data() + size_t(a) * d * eb, size_t(b - a) * d);
+      for (int64_t r = 0; r < b - a; ++r) {
+        double sq = 0;
+        for (int i = 0; i < d; ++i) sq += double(v[size_t(r) * d + i]) * v[size_t(r) * d + i];
+        norms[size_t(first + a + r)] = float(sq);
+      }
+    });
+  }
+  rt::DeviceBuffer dev(std::max<size_t>(norms.size() * 4, 16));
+  dev.upload(norms.data(), norms.size() * 4);
+  return dev;
+}
+
 }  // namespace winnow::tools
