@@ -198,6 +198,7 @@ __device__ void knn_tighten(const KnnParams& p, int q, int j, u32 need, u32* bin
   if (lane == 0) {
     const u64 t = u64(base) << 32;
     const u64 old = atomicMax(reinterpret_cast<unsigned long long*>(&p.rows[q].threshold), t);
+    __threadfence();  // the threshold before the counter that tells other CTAs to reread it
     if (t > old) atomicAdd(p.counters + kKnnTightenings, 1u);
     atomicMax(reinterpret_cast<unsigned long long*>(thr + q), t);
   }
@@ -264,15 +265,34 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
     }
     skip[tid] = active ? 0u : 1u;
     wq[tid] = C::kUsesW && real ? p.w[tid * p.w_row_stride] : 0.0f;
-    float s = 0.0f;  // |q|^2 in element order (the same in every mode)
-    if (C::kUsesQSq && real) {
-      for (int e = 0; e < C::kDim; ++e) {
-        const unsigned short h = qg[tid * p.q_row_stride + e];
-        const float x = C::kElem == kElemBF16 ? decode_bf16(h) : decode_f16_fast(h);
-        s = __fmaf_rn(x, x, s);
+  }
+  if (C::kUsesQSq && tid < 4 * Q) {
+    // |q|^2 of query tid / 4: four threads each sum a quarter of d in element order (16-byte
+    // loads where the rows allow), then the quarters are added pairwise, (0 + 1) + (2 + 3):
+    // the same in every mode. One thread per query over all of d took ~40 us of every
+    // launch (the loads' latency, one after another; l2 measured 90 us over ip at 1M with
+    // the key norms given, session 16).
+    constexpr int PART = C::kDim / 4;
+    const int n = tid >> 2, part = tid & 3;
+    float s = 0.0f;
+    if (n < p.queries) {
+      const unsigned short* row = qg + n * p.q_row_stride + part * PART;
+      if (PART % 8 == 0 && (reinterpret_cast<unsigned long long>(row) & 15u) == 0) {
+#pragma unroll 4
+        for (int c = 0; c < PART / 8; ++c)
+          s = knn_square_sum8<C::kElem>(*reinterpret_cast<const uint4*>(row + 8 * c), s);
+      } else {
+        for (int e = 0; e < PART; ++e) {
+          const float x = C::kElem == kElemBF16 ? decode_bf16(row[e]) : decode_f16_fast(row[e]);
+          s = __fmaf_rn(x, x, s);
+        }
       }
     }
-    qsq[tid] = s;
+    s = __fadd_rn(s, __shfl_xor_sync(0xFFFFFFFFu, s, 1));
+    s = __fadd_rn(s, __shfl_xor_sync(0xFFFFFFFFu, s, 2));
+    if (part == 0) qsq[n] = s;
+  } else if (!C::kUsesQSq && tid < Q) {
+    qsq[tid] = 0.0f;
   }
   for (int i = tid; i < kKnnMathWarps * Q; i += C::kThreads) stage_counts[i] = 0;
   if (tid == 0) {

@@ -161,18 +161,25 @@ TEST_CASE("knn retrieval: a sample threshold too low is tightened as the lists f
   test::ScopedEnv env("WINNOW_KNN_TIGHTEN", tighten.c_str());
   INFO("seed " << test::test_seed() << " WINNOW_KNN_TIGHTEN=" << tighten);
   // ip with q = e0, so a key's score is its first element. The sampled tiles hold -1 (the
-  // sample's threshold is then -1), `over` keys elsewhere random values in (0, 1), the rest
-  // -2: without tightening over + the sampled keys would pass, more than the capacity.
+  // sample's threshold is then -1), `over` keys of the first three waves of tiles (one
+  // CTA per SM, each taking one tile at a time) random values in (0, 1), the rest -2. Without
+  // tightening the sampled keys alone pass, more than the capacity; with it, once the list
+  // holds 3/4 of the capacity (about the 11th wave: two sampled tiles a wave) the threshold
+  // rises to about 0.5 and no later key passes. Many waves are needed: a CTA applies a risen
+  // threshold from its next tile on, so a wave or two of survivors still arrive after it
+  // (65536 keys, four tiles per CTA, overflowed anyway: session 16's first run).
   const int k = 128, dim = 128;
-  const int64_t keys = 65536;
+  const int64_t keys = test::sized(int64_t(1) << 20, int64_t(1) << 18);
   auto p = single_head(ir::ip(), dim, k, ops::DType::F16);
   p.sorted = true;
   require_retrieval(p);
   const int cap = knn_capacity(k);
   const KnnSample s = knn_sample(keys, k, cap, kKnnMaxSampleCap);
   REQUIRE(s.tiles > 0);
-  const int over = 6000;
+  const int over = 256;
   REQUIRE(s.valid + over > cap);  // the case overflows unless the threshold rises
+  REQUIRE(s.stride > 8);          // at most a few sampled tiles per wave
+  const int64_t wave = GpuFixture::get().ctx->info().sm_count;  // tiles in flight at once
   std::mt19937_64 rng(test::test_seed());
   auto set = [](ops::HostTensor& t, int64_t i, float v) {
     const uint16_t h = ops::encode_f16(v);
@@ -181,12 +188,12 @@ TEST_CASE("knn retrieval: a sample threshold too low is tightened as the lists f
   };
   const ops::RunResult r = run_and_check(p, 4, keys, {}, {}, true, [&](ops::ProblemData& d) {
     for (int64_t i = 0; i < int64_t(d.q.count()); ++i) set(d.q, i, i % dim == 0 ? 1.0f : 0.0f);
-    std::vector<int64_t> others;
+    std::vector<int64_t> others;  // not sampled, in the first three waves
     for (int64_t key = 0; key < keys; ++key) {
       const int64_t tile = key / kKnnKeyTile;
       const bool sampled = tile % s.stride == 0 && tile / s.stride < s.tiles;
       for (int e = 0; e < dim; ++e) set(d.k, key * dim + e, e > 0 ? 0.0f : sampled ? -1.0f : -2.0f);
-      if (!sampled) others.push_back(key);
+      if (!sampled && tile < 3 * wave) others.push_back(key);
     }
     std::shuffle(others.begin(), others.end(), rng);
     for (int i = 0; i < over; ++i) set(d.k, others[size_t(i)] * dim, float(1 + rng() % 1023) / 1024.0f);

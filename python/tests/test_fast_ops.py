@@ -157,6 +157,22 @@ def test_validation_errors_carry_the_c_message(plan):
 
 
 @needs_ext
+def test_the_knn_kernel_takes_key_norms(ctx):
+    knn_plan = ctx.topk_plan(arch="sm_90a", score="l2", heads=1, head_dim=64, q_dtype="fp16",
+                             k_dtype="fp16", key_scale=False, k=8, build=False)
+    qi, ki = torch.zeros(4, 64, dtype=torch.float16), torch.zeros(100, 64, dtype=torch.float16)
+    norms = torch.ones(100)
+    with pytest.raises(RuntimeError, match=f"^WINNOW_STATUS_INVALID_ARGUMENT: {CPU_REFUSED}$"):
+        torch.ops.winnow.knn(knn_plan.id, qi, ki, norms)
+    with pytest.raises(RuntimeError, match="^WINNOW_STATUS_INVALID_ARGUMENT: key_norms: torch "
+                                           "dtype torch.float64 has no winnow dtype"):
+        torch.ops.winnow.knn(knn_plan.id, qi, ki, norms.double())
+    with pytest.raises(winnow.InvalidArgument, match="^key_norms: torch dtype torch.float64"):
+        winnow.knn(knn_plan, qi, ki, norms.double())
+    knn_plan.close()
+
+
+@needs_ext
 def test_concurrent_calls_and_plan_changes(ctx, plan):
     """Threads calling the ops (refused in C: CPU tensors) while others open and close plans:
     each call sees either its plan or a clear error, never a freed handle."""
@@ -245,6 +261,26 @@ def test_knn_equals_the_ctypes_path(ctx):
     want = reference.topk_rows(reference.inner_product_scores(q.cpu(), k.cpu()), 100,
                                sorted=True)
     assert torch.equal(idx.cpu(), want)
+
+
+@needs_ext
+@pytest.mark.gpu
+def test_knn_with_key_norms_equals_the_ctypes_path(ctx):
+    g = torch.Generator().manual_seed(6)
+    q = data.small_ints((16, 64), -3, 3, g, torch.float16, "cpu").cuda()
+    k = data.small_ints((20000, 64), -3, 3, g, torch.float16, "cpu").cuda()
+    norms = 2 * k.float().square().sum(1)  # not the keys' own: the kernel must read them
+    plan = ctx.topk_plan(score="l2", heads=1, head_dim=64, q_dtype="fp16", k_dtype="fp16",
+                         key_scale=False, k=100, sorted=True)
+    idx, scores = torch.ops.winnow.knn(plan.id, q, k, norms)
+    want_idx, want_scores = ops._knn(plan.id, q, k, norms)
+    assert torch.equal(idx, want_idx) and torch.equal(scores, want_scores)
+    assert not torch.equal(idx, torch.ops.winnow.knn(plan.id, q, k)[0])
+    ip = ctx.topk_plan(score="ip", heads=1, head_dim=64, q_dtype="fp16", k_dtype="fp16",
+                       key_scale=False, k=100)
+    with pytest.raises(RuntimeError, match="^WINNOW_STATUS_INVALID_ARGUMENT: key_norms given, "
+                                           "but the score program does not read ksq"):
+        torch.ops.winnow.knn(ip.id, q, k, norms)
 
 
 @needs_ext

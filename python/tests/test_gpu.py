@@ -118,6 +118,61 @@ def test_knn_l2_distance_output(ctx):
     assert torch.equal(dist.cpu().double(), d2.gather(1, want.long()).round())
 
 
+def test_knn_l2_reads_the_given_key_norms(ctx):
+    g = torch.Generator().manual_seed(8)
+    q = data.small_ints((16, 64), -3, 3, g, torch.float16, "cpu")
+    k = data.small_ints((20000, 64), -3, 3, g, torch.float16, "cpu")
+    plan = ctx.topk_plan(score="l2", heads=1, head_dim=64, q_dtype="fp16", k_dtype="fp16",
+                         key_scale=False, k=100, sorted=True, distance=True)
+    own = k.float().square().sum(1)
+    norms = 2 * own  # not the keys' own: a kernel that summed the squares would miss
+    idx, dist = winnow.knn(plan, q.cuda(), k.cuda(), norms.cuda())
+    qf, kf = q.double(), k.double()
+    d2 = qf.square().sum(1, keepdim=True) + norms.double()[None, :] - 2 * qf @ kf.T  # exact
+    want = reference.topk_rows(-d2, 100, sorted=True)
+    assert torch.equal(idx.cpu(), want)
+    assert torch.equal(dist.cpu().double(), d2.gather(1, want.long()))
+    # The keys' own norms, given, are what the kernel sums (exactly, small integers).
+    summed = winnow.knn(plan, q.cuda(), k.cuda())
+    given = winnow.knn(plan, q.cuda(), k.cuda(), own.cuda())
+    assert all(torch.equal(a, b) for a, b in zip(summed, given))
+
+
+def test_knn_cosine_reads_the_given_key_norms(ctx):
+    g = torch.Generator().manual_seed(9)
+    q = data.small_ints((16, 64), -3, 3, g, torch.float16, "cpu").cuda()
+    k = data.small_ints((20000, 64), -3, 3, g, torch.float16, "cpu").cuda()
+    plan = ctx.topk_plan(score="cosine", heads=1, head_dim=64, q_dtype="fp16", k_dtype="fp16",
+                         key_scale=False, k=100, sorted=True)
+    own = k.float().square().sum(1)
+    summed = winnow.knn(plan, q, k)  # exact sums of small integers: the norms given below
+    assert all(torch.equal(a, b) for a, b in zip(summed, winnow.knn(plan, q, k, own)))
+    # 4x the norms: every cosine halves.
+    idx, scores = winnow.knn(plan, q, k, 4 * own)
+    qf, kf = q.cpu().double(), k.cpu().double()
+    half = (qf @ kf.T) / (qf.norm(dim=1)[:, None] * kf.norm(dim=1)[None, :]) / 2
+    assert reference.selection_within(idx.cpu(), half, 100, tol=1e-6) is None
+    assert torch.allclose(scores.cpu().double(), half.gather(1, idx.cpu().long()), rtol=1e-6,
+                          atol=0)
+
+
+def test_knn_key_norms_checks(ctx):
+    q = torch.zeros(4, 64, dtype=torch.float16, device="cuda")
+    k = torch.zeros(1000, 64, dtype=torch.float16, device="cuda")
+    small = dict(heads=1, head_dim=64, q_dtype="fp16", k_dtype="fp16", key_scale=False, k=16)
+    ip = ctx.topk_plan(score="ip", **small)
+    with pytest.raises(winnow.InvalidArgument, match="^key_norms given, but the score program "
+                                                     "does not read ksq"):
+        winnow.knn(ip, q, k, torch.ones(1000, device="cuda"))
+    l2 = ctx.topk_plan(score="l2", **small)
+    with pytest.raises(winnow.InvalidArgument, match="^key_norms: dtype is fp16, expected fp32$"):
+        winnow.knn(l2, q, k, torch.ones(1000, dtype=torch.float16, device="cuda"))
+    with pytest.raises(winnow.InvalidArgument, match=r"^key_norms: shape\[0\] is 999 "):
+        winnow.knn(l2, q, k, torch.ones(999, device="cuda"))
+    with pytest.raises(winnow.InvalidArgument, match="^key_norms: device is -1"):
+        winnow.knn(l2, q, k, torch.ones(1000))
+
+
 def causal_inputs(S, seed):
     q, k, scale, w, _, _ = data.indexer_inputs(S, H, S, seed=seed, ranges=False)
     return q, k, scale, w

@@ -121,3 +121,109 @@ def test_make_fx_graph_holds_the_op(plan):
 
     graph = make_fx(f, tracing_mode="fake")(*cpu_inputs())
     assert "torch.ops.winnow.indexer_topk.default" in graph.code
+
+
+# ---- key_norms (WINNOW_INPUT_KEY_NORMS): |k|^2 from the caller, for l2 and cosine ----
+def knn_plan(ctx, score, **fields):
+    return ctx.topk_plan(arch="sm_90a", score=score, heads=1, head_dim=64, q_dtype="fp16",
+                         k_dtype="fp16", key_scale=False, k=32, build=False, **fields)
+
+
+def knn_inputs(device="cpu", rows=5, keys=1000):
+    q = torch.zeros(rows, 64, dtype=torch.float16, device=device)
+    k = torch.zeros(keys, 64, dtype=torch.float16, device=device)
+    return q, k, torch.ones(keys, device=device)
+
+
+def test_the_knn_schema_takes_key_norms():
+    assert str(torch.ops.winnow.knn.default._schema) == (
+        "winnow::knn(int plan, Tensor q, Tensor k, Tensor? key_norms=None) -> (Tensor, Tensor)")
+
+
+def test_fake_and_meta_knn_with_key_norms(ctx):
+    p = knn_plan(ctx, "l2")
+    with FakeTensorMode():
+        idx, scores = winnow.knn(p, *fake_cuda(*knn_inputs()))
+        assert (idx.shape, idx.dtype, scores.shape, scores.dtype, idx.device.type) == \
+            ((5, 32), torch.int32, (5, 32), torch.float32, "cuda")
+    idx, scores = winnow.knn(p, *[t.to("meta") for t in knn_inputs()])
+    assert idx.device.type == "meta" and idx.shape == scores.shape == (5, 32)
+    p.close()
+
+
+def test_make_fx_graph_passes_key_norms_to_the_op(ctx):
+    from torch.fx.experimental.proxy_tensor import make_fx
+    p = knn_plan(ctx, "l2")
+    graph = make_fx(lambda q, k, n: winnow.knn(p, q, k, n), tracing_mode="fake")(*knn_inputs())
+    calls = [n for n in graph.graph.nodes if n.target is torch.ops.winnow.knn.default]
+    assert len(calls) == 1 and len(calls[0].args) == 4 and calls[0].args[3].op == "placeholder"
+    p.close()
+
+
+def test_key_norms_of_a_torch_dtype_without_a_winnow_dtype(ctx):
+    p = knn_plan(ctx, "l2")
+    q, k, norms = knn_inputs()
+    with pytest.raises(winnow.InvalidArgument, match="^key_norms: torch dtype torch.float64 "
+                                                     "has no winnow dtype"):
+        winnow.knn(p, q, k, norms.double())
+    p.close()
+
+
+class OnDevice0:
+    """A CPU tensor that tells the C library it is on device 0, so that the C checks past the
+    device check run without a GPU (they read no data; a plan that is not built refuses the
+    call after them)."""
+
+    def __init__(self, t):
+        self._t, self.dtype, self.shape = t, t.dtype, t.shape
+
+    def data_ptr(self):
+        return self._t.data_ptr()
+
+    def stride(self):
+        return self._t.stride()
+
+    def get_device(self):
+        return 0
+
+
+def execute_on_device0(plan, q, k, key_norms):
+    out = torch.empty(q.shape[0], plan.k, dtype=torch.int32)
+    scores = torch.empty(q.shape[0], plan.k)
+    plan.execute(OnDevice0(q), OnDevice0(k),
+                 key_norms=None if key_norms is None else OnDevice0(key_norms),
+                 out=OnDevice0(out), out_scores=OnDevice0(scores))
+
+
+@pytest.mark.parametrize("score", ["l2", "cosine"])
+def test_the_c_checks_of_key_norms(ctx, score):
+    p = knn_plan(ctx, score)
+    q, k, norms = knn_inputs()
+    for given in (None, norms):  # both pass the checks
+        with pytest.raises(winnow.NotBuilt):
+            execute_on_device0(p, q, k, given)
+    with pytest.raises(winnow.InvalidArgument, match=r"^key_norms: dtype is fp16, expected fp32$"):
+        execute_on_device0(p, q, k, norms.half())
+    with pytest.raises(winnow.InvalidArgument, match=r"^key_norms: shape\[0\] is 1001 "):
+        execute_on_device0(p, q, k, torch.ones(1001))
+    with pytest.raises(winnow.InvalidArgument, match=r"^key_norms: strides\[0\] is 2, "):
+        execute_on_device0(p, q, k, torch.ones(2000)[::2])
+    p.close()
+
+
+def test_key_norms_are_refused_for_a_score_that_reads_no_ksq(ctx):
+    p = knn_plan(ctx, "ip")
+    q, k, norms = knn_inputs()
+    with pytest.raises(winnow.InvalidArgument, match=r"^key_norms given, but the score program "
+                                                     r"does not read ksq \(\|k\|\^2: l2, "
+                                                     r"cosine\)$"):
+        execute_on_device0(p, q, k, norms)
+    with pytest.raises(winnow.NotBuilt):  # the next call's slot is cleared
+        execute_on_device0(p, q, k, None)
+    p.close()
+    indexer = ctx.topk_plan(arch="sm_90a", heads=H, k=K, window="causal", build=False)
+    q, k, w, s, _, _ = cpu_inputs()
+    with pytest.raises(winnow.InvalidArgument, match="does not read ksq"):
+        indexer.execute_stream(*map(OnDevice0, (q, k, w, s)), key_norms=OnDevice0(torch.ones(N)),
+                               out=OnDevice0(torch.empty(T, K, dtype=torch.int32)))
+    indexer.close()

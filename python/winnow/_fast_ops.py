@@ -23,7 +23,7 @@ import warnings
 from . import _capi
 
 LIBRARY_NAME = "libwinnow_torch.so"
-INTERFACE_VERSION = 1
+INTERFACE_VERSION = 2  # torch_ops.cpp's winnow_torch_interface_version (2: knn takes key_norms)
 KIND_TOPK, KIND_MATERIALIZE = 0, 1
 
 _ext = None  # the ctypes handle once loaded

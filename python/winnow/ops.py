@@ -4,7 +4,7 @@ implementations for torch.compile:
   torch.ops.winnow.indexer_topk(plan, q, k, weights, key_scale, window_start, window_end,
                                 sample_hint) -> int32 [rows, k]
   torch.ops.winnow.indexer_topk_out(..., out) -> ()       (into the caller's buffer)
-  torch.ops.winnow.knn(plan, q, k) -> (int32 [rows, k], fp32 [rows, k])
+  torch.ops.winnow.knn(plan, q, k, key_norms) -> (int32 [rows, k], fp32 [rows, k])
   torch.ops.winnow.stream_topk(plan, q, k, weights, key_scale, chunk_rows, sample_hint)
   torch.ops.winnow.block_select(plan, q, k, alpha, sink_blocks, local_blocks, last_blocks,
                                 min_blocks) -> (int32 offsets, int32 indices)
@@ -37,7 +37,7 @@ _PAGED_INPUTS = "Tensor q, Tensor cache, Tensor block_table, Tensor context_lens
 _SCHEMAS = {
     "indexer_topk": f"indexer_topk(int plan, {_TOPK_INPUTS}) -> Tensor",
     "indexer_topk_out": f"indexer_topk_out(int plan, {_TOPK_INPUTS}, *, Tensor(a!) out) -> ()",
-    "knn": "knn(int plan, Tensor q, Tensor k) -> (Tensor, Tensor)",
+    "knn": "knn(int plan, Tensor q, Tensor k, Tensor? key_norms=None) -> (Tensor, Tensor)",
     "stream_topk": "stream_topk(int plan, Tensor q, Tensor k, Tensor? weights=None, "
                    "Tensor? key_scale=None, int chunk_rows=0, bool sample_hint=True) -> Tensor",
     "block_select": "block_select(int plan, Tensor q, Tensor k, float? alpha=None, "
@@ -96,11 +96,11 @@ def _indexer_topk_out(plan, q, k, weights=None, key_scale=None, window_start=Non
                              out=out)
 
 
-def _knn(plan, q, k):
+def _knn(plan, q, k, key_norms=None):
     p = _topk_plan(plan)
     out = _indices_like(p, q)
     scores = q.new_empty((q.shape[0], p.k), dtype=torch.float32)
-    p.execute(q, k, out=out, out_scores=scores)
+    p.execute(q, k, key_norms=key_norms, out=out, out_scores=scores)
     return out, scores
 
 
@@ -150,7 +150,7 @@ def _indexer_topk_out_fake(plan, q, k, weights=None, key_scale=None, window_star
     _check_out(out, q.shape[0], _topk_plan(plan).k, "[rows, k]")
 
 
-def _knn_fake(plan, q, k):
+def _knn_fake(plan, q, k, key_norms=None):
     p = _topk_plan(plan)
     return _indices_like(p, q), q.new_empty((q.shape[0], p.k), dtype=torch.float32)
 
@@ -230,10 +230,13 @@ def indexer_topk(plan, q, k, weights=None, key_scale=None, window_start=None, wi
     return out
 
 
-def knn(plan, q, k):
-    """(indices int32 [rows, k], scores fp32 [rows, k]) of an ip / l2 / cosine TopkPlan."""
+def knn(plan, q, k, key_norms=None):
+    """(indices int32 [rows, k], scores fp32 [rows, k]) of an ip / l2 / cosine TopkPlan.
+    key_norms (l2, cosine): optional fp32 [num_keys], each key's |k|^2 as kept beside the
+    keys, read instead of summed on every call; the scores are those of the norms given.
+    Refused for ip (its score reads no ksq)."""
     try:
-        return _knn_op(plan.id, q, k)
+        return _knn_op(plan.id, q, k, key_norms)
     except RuntimeError as e:
         _raise_as_python_path(e)
 

@@ -86,8 +86,8 @@ class TopkPlan(PlanHandle):
         self._use_workspace(workspace, lambda: self.workspace_size)
 
     # ---- calls ----
-    def _fill(self, q, k, weights, key_scale, window_start, window_end, sample_hint, out,
-              out_scores):
+    def _fill(self, q, k, weights, key_scale, window_start, window_end, sample_hint,
+              key_norms, out, out_scores):
         s = self._slots
         s.set(0, q, "q")
         s.set(1, k, "k")
@@ -96,19 +96,24 @@ class TopkPlan(PlanHandle):
         s.set(4, window_start, "window_start")
         s.set(5, window_end, "window_end")
         s.set(6, sample_hint, "sample_hint")
+        s.set(7, key_norms, "key_norms")
         s.set(_OUT_INDICES, out, "out_indices")
         s.set(_OUT_SCORES, out_scores, "out_scores")
         return (s.address, _capi.NUM_INPUTS, s.at(_OUT_INDICES) if out is not None else None,
                 s.at(_OUT_SCORES) if out_scores is not None else None)
 
     def execute(self, q, k, weights=None, key_scale=None, window_start=None, window_end=None,
-                sample_hint=None, *, out, out_scores=None, causal_offset=None,
+                sample_hint=None, *, key_norms=None, out, out_scores=None, causal_offset=None,
                 accumulate_counters=False, stream=None):
         """winnowExecuteEx into the caller's out (int32 [rows, k]) and out_scores (fp32
         [rows, k], or [rows, num_keys] in materialize mode); rows may be a strided view (for
-        instance the first T rows of an engine's [max_tokens, 2048] buffer)."""
-        args = self._fill(q, k, weights, key_scale, window_start, window_end, sample_hint, out,
-                          out_scores)
+        instance the first T rows of an engine's [max_tokens, 2048] buffer).
+        key_norms: optional fp32 [num_keys], each key's |k|^2 as the caller stores it, for
+        scores that read ksq (l2, cosine, an expression with ksq): the kernel reads it
+        instead of summing the squares of every key, and uses the values as given. Refused
+        for the other scores."""
+        args = self._fill(q, k, weights, key_scale, window_start, window_end, sample_hint,
+                          key_norms, out, out_scores)
         options = None
         if causal_offset is not None or accumulate_counters:
             o = self._options
@@ -120,13 +125,15 @@ class TopkPlan(PlanHandle):
         check(_capi.lib.winnowExecuteEx(self.handle, *args, self._workspace_ptr,
                                         self._workspace_bytes, stream, options))
 
-    def execute_stream(self, q, k, weights=None, key_scale=None, sample_hint=None, *, out,
-                       out_scores=None, chunk_rows=0, chunk_sample_hint=True, stream=None):
+    def execute_stream(self, q, k, weights=None, key_scale=None, sample_hint=None, *,
+                       key_norms=None, out, out_scores=None, chunk_rows=0,
+                       chunk_sample_hint=True, stream=None):
         """winnowExecuteStream: a causal prefill's whole sequence in chunks of chunk_rows
         rows (0: chosen), one launch each on this plan's workspace, each chunk's sample hint
         the previous chunk's selection (chunk_sample_hint); equals one execute bit for bit.
-        sample_hint: the first chunk's, if any."""
-        args = self._fill(q, k, weights, key_scale, None, None, sample_hint, out, out_scores)
+        sample_hint: the first chunk's, if any. key_norms: as in execute (all the keys')."""
+        args = self._fill(q, k, weights, key_scale, None, None, sample_hint, key_norms, out,
+                          out_scores)
         o = self._stream_options
         o.chunk_rows = chunk_rows
         o.sample_hint = 1 if chunk_sample_hint else 0

@@ -217,10 +217,11 @@ Tensor new_rows_by_k(const Tensor& q, int64_t k, int32_t dtype) {
   return Tensor(out);
 }
 
+// Every input slot is written (absent ones zeroed): the call passes WINNOW_NUM_INPUTS.
 void describe_topk_inputs(CallSlots& s, const Tensor& q, const Tensor& k,
                           const OptionalTensor& weights, const OptionalTensor& key_scale,
                           const OptionalTensor& window_start, const OptionalTensor& window_end,
-                          const OptionalTensor& sample_hint) {
+                          const OptionalTensor& sample_hint, const OptionalTensor& key_norms) {
   describe(s.slot[WINNOW_INPUT_Q], q, "q");
   describe(s.slot[WINNOW_INPUT_K], k, "k");
   describe(s.slot[WINNOW_INPUT_WEIGHTS], weights, "weights");
@@ -228,6 +229,7 @@ void describe_topk_inputs(CallSlots& s, const Tensor& q, const Tensor& k,
   describe(s.slot[WINNOW_INPUT_WINDOW_START], window_start, "window_start");
   describe(s.slot[WINNOW_INPUT_WINDOW_END], window_end, "window_end");
   describe(s.slot[WINNOW_INPUT_SAMPLE_HINT], sample_hint, "sample_hint");
+  describe(s.slot[WINNOW_INPUT_KEY_NORMS], key_norms, "key_norms");
 }
 
 // indexer_topk_out(int plan, Tensor q, Tensor k, Tensor? weights, Tensor? key_scale,
@@ -241,7 +243,7 @@ void indexer_topk_out(int64_t plan_id, Tensor q, Tensor k, OptionalTensor weight
   std::shared_lock lock(table.mutex);
   const PlanEntry& plan = topk_plan(table, plan_id);
   CallSlots s;
-  describe_topk_inputs(s, q, k, weights, key_scale, window_start, window_end, sample_hint);
+  describe_topk_inputs(s, q, k, weights, key_scale, window_start, window_end, sample_hint, {});
   describe(s.slot[kOutIndices], out, "out_indices");
   execute<kCuda>(plan, s, false);
 }
@@ -256,15 +258,16 @@ Tensor indexer_topk(int64_t plan_id, Tensor q, Tensor k, OptionalTensor weights,
   const PlanEntry& plan = topk_plan(table, plan_id);
   Tensor out = new_rows_by_k(q, plan.k, aoti_torch_dtype_int32());
   CallSlots s;
-  describe_topk_inputs(s, q, k, weights, key_scale, window_start, window_end, sample_hint);
+  describe_topk_inputs(s, q, k, weights, key_scale, window_start, window_end, sample_hint, {});
   describe(s.slot[kOutIndices], out, "out_indices");
   execute<kCuda>(plan, s, false);
   return out;
 }
 
-// knn(int plan, Tensor q, Tensor k) -> (Tensor, Tensor): int32 and fp32 [rows, k]
+// knn(int plan, Tensor q, Tensor k, Tensor? key_norms=None) -> (Tensor, Tensor): int32 and
+// fp32 [rows, k]
 template <bool kCuda>
-std::tuple<Tensor, Tensor> knn(int64_t plan_id, Tensor q, Tensor k) {
+std::tuple<Tensor, Tensor> knn(int64_t plan_id, Tensor q, Tensor k, OptionalTensor key_norms) {
   PlanTable& table = plan_table();
   std::shared_lock lock(table.mutex);
   const PlanEntry& plan = topk_plan(table, plan_id);
@@ -272,7 +275,7 @@ std::tuple<Tensor, Tensor> knn(int64_t plan_id, Tensor q, Tensor k) {
   Tensor scores = new_rows_by_k(q, plan.k, aoti_torch_dtype_float32());
   CallSlots s;
   const OptionalTensor none;
-  describe_topk_inputs(s, q, k, none, none, none, none, none);
+  describe_topk_inputs(s, q, k, none, none, none, none, none, key_norms);
   describe(s.slot[kOutIndices], indices, "out_indices");
   describe(s.slot[kOutScores], scores, "out_scores");
   execute<kCuda>(plan, s, true);
@@ -295,8 +298,9 @@ STABLE_TORCH_LIBRARY_IMPL(winnow, CPU, m) {
 
 // ---- the interface python/winnow/_fast_ops.py calls through ctypes ----
 
-// Bumped when a function below changes.
-WINNOW_TORCH_EXPORT int32_t winnow_torch_interface_version(void) { return 1; }
+// Bumped when a function below or a kernel's signature changes (2: knn takes key_norms), so
+// that a stale build is refused.
+WINNOW_TORCH_EXPORT int32_t winnow_torch_interface_version(void) { return 2; }
 
 // The ops this library implements, comma-separated: the Python library registers its own
 // implementation for the others.
