@@ -814,18 +814,16 @@ TEST_CASE("execute: key_norms is optional where the program reads ksq, refused e
     Call c = good;
     c.n_inputs = WINNOW_INPUT_KEY_NORMS;  // a caller from before the slot: summed, as before
     require_passes_validation(c, plan.h);
-    c = good;
-    c.key_norms() = tensor(0x4100000, WINNOW_DTYPE_FLOAT32, {kKeys + 1});
-    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "key_norms: shape[0] is 4097");
-    c = good;
-    c.key_norms().dtype = WINNOW_DTYPE_FLOAT16;
-    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "key_norms: dtype");
-    c = good;
-    c.key_norms().strides[0] = 2;
-    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "key_norms: strides[0] is 2");
-    c = good;
-    c.key_norms().data = fake(0x4100002);
-    REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "key_norms: data pointer");
+    auto refused = [&](auto edit, const char* message) {
+      Call bad = good;
+      edit(bad.key_norms());
+      REQUIRE_STATUS(bad.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, message);
+    };
+    refused([](winnowTensor_t& t) { t = tensor(0x4100000, WINNOW_DTYPE_FLOAT32, {kKeys + 1}); },
+            "key_norms: shape[0] is 4097");
+    refused([](winnowTensor_t& t) { t.dtype = WINNOW_DTYPE_FLOAT16; }, "key_norms: dtype");
+    refused([](winnowTensor_t& t) { t.strides[0] = 2; }, "key_norms: strides[0] is 2");
+    refused([](winnowTensor_t& t) { t.data = fake(0x4100002); }, "key_norms: data pointer");
   }
   for (const winnowProblemDesc_t& d : {ip_desc(), dsa_desc()}) {
     Plan plan(ctx.h, d);

@@ -250,9 +250,7 @@ def test_the_current_stream_takes_the_launch(ctx, exact):
 @needs_ext
 @pytest.mark.gpu
 def test_knn_equals_the_ctypes_path(ctx):
-    g = torch.Generator().manual_seed(4)
-    q = data.small_ints((16, 64), -3, 3, g, torch.float16, "cpu").cuda()
-    k = data.small_ints((20000, 64), -3, 3, g, torch.float16, "cpu").cuda()
+    q, k = data.small_int_corpus(4, "cuda")
     plan = ctx.topk_plan(score="ip", heads=1, head_dim=64, q_dtype="fp16", k_dtype="fp16",
                          key_scale=False, k=100, sorted=True)
     idx, scores = torch.ops.winnow.knn(plan.id, q, k)
@@ -266,9 +264,7 @@ def test_knn_equals_the_ctypes_path(ctx):
 @needs_ext
 @pytest.mark.gpu
 def test_knn_with_key_norms_equals_the_ctypes_path(ctx):
-    g = torch.Generator().manual_seed(6)
-    q = data.small_ints((16, 64), -3, 3, g, torch.float16, "cpu").cuda()
-    k = data.small_ints((20000, 64), -3, 3, g, torch.float16, "cpu").cuda()
+    q, k = data.small_int_corpus(6, "cuda")
     norms = 2 * k.float().square().sum(1)  # not the keys' own: the kernel must read them
     plan = ctx.topk_plan(score="l2", heads=1, head_dim=64, q_dtype="fp16", k_dtype="fp16",
                          key_scale=False, k=100, sorted=True)

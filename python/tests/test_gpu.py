@@ -93,9 +93,7 @@ def test_sglang_ragged_adapter(exact):
 
 
 def test_knn_equals_the_reference(ctx):
-    g = torch.Generator().manual_seed(2)
-    q = data.small_ints((16, 64), -3, 3, g, torch.float16, "cpu")
-    k = data.small_ints((20000, 64), -3, 3, g, torch.float16, "cpu")
+    q, k = data.small_int_corpus(2)
     plan = ctx.topk_plan(score="ip", heads=1, head_dim=64, q_dtype="fp16", k_dtype="fp16",
                          key_scale=False, k=100, sorted=True)
     idx, scores = winnow.knn(plan, q.cuda(), k.cuda())
@@ -106,9 +104,7 @@ def test_knn_equals_the_reference(ctx):
 
 
 def test_knn_l2_distance_output(ctx):
-    g = torch.Generator().manual_seed(3)
-    q = data.small_ints((16, 64), -3, 3, g, torch.float16, "cpu")
-    k = data.small_ints((20000, 64), -3, 3, g, torch.float16, "cpu")
+    q, k = data.small_int_corpus(3)
     plan = ctx.topk_plan(score="l2", heads=1, head_dim=64, q_dtype="fp16", k_dtype="fp16",
                          key_scale=False, k=100, sorted=True, distance=True)
     idx, dist = winnow.knn(plan, q.cuda(), k.cuda())
@@ -119,9 +115,7 @@ def test_knn_l2_distance_output(ctx):
 
 
 def test_knn_l2_reads_the_given_key_norms(ctx):
-    g = torch.Generator().manual_seed(8)
-    q = data.small_ints((16, 64), -3, 3, g, torch.float16, "cpu")
-    k = data.small_ints((20000, 64), -3, 3, g, torch.float16, "cpu")
+    q, k = data.small_int_corpus(8)
     plan = ctx.topk_plan(score="l2", heads=1, head_dim=64, q_dtype="fp16", k_dtype="fp16",
                          key_scale=False, k=100, sorted=True, distance=True)
     own = k.float().square().sum(1)
@@ -139,9 +133,7 @@ def test_knn_l2_reads_the_given_key_norms(ctx):
 
 
 def test_knn_cosine_reads_the_given_key_norms(ctx):
-    g = torch.Generator().manual_seed(9)
-    q = data.small_ints((16, 64), -3, 3, g, torch.float16, "cpu").cuda()
-    k = data.small_ints((20000, 64), -3, 3, g, torch.float16, "cpu").cuda()
+    q, k = data.small_int_corpus(9, "cuda")
     plan = ctx.topk_plan(score="cosine", heads=1, head_dim=64, q_dtype="fp16", k_dtype="fp16",
                          key_scale=False, k=100, sorted=True)
     own = k.float().square().sum(1)

@@ -10,6 +10,13 @@ def small_ints(shape, low, high, generator, dtype, device):
     return x.to(torch.float32).to(dtype).to(device)
 
 
+def small_int_corpus(seed, device="cpu", rows=16, keys=20000, d=64):
+    """fp16 queries [rows, d] and keys [keys, d] of small integers in -3..3 (exact scores)."""
+    g = torch.Generator().manual_seed(seed)
+    return (small_ints((rows, d), -3, 3, g, torch.float16, "cpu").to(device),
+            small_ints((keys, d), -3, 3, g, torch.float16, "cpu").to(device))
+
+
 def indexer_inputs(T, H, N, *, d=128, seed=0, device="cpu", ranges=True):
     """vLLM's prefill formats with exact scores: q [T, H, d] fp8, k [N, d] fp8, k_scale [N]
     fp32 (1/2, 1, 2), weights [T, H] fp32 in -2..2, ks/ke int32 [T] (random windows, some
