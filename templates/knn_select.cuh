@@ -57,16 +57,18 @@ __device__ void knn_threshold(const KnnParams& p, unsigned char* smem) {
   if (p.sample_tiles > 0 && m > 0) {
     const u32* v = p.samples + (long long)r * p.sample_cap;
     const int n = p.sample_tiles * kKnnKeyTile;
-    if (long(n) * 4 <= p.stage_bytes) {  // the passes read shared memory
-      u32* staged = static_cast<u32*>(s.stage(next_pow2(C::kTopK)));
-      for (int i = threadIdx.x; i < n; i += kKnnSelectThreads) staged[i] = v[i];
-      __syncthreads();
-      v = staged;
-    }
+    // The passes read shared memory for the first ns scores, the rest from global memory
+    // (at N = 5M the 65408 scores of a query exceed the staging: with all of them read from
+    // L2 in every pass the kernel took 83 us, session 16's ncu).
+    u32* staged = static_cast<u32*>(s.stage(next_pow2(C::kTopK)));
+    const int ns = min(n, int(p.stage_bytes / 4));
+    for (int i = threadIdx.x; i < ns; i += kKnnSelectThreads) staged[i] = v[i];
+    __syncthreads();
     // Only the order key of the rank-th best is kept (every index admitted), so the radix
     // passes stop after the high 32 bits: 4 passes, not 8.
     thr = radix_kth<KnnSelectCta, 32>(s, m, [&](auto f) {
-      for (int i = threadIdx.x; i < n; i += kKnnSelectThreads) f(rank_key(v[i], i));
+      for (int i = threadIdx.x; i < ns; i += kKnnSelectThreads) f(rank_key(staged[i], i));
+      for (int i = ns + threadIdx.x; i < n; i += kKnnSelectThreads) f(rank_key(v[i], i));
     });
     thr &= 0xFFFFFFFF00000000ull;
   }
