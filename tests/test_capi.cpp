@@ -551,9 +551,11 @@ TEST_CASE("execute: n_inputs", "[capi]") {
   Call c = valid_call(dsa_desc(), kRows, kKeys);
   c.n_inputs = 0;
   REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "n_inputs = 0");
-  c.n_inputs = 8;
-  REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "n_inputs = 8");
+  c.n_inputs = WINNOW_NUM_INPUTS + 1;
+  REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "n_inputs = 9");
   c.n_inputs = 6;  // callers built before the sample hint slot
+  REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_NOT_BUILT, "not built");
+  c.n_inputs = 7;  // callers built before the key norms slot
   REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_NOT_BUILT, "not built");
   c.n_inputs = 2;  // weights and key_scale are then absent
   REQUIRE_STATUS(c.run(plan.h), WINNOW_STATUS_INVALID_ARGUMENT, "weights missing");
