@@ -269,9 +269,9 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
   if (C::kUsesQSq && tid < 4 * Q) {
     // |q|^2 of query tid / 4: four threads each sum a quarter of d in element order (16-byte
     // loads where the rows allow), then the quarters are added pairwise, (0 + 1) + (2 + 3):
-    // the same in every mode. One thread per query over all of d took ~40 us of every
-    // launch (the loads' latency, one after another; l2 measured 90 us over ip at 1M with
-    // the key norms given, session 16).
+    // the same in every mode. Before, one thread per query summed all of d, one load after
+    // another, in every launch: l2 with the key norms given measured 90 us over ip at 1M;
+    // with this form l2 at 1M read 51-57 us less (two runs, session 16, bench/NOTES.md).
     constexpr int PART = C::kDim / 4;
     const int n = tid >> 2, part = tid & 3;
     float s = 0.0f;
