@@ -22,6 +22,7 @@ struct KnnRetrieval::Impl {
   std::shared_ptr<const rt::LoadedKernel> stream, threshold, select;
   int grid = 0;
   bool tighten = false;  // WINNOW_KNN_TIGHTEN=1 (opt-in until run on a GPU)
+  bool programmatic = true;  // WINNOW_KNN_PDL=0: every launch waits for the one before it
 };
 
 std::string KnnRetrieval::unsuited(const TopkProblem& p, const plan::KernelSpec& spec) {
@@ -60,6 +61,11 @@ KnnRetrieval::KnnRetrieval(const TopkProblem& p, const plan::KernelSpec& spec,
     if (*v != "0" && *v != "1")
       throw InvalidArgument(fmt::format("WINNOW_KNN_TIGHTEN is '{}': expected 0 or 1", *v));
     m.tighten = *v == "1";
+  }
+  if (const auto v = rt::env_get("WINNOW_KNN_PDL")) {
+    if (*v != "0" && *v != "1")
+      throw InvalidArgument(fmt::format("WINNOW_KNN_PDL is '{}': expected 0 or 1", *v));
+    m.programmatic = *v == "1";
   }
 }
 
@@ -176,29 +182,42 @@ void KnnRetrieval::execute(const TopkInputs& in, const CallShape& shape,
     // Without a sample the whole corpus fits the list: nothing to tighten (and no threshold
     // kernel to clear the lists' marked slots).
     p.tighten = m.tighten && sample.tiles > 0 ? 1 : 0;
-    // Every query's state starts at zero (threshold 0, count 0); the round counts too.
-    rt::check(cu.cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(p.rows), 0,
-                                  size_t(winnow::kKnnQueries) * sizeof(winnow::KnnRowState) / 4,
-                                  stream),
-              "cuMemsetD32Async (query states)");
-    if (first > 0) {
-      rt::check(cu.cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(counters + winnow::kKnnRoundRows),
-                                    0, size_t(64 - winnow::kKnnRoundRows), stream),
-                "cuMemsetD32Async (round counts)");
+    // Every query's state starts at zero (threshold 0, count 0); the round counts too: by
+    // the threshold kernel where a sample runs (two memset launches fewer), else here.
+    if (sample.tiles == 0) {
+      rt::check(cu.cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(p.rows), 0,
+                                    size_t(winnow::kKnnQueries) * sizeof(winnow::KnnRowState) / 4,
+                                    stream),
+                "cuMemsetD32Async (query states)");
+      if (first > 0) {
+        rt::check(cu.cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(counters + winnow::kKnnRoundRows),
+                                      0, size_t(64 - winnow::kKnnRoundRows), stream),
+                  "cuMemsetD32Async (round counts)");
+      }
     }
     void* stream_args[] = {&p, &kmap};
     void* select_args[] = {&p};
+    // Each launch after the pass's first starts while the one before it ends (programmatic
+    // dependent launch: the kernels wait for it in-kernel, templates/grid_dependency.cuh):
+    // the launch gaps of the pass's 8 to 10 kernels overlap, and the stream's query copy
+    // overlaps the threshold kernel. The first waits for whatever the stream held before.
+    bool after_own = false;
+    auto launch = [&](const rt::LoadedKernel& kernel, unsigned grid, unsigned threads,
+                      void** args) {
+      kernel.launch(grid, 1, threads, stream, args, after_own && m.programmatic);
+      after_own = true;
+    };
     if (sample.tiles > 0) {
       p.sample_pass = 1;
-      m.stream->launch(unsigned(std::min(m.grid, sample.tiles)), 1, winnow::kKnnStreamThreads,
-                       stream, stream_args);
+      launch(*m.stream, unsigned(std::min(m.grid, sample.tiles)), winnow::kKnnStreamThreads,
+             stream_args);
       p.sample_pass = 0;
-      m.threshold->launch(unsigned(p.queries), 1, winnow::kKnnSelectThreads, stream, select_args);
+      launch(*m.threshold, unsigned(p.queries), winnow::kKnnSelectThreads, select_args);
     }
     for (int round = 0; round <= m.plan.rounds; ++round) {
       p.round = round;
-      m.stream->launch(stream_grid, 1, winnow::kKnnStreamThreads, stream, stream_args);
-      m.select->launch(unsigned(p.queries), 1, winnow::kKnnSelectThreads, stream, select_args);
+      launch(*m.stream, stream_grid, winnow::kKnnStreamThreads, stream_args);
+      launch(*m.select, unsigned(p.queries), winnow::kKnnSelectThreads, select_args);
     }
   }
 }

@@ -250,7 +250,7 @@ int LoadedKernel::num_registers() const {
 }
 
 void LoadedKernel::launch(unsigned grid_x, unsigned grid_y, unsigned block_x, CUstream stream,
-                          void** args) const {
+                          void** args, bool programmatic) const {
   const DriverApi& d = driver();
   // A fresh thread has no current context; one the caller made current is left alone.
   CUcontext current = nullptr;
@@ -265,8 +265,11 @@ void LoadedKernel::launch(unsigned grid_x, unsigned grid_y, unsigned block_x, CU
   cfg.blockDimZ = 1;
   cfg.sharedMemBytes = static_cast<unsigned>(smem_);
   cfg.hStream = stream;
-  cfg.attrs = nullptr;
-  cfg.numAttrs = 0;
+  CUlaunchAttribute attr{};
+  attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attr.value.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = programmatic ? &attr : nullptr;
+  cfg.numAttrs = programmatic ? 1 : 0;
   check(d.cuLaunchKernelEx(&cfg, fn_, args, nullptr), "cuLaunchKernelEx");
 }
 

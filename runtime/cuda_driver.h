@@ -127,8 +127,11 @@ class LoadedKernel {
   int max_blocks_per_sm(int threads) const;  // occupancy
   int num_registers() const;
   // cuLaunchKernelEx on the caller's stream. args: array of pointers to arguments.
+  // programmatic: the launch may start before the kernel before it on the stream has
+  // completed (programmatic dependent launch, sm_90); only for a kernel that waits for it
+  // (templates/grid_dependency.cuh) and follows a kernel of the same call.
   void launch(unsigned grid_x, unsigned grid_y, unsigned block_x, CUstream stream,
-              void** args) const;
+              void** args, bool programmatic = false) const;
  private:
   CUcontext ctx_ = nullptr;  // the module's context: unloading needs it current
   CUmodule mod_ = nullptr;

@@ -12,7 +12,7 @@
 namespace winnow::rt {
 namespace {
 
-constexpr std::array<EnvVar, 16> kRegistry{{
+constexpr std::array<EnvVar, 17> kRegistry{{
     {"HOME", false, "home folder: the cache defaults to $HOME/.cache/winnow"},
     {"TMPDIR", false, "without HOME the cache is $TMPDIR/winnow-cache-<uid> (default /tmp)"},
     // The backend's name and exact version are in every key already (ops/jit_module.cpp).
@@ -29,6 +29,10 @@ constexpr std::array<EnvVar, 16> kRegistry{{
     // The arch is part of every key already, so forcing it needs no extra key input.
     {"WINNOW_FORCE_ARCH", false, "compile for this arch (sm_90a, sm_100a) instead of the device's"},
     // Picks between two kernels that have their own keys: no key input needed.
+    // A launch attribute of the same kernels: no key input.
+    {"WINNOW_KNN_PDL", false,
+     "\"0\" launches each of the retrieval mode's kernels after the one before it has "
+     "completed (the default \"1\": programmatic dependent launch)"},
     {"WINNOW_KNN_RETRIEVAL", false,
      "\"0\" keeps one-head dense fp16/bf16 top-k (knn) on the topk kernel instead of the "
      "retrieval mode (the default, \"1\")"},

@@ -9,7 +9,9 @@
 // (every key). Rows still failing after the last round are counted in
 // counters[kKnnUnresolvedRows] and written as -1.
 #pragma once
+#include "winnow/batched_copy.cuh"
 #include "winnow/bitonic_sort.cuh"
+#include "winnow/grid_dependency.cuh"
 #include "winnow/knn_params.cuh"
 #include "winnow/knn_workspace.cuh"
 #include "winnow/radix_select.cuh"
@@ -48,10 +50,20 @@ __device__ __forceinline__ void knn_clear_marked(const KnnParams& p, int r) {
 
 // The first threshold of query blockIdx.x: the sample's rank-th best score, every index
 // admitted (RankKeys from (order key << 32) up). No sample: 0, every key.
+//
+// It also starts the pass's query states (the host clears them only where no sample runs):
+// query r's whole state, and by CTA 0 the states past the pass's queries and the round
+// counts (an earlier pass's are in them).
 template <class C>
 __device__ void knn_threshold(const KnnParams& p, unsigned char* smem) {
+  grid_dependency_wait();
   const KnnSelectSmem s(smem);
   const int r = blockIdx.x;
+  if (r == 0) {
+    for (int i = p.queries + int(threadIdx.x); i < kKnnQueries; i += kKnnSelectThreads)
+      p.rows[i] = KnnRowState{};
+    for (int i = kKnnRoundRows + int(threadIdx.x); i < 64; i += kKnnSelectThreads) p.counters[i] = 0u;
+  }
   const u32 m = u32(min(p.sample_rank, p.sample_valid));
   u64 thr = 0;
   if (p.sample_tiles > 0 && m > 0) {
@@ -62,7 +74,8 @@ __device__ void knn_threshold(const KnnParams& p, unsigned char* smem) {
     // L2 in every pass the kernel took 83 us, session 16's ncu).
     u32* staged = static_cast<u32*>(s.stage(next_pow2(C::kTopK)));
     const int ns = min(n, int(p.stage_bytes / 4));
-    for (int i = threadIdx.x; i < ns; i += kKnnSelectThreads) staged[i] = v[i];
+    batched_copy<kKnnSelectThreads, 8>(
+        ns, threadIdx.x, [&](int i) { return v[i]; }, [&](int i, u32 x) { staged[i] = x; });
     __syncthreads();
     // Only the order key of the rank-th best is kept (every index admitted), so the radix
     // passes stop after the high 32 bits: 4 passes, not 8.
@@ -72,7 +85,11 @@ __device__ void knn_threshold(const KnnParams& p, unsigned char* smem) {
     });
     thr &= 0xFFFFFFFF00000000ull;
   }
-  if (threadIdx.x == 0) p.rows[r].threshold = thr;
+  if (threadIdx.x == 0) {
+    KnnRowState rs{};
+    rs.threshold = thr;
+    p.rows[r] = rs;
+  }
   knn_clear_marked(p, r);
 }
 
@@ -80,6 +97,7 @@ __device__ void knn_threshold(const KnnParams& p, unsigned char* smem) {
 template <class C>
 __device__ void knn_select(const KnnParams& p, unsigned char* smem) {
   constexpr int K = C::kTopK, KP = next_pow2(C::kTopK);
+  grid_dependency_wait();
   const KnnSelectSmem s(smem);
   const int r = blockIdx.x;
   KnnRowState* rs = p.rows + r;
@@ -93,7 +111,9 @@ __device__ void knn_select(const KnnParams& p, unsigned char* smem) {
   if (long(stored) * 8 <= p.stage_bytes && count <= cap && count >= need) {
     // An answered row's passes read shared memory.
     u64* staged = static_cast<u64*>(s.stage(KP));
-    for (u32 i = threadIdx.x; i < stored; i += kKnnSelectThreads) staged[i] = list[i];
+    batched_copy<kKnnSelectThreads, 8>(
+        int(stored), threadIdx.x, [&](int i) { return list[i]; },
+        [&](int i, u64 x) { staged[i] = x; });
     __syncthreads();
     list = staged;
   }

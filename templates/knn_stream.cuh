@@ -7,7 +7,9 @@
 // at or above the query's threshold appended to its CandidateList by warp-aggregated
 // atomics) and, compiled with kMaterialize, the score matrix.
 #pragma once
+#include "winnow/batched_copy.cuh"
 #include "winnow/element_decode.cuh"
+#include "winnow/grid_dependency.cuh"
 #include "winnow/knn_params.cuh"
 #include "winnow/knn_workspace.cuh"
 #include "winnow/load_cg.cuh"
@@ -212,8 +214,13 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
   constexpr int RB = C::kDim * 2, NC = RB / kKnnChunkBytes, Q = kKnnQueries, ST = C::kStages;
   static_assert(RB % kKnnChunkBytes == 0 && C::kThreads == kKnnStreamThreads, "knn tile shape");
   constexpr KnnStreamSmem L{RB, ST};
-  // A fallback round with nothing to rerun ends at once (the same word for every thread).
-  if (!C::kMaterialize && p.round > 0 && p.counters[kKnnRoundRows + p.round] == 0) return;
+  // A fallback round waits for the select before it at once, and ends at once when it has
+  // nothing to rerun (the same word for every thread). The other launches copy the queries
+  // before they wait (grid_dependency.cuh): the copy reads only the caller's q.
+  if (!C::kMaterialize && p.round > 0) {
+    grid_dependency_wait();
+    if (p.counters[kKnnRoundRows + p.round] == 0) return;
+  }
   unsigned char* qs = smem;
   unsigned char* ring = smem + L.ring_off();
   u64* thr = reinterpret_cast<u64*>(smem + L.thresholds_off());
@@ -230,24 +237,38 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
 
   // The queries as the swizzled B operand (rows past the pass's queries are zeros): 16-byte
   // chunks where the rows allow (every launch pays this; element by element it took a
-  // large share of the sample pass, session 11's ncu), else element by element.
+  // large share of the sample pass, session 11's ncu), eight loads in flight per thread
+  // (batched_copy.cuh), else element by element.
   const unsigned short* qg = static_cast<const unsigned short*>(p.q);
   if ((reinterpret_cast<unsigned long long>(qg) & 15u) == 0 && (p.q_row_stride & 7) == 0) {
     constexpr int CPR = RB / 16;  // 16-byte chunks per query row
-    for (int i = tid; i < Q * CPR; i += C::kThreads) {
-      const int r = i / CPR, c = i % CPR;
-      const uint4 v = r < p.queries
-                          ? *reinterpret_cast<const uint4*>(qg + r * p.q_row_stride + 8 * c)
-                          : make_uint4(0u, 0u, 0u, 0u);
-      *reinterpret_cast<uint4*>(qs + swizzled_chunk<Q>(r, c)) = v;
-    }
+    batched_copy<C::kThreads, 8>(
+        Q * CPR, tid,
+        [&](int i) {
+          const int r = i / CPR, c = i % CPR;
+          return r < p.queries ? *reinterpret_cast<const uint4*>(qg + r * p.q_row_stride + 8 * c)
+                               : make_uint4(0u, 0u, 0u, 0u);
+        },
+        [&](int i, const uint4& v) {
+          *reinterpret_cast<uint4*>(qs + swizzled_chunk<Q>(i / CPR, i % CPR)) = v;
+        });
   } else {
-    for (int i = tid; i < Q * (RB / 2); i += C::kThreads) {
-      const int r = i / (RB / 2), e = i % (RB / 2);
-      const unsigned short v = r < p.queries ? qg[r * p.q_row_stride + e] : (unsigned short)0;
-      *reinterpret_cast<unsigned short*>(qs + swizzled_chunk<Q>(r, (2 * e) >> 4) + ((2 * e) & 15)) = v;
-    }
+    batched_copy<C::kThreads, 8>(
+        Q * (RB / 2), tid,
+        [&](int i) {
+          const int r = i / (RB / 2), e = i % (RB / 2);
+          return r < p.queries ? qg[r * p.q_row_stride + e] : (unsigned short)0;
+        },
+        [&](int i, unsigned short v) {
+          const int r = i / (RB / 2), e = i % (RB / 2);
+          *reinterpret_cast<unsigned short*>(qs + swizzled_chunk<Q>(r, (2 * e) >> 4) + ((2 * e) & 15)) = v;
+        });
   }
+  // |q|^2 below reads the copy.
+  if (C::kUsesQSq) __syncthreads();
+  // What earlier launches of the call wrote (the query states, the counters) and the
+  // workspace they read are touched only from here on.
+  grid_dependency_wait();
   if (tid < Q) {
     const bool real = tid < p.queries;
     bool active = real;
@@ -267,26 +288,22 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
     wq[tid] = C::kUsesW && real ? p.w[tid * p.w_row_stride] : 0.0f;
   }
   if (C::kUsesQSq && tid < 4 * Q) {
-    // |q|^2 of query tid / 4: four threads each sum a quarter of d in element order (16-byte
-    // loads where the rows allow), then the quarters are added pairwise, (0 + 1) + (2 + 3):
-    // the same in every mode. Before, one thread per query summed all of d, one load after
-    // another, in every launch: l2 with the key norms given measured 90 us over ip at 1M;
-    // with this form l2 at 1M read 51-57 us less (two runs, session 16, bench/NOTES.md).
-    constexpr int PART = C::kDim / 4;
+    // |q|^2 of query tid / 4: four threads each sum a quarter of d in element order from
+    // the swizzled copy (16-byte chunks of 8 elements; d is a multiple of 64), then the
+    // quarters are added pairwise, (0 + 1) + (2 + 3): the same in every mode. Before, one
+    // thread per query summed all of d from global memory, one load after another, in every
+    // launch: l2 with the key norms given measured 90 us over ip at 1M; with four threads
+    // and 16-byte global loads l2 at 1M read 51-57 us less (two runs, session 16,
+    // bench/NOTES.md); from shared memory the loads wait on no L2 round trips.
+    constexpr int CHUNKS = C::kDim / 32;  // 16-byte chunks in a quarter of d
+    static_assert(C::kDim % 32 == 0, "|q|^2 by quarters of whole chunks");
     const int n = tid >> 2, part = tid & 3;
     float s = 0.0f;
     if (n < p.queries) {
-      const unsigned short* row = qg + n * p.q_row_stride + part * PART;
-      if (PART % 8 == 0 && (reinterpret_cast<unsigned long long>(row) & 15u) == 0) {
 #pragma unroll 4
-        for (int c = 0; c < PART / 8; ++c)
-          s = knn_square_sum8<C::kElem>(*reinterpret_cast<const uint4*>(row + 8 * c), s);
-      } else {
-        for (int e = 0; e < PART; ++e) {
-          const float x = C::kElem == kElemBF16 ? decode_bf16(row[e]) : decode_f16_fast(row[e]);
-          s = __fmaf_rn(x, x, s);
-        }
-      }
+      for (int c = 0; c < CHUNKS; ++c)
+        s = knn_square_sum8<C::kElem>(
+            *reinterpret_cast<const uint4*>(qs + swizzled_chunk<Q>(n, part * CHUNKS + c)), s);
     }
     s = __fadd_rn(s, __shfl_xor_sync(0xFFFFFFFFu, s, 1));
     s = __fadd_rn(s, __shfl_xor_sync(0xFFFFFFFFu, s, 2));
