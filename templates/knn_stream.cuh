@@ -355,6 +355,16 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
 #pragma unroll
     for (int b = 0; b < 2; ++b) pfr[2 * j + b] = C::kMaterialize || sample ? 0.0f : pf[8 * j + 2 * t4 + b];
   }
+  // Their |q|^2 and w too (l2, cosine, weighted programs): read once, not at every score.
+  float qsqr[16], wr[16];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      qsqr[2 * j + b] = C::kUsesQSq ? qsq[8 * j + 2 * t4 + b] : 0.0f;
+      wr[2 * j + b] = C::kUsesW ? wq[8 * j + 2 * t4 + b] : 0.0f;
+    }
+  }
   // Tightening (knn_tighten): a lane's pending mark ((query << 4) | (mark + 1), 0: none),
   // and the count of tightenings this warp has taken into its thresholds.
   const bool tighten = !C::kMaterialize && !sample && p.tighten != 0;
@@ -439,9 +449,9 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
         ScoreArgs a;
         const float dot = acc[4 * j + e];
         a.dot = &dot;
-        a.w = wq + n;
+        a.w = wr + 2 * j + (e & 1);
         a.kscale = C::kUsesKScale && real() ? p.kscale[key] : 1.0f;
-        a.qsq = qsq + n;
+        a.qsq = qsqr + 2 * j + (e & 1);
         a.ksq = ksq[h];
         const float score = S::eval(a);
         if constexpr (C::kMaterialize) {
