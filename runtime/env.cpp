@@ -28,11 +28,11 @@ constexpr std::array<EnvVar, 17> kRegistry{{
     {"WINNOW_DUMP_DIR", false, "where generated sources are written on compile errors and dumps"},
     // The arch is part of every key already, so forcing it needs no extra key input.
     {"WINNOW_FORCE_ARCH", false, "compile for this arch (sm_90a, sm_100a) instead of the device's"},
-    // Picks between two kernels that have their own keys: no key input needed.
     // A launch attribute of the same kernels: no key input.
     {"WINNOW_KNN_PDL", false,
      "\"0\" launches each of the retrieval mode's kernels after the one before it has "
      "completed (the default \"1\": programmatic dependent launch)"},
+    // Picks between two kernels that have their own keys: no key input needed.
     {"WINNOW_KNN_RETRIEVAL", false,
      "\"0\" keeps one-head dense fp16/bf16 top-k (knn) on the topk kernel instead of the "
      "retrieval mode (the default, \"1\")"},

@@ -2,8 +2,9 @@
 // thread i % THREADS, BATCH of a thread's loads issued before any of their stores. Written
 // as load, store, load, store, the loop waited on one memory round trip per element per
 // thread (a store into shared memory through a generic pointer may alias the next load,
-// so the compiler keeps their order): ~21 round trips of L2 for the retrieval stream's
-// 96 KB of queries at d = 768, in every launch.
+// so the compiler keeps their order): ~21 for the retrieval stream's 96 KB of queries at
+// d = 768. Measured (session 17, bench/NOTES.md): the sample and threshold launches took
+// as long as before, so their copies were not what bound them.
 #pragma once
 #include "winnow/portable.cuh"
 
