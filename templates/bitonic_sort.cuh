@@ -70,4 +70,95 @@ __device__ void sort_desc(u64* v, int n, bool by_index) {
   }
 }
 
+// The same sort of n = 2^M RankKeys in shared memory with each entry's compare-exchanges
+// in registers: the first n / 8 threads of the CTA hold 8 entries each (the others only pass
+// the barriers). Entry (thread t, register r) is the list's entry t with the 3 bits of r
+// inserted at bit `lo`: every step of the network whose pair distance is 2^lo, 2^(lo+1) or
+// 2^(lo+2) runs in the thread's registers; before a step of another distance the entries
+// go through shared memory into the layout with that distance among the register bits (at
+// most ceil(log2 n / 3) such transposes per merge size, against the step-per-barrier
+// memory steps and two-shuffle register steps of sort_desc: the retrieval mode's select
+// at k = 8192 was bound by its instruction count, session 17's ncu). In the transposes
+// entry i sits at i ^ ((i >> 4) & 15) (a 16-lane half-warp's 64-bit accesses then meet at
+// most 2-way bank conflicts in every layout); the list is in plain order before and after.
+// Every step compares and exchanges as sort_desc does, so the result is the same list.
+// A register distance 2^D of sort_desc_registers as a type (its steps unrolled per D).
+template <int D>
+struct SortDistance {
+  static constexpr int kValue = D;
+};
+
+template <class C, int M>
+__device__ void sort_desc_registers(u64* v, bool by_index) {
+  constexpr int N = 1 << M, A = N / 8;
+  static_assert(M >= 8 && A <= C::kThreads && A % 32 == 0, "n / 8 whole warps of the CTA");
+  const int t = threadIdx.x;
+  const bool act = t < A;
+  auto key = [by_index](u64 x) { return by_index ? ((x << 32) | (x >> 32)) : x; };
+  auto index_of = [t](int r, int lo) {
+    return ((t >> lo) << (lo + 3)) | (r << lo) | (t & ((1 << lo) - 1));
+  };
+  auto swizzled = [](int i) { return i ^ ((i >> 4) & 15); };
+  u64 x[8];
+  // The list is an unordered set before the sort: any layout may load it (this one meets
+  // no bank conflicts), its entries then taken as those of layout 0.
+  if (act) {
+#pragma unroll
+    for (int r = 0; r < 8; ++r) x[r] = key(v[index_of(r, M - 3)]);
+  }
+  // Pair (entry i, entry i + 2^(lo + D)) of registers r, r + 2^D; the block of 2^s holding
+  // it sorts down where bit s of i is 0 (key() is a bijection: the keys compare as
+  // sort_desc's do).
+  auto step = [&](auto dist, int lo, int s) {
+    constexpr int D = decltype(dist)::kValue;
+#pragma unroll
+    for (int r = 0; r < 8; ++r) {
+      if ((r >> D) & 1) continue;
+      const bool desc = ((index_of(r, lo) >> s) & 1) == 0;
+      u64& a = x[r];
+      u64& c = x[r | (1 << D)];
+      if ((a < c) == desc) {
+        const u64 tmp = a;
+        a = c;
+        c = tmp;
+      }
+    }
+  };
+  // The loops over sizes and steps stay loops (unrolled, the 91 steps at n = 8192 more than
+  // doubled the select module's compile time).
+  int lo = 0;
+#pragma unroll 1
+  for (int s = 1; s <= M; ++s) {
+#pragma unroll 1
+    for (int b = s - 1; b >= 0; --b) {
+      if (b < lo || b > lo + 2) {
+        const int next = b >= 2 ? b - 2 : 0;
+        __syncthreads();  // every thread has read the previous layout
+        if (act) {
+#pragma unroll
+          for (int r = 0; r < 8; ++r) v[swizzled(index_of(r, lo))] = x[r];
+        }
+        __syncthreads();
+        if (act) {
+#pragma unroll
+          for (int r = 0; r < 8; ++r) x[r] = v[swizzled(index_of(r, next))];
+        }
+        lo = next;
+      }
+      if (act) {
+        const int d = b - lo;
+        if (d == 0) step(SortDistance<0>{}, lo, s);
+        else if (d == 1) step(SortDistance<1>{}, lo, s);
+        else step(SortDistance<2>{}, lo, s);
+      }
+    }
+  }
+  __syncthreads();  // every thread has read the last transposed layout
+  if (act) {
+#pragma unroll
+    for (int r = 0; r < 8; ++r) v[index_of(r, lo)] = key(x[r]);
+  }
+  __syncthreads();
+}
+
 }  // namespace winnow

@@ -129,7 +129,11 @@ __device__ void knn_select(const KnnParams& p, unsigned char* smem) {
       // Exactly `need` distinct RankKeys (all of them when stored == need).
       gather_best<KnnSelectCta>(s, need, stored, scan, s.sel, KP, s.taken);
       // Sorted: by score; unsorted: by index, ascending (one answer per row either way).
-      sort_desc<KnnSelectCta>(s.sel, KP, !C::kSorted);
+      if constexpr (KP >= 2048 && KP / 8 <= kKnnSelectThreads) {
+        sort_desc_registers<KnnSelectCta, log2_pow2(KP)>(s.sel, !C::kSorted);
+      } else {
+        sort_desc<KnnSelectCta>(s.sel, KP, !C::kSorted);
+      }
       chosen = need;
     } else if (!answered && threadIdx.x == 0) {
       atomicAdd(p.counters + kKnnUnresolvedRows, 1u);

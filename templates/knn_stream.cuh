@@ -371,6 +371,58 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
   const u32 need = u32(min(C::kTopK, p.num_keys));
   int pend = 0;
   u32 seen = 0;
+  // The previous tile's reservations (see the tile's end): query lane + 32 h's slot base
+  // and count of staged entries (0: none).
+  static_assert(Q == 64, "two queries a lane");
+  u32 res_base[2] = {0u, 0u}, res_m[2] = {0u, 0u};
+  // Writes the reserved entries from the staging to the lists (the staging is free again
+  // after it). Then retighten (p.tighten, after the MMAs: a call between a wgmma and its
+  // wait would serialise them) tightens the thresholds whose marks a reservation reached and
+  // rereads the thresholds when the tightenings counter, read at the tile's start as
+  // `tightened`, has moved.
+  auto write_reserved = [&] {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int q = lane + 32 * h;
+      const u32 m = res_m[h], base = res_base[h];
+      for (u32 s2 = 0; s2 < m; ++s2) {
+        if (base + s2 < u32(p.capacity))
+          p.lists[(long long)q * p.capacity + base + s2] = skeys[q * kKnnStageSlots + s2];
+      }
+      if (m != 0) {
+        if (const int crossed = knn_crossed(p.capacity, base, m)) pend = (q << 4) | crossed;
+      }
+      res_m[h] = 0u;
+    }
+    __syncwarp();
+  };
+  auto retighten = [&](u32 tightened) {
+    // The marks this warp's reservations reached (rare: the sample's threshold was too
+    // low), each tightened by the whole warp over the staging it just emptied.
+    for (unsigned todo = __ballot_sync(0xFFFFFFFFu, pend != 0); todo != 0u; todo &= todo - 1u) {
+      const int code = __shfl_sync(0xFFFFFFFFu, pend, __ffs(todo) - 1);
+      knn_tighten(p, code >> 4, (code & 15) - 1, need, reinterpret_cast<u32*>(skeys), thr, lane);
+    }
+    pend = 0;
+    if (tightened != seen) {
+      // Some query's threshold rose (here or in another CTA): into this CTA's thresholds
+      // and this thread's prefilter scores.
+      seen = tightened;
+      for (int q = lane; q < Q; q += 32) {
+        atomicMax(reinterpret_cast<unsigned long long*>(thr + q), load_cg(&p.rows[q].threshold));
+      }
+      __syncwarp();
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+#pragma unroll
+        for (int b = 0; b < 2; ++b) {
+          const int n = 8 * j + 2 * t4 + b;
+          const u32 t = u32(thr[n] >> 32);
+          if (skip[n] == 0 && t != 0) pfr[2 * j + b] = order_key_score(t);
+        }
+      }
+    }
+  };
   unsigned pos = 0;
   for (int i = blockIdx.x; i < total; i += gridDim.x, pos += NC) {
     const int tile = i * stride;
@@ -423,10 +475,13 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
       }
       prev_stage = slot.stage;
     }
+    // The previous tile's survivors, while this tile's last MMAs run.
+    if (!C::kMaterialize && !sample) write_reserved();
     wgmma_wait<0>();
     wgmma_pin(acc);
     __syncwarp();
     if (lane == 0) mbarrier_arrive(empty + prev_stage);
+    if (tighten) retighten(tightened);
 
     // |k|^2 of the thread's two keys, given, or from the lanes that summed their halves.
     float ksq[2] = {ksq_in[0], ksq_in[1]};
@@ -477,51 +532,28 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
       }
     }
     if (!C::kMaterialize && !sample) {
-      // The tile's staged survivors to the lists: one reservation per query that has any.
+      // The tile's staged survivors: one reservation per query that has any, issued now and
+      // written at the next tile's last MMAs (write_reserved), so that the atomics' round
+      // trip to L2 is hidden behind a tile instead of holding the warp (at k = 8192 about
+      // 15 of the 64 queries had survivors in a warp's tile: two round trips a tile).
       __syncwarp();
-      for (int q = lane; q < Q; q += 32) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int q = lane + 32 * h;
         const u32 c = scount[q];
-        if (c == 0) continue;
-        scount[q] = 0;
-        const u32 m = min(c, u32(kKnnStageSlots));
-        const u32 base = atomicAdd(&p.rows[q].count, m);
-        for (u32 s2 = 0; s2 < m; ++s2) {
-          if (base + s2 < u32(p.capacity))
-            p.lists[(long long)q * p.capacity + base + s2] = skeys[q * kKnnStageSlots + s2];
-        }
-        if (const int crossed = knn_crossed(p.capacity, base, m)) pend = (q << 4) | crossed;
-      }
-      __syncwarp();
-      if (tighten) {
-        // The marks this warp's reservations reached (rare: the sample's threshold was
-        // too low), each tightened by the whole warp over the staging it just emptied.
-        for (unsigned todo = __ballot_sync(0xFFFFFFFFu, pend != 0); todo != 0u; todo &= todo - 1u) {
-          const int code = __shfl_sync(0xFFFFFFFFu, pend, __ffs(todo) - 1);
-          knn_tighten(p, code >> 4, (code & 15) - 1, need, reinterpret_cast<u32*>(skeys), thr, lane);
-        }
-        pend = 0;
-        if (tightened != seen) {
-          // Some query's threshold rose (here or in another CTA): into this CTA's
-          // thresholds and this thread's prefilter scores.
-          seen = tightened;
-          for (int q = lane; q < Q; q += 32) {
-            atomicMax(reinterpret_cast<unsigned long long*>(thr + q),
-                      load_cg(&p.rows[q].threshold));
-          }
-          __syncwarp();
-#pragma unroll
-          for (int j = 0; j < 8; ++j) {
-#pragma unroll
-            for (int b = 0; b < 2; ++b) {
-              const int n = 8 * j + 2 * t4 + b;
-              const u32 t = u32(thr[n] >> 32);
-              if (skip[n] == 0 && t != 0) pfr[2 * j + b] = order_key_score(t);
-            }
-          }
+        res_m[h] = min(c, u32(kKnnStageSlots));
+        if (c != 0) {
+          scount[q] = 0;
+          res_base[h] = atomicAdd(&p.rows[q].count, res_m[h]);
         }
       }
+      // A tightening warp waits for the slots before its mark to be written: with the
+      // writes a tile later it would wait on warps of its own warpgroup that cannot pass
+      // their next MMAs without it.
+      if (tighten) write_reserved();
     }
   }
+  if (!C::kMaterialize && !sample) write_reserved();
 }
 #endif
 
