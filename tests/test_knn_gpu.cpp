@@ -47,13 +47,17 @@ TEST_CASE("knn retrieval: ip, l2, cosine at batch 1, 16, 64, 256, unaligned N", 
   run_and_check(p, rows, keys, {}, {0, rows - 1}, false);
 }
 
-TEST_CASE("knn retrieval: k = 8192, sorted, absolute, d = 128 and 1024", "[gpu][knn]") {
+TEST_CASE("knn retrieval: k = 8192 sorted and k = 2048 by index, absolute, d = 128 and 1024",
+          "[gpu][knn]") {
   WINNOW_REQUIRE_GPU();
   test::ScopedEnv on("WINNOW_KNN_RETRIEVAL", "1");
   INFO("seed " << test::test_seed());
   const int dim = GENERATE(128, 1024);
-  auto p = single_head(ir::ip(), dim, 8192, ops::DType::BF16);
-  p.sorted = true;
+  // Both sort the chosen entries in registers (sort_desc_registers): by score, by index.
+  const auto [k, sorted] = GENERATE(table<int, bool>({{8192, true}, {2048, false}}));
+  INFO("k " << k << " sorted " << sorted);
+  auto p = single_head(ir::ip(), dim, k, ops::DType::BF16);
+  p.sorted = sorted;
   p.absolute_indices = true;
   require_retrieval(p);
   run_and_check(p, 40, test::sized(100003, 40000), {}, {0, 39}, false);
