@@ -95,68 +95,73 @@ __device__ void sort_desc_registers(u64* v, bool by_index) {
   const int t = threadIdx.x;
   const bool act = t < A;
   auto key = [by_index](u64 x) { return by_index ? ((x << 32) | (x >> 32)) : x; };
-  auto index_of = [t](int r, int lo) {
-    return ((t >> lo) << (lo + 3)) | (r << lo) | (t & ((1 << lo) - 1));
-  };
+  // Layout lo: register r holds entry base(lo) + (r << lo), base(lo) the thread's bits with
+  // a gap of 3 at bit lo (computed once per layout, not per entry).
+  auto base_of = [t](int lo) { return ((t >> lo) << (lo + 3)) | (t & ((1 << lo) - 1)); };
   auto swizzled = [](int i) { return i ^ ((i >> 4) & 15); };
   u64 x[8];
   // The list is an unordered set before the sort: any layout may load it (this one meets
   // no bank conflicts), its entries then taken as those of layout 0.
   if (act) {
+    const int b0 = base_of(M - 3);
 #pragma unroll
-    for (int r = 0; r < 8; ++r) x[r] = key(v[index_of(r, M - 3)]);
+    for (int r = 0; r < 8; ++r) x[r] = key(v[b0 + (r << (M - 3))]);
   }
   // Pair (entry i, entry i + 2^(lo + D)) of registers r, r + 2^D; the block of 2^s holding
-  // it sorts down where bit s of i is 0 (key() is a bijection: the keys compare as
-  // sort_desc's do).
-  auto step = [&](auto dist, int lo, int s) {
+  // it sorts down where bit s of i is 0: bit r of `down` (key() is a bijection: the keys
+  // compare as sort_desc's do).
+  auto step = [&](auto dist, unsigned down) {
     constexpr int D = decltype(dist)::kValue;
 #pragma unroll
     for (int r = 0; r < 8; ++r) {
       if ((r >> D) & 1) continue;
-      const bool desc = ((index_of(r, lo) >> s) & 1) == 0;
       u64& a = x[r];
       u64& c = x[r | (1 << D)];
-      if ((a < c) == desc) {
-        const u64 tmp = a;
-        a = c;
-        c = tmp;
-      }
+      const bool swap = (a < c) == (((down >> r) & 1u) != 0u);
+      const u64 hi = swap ? c : a, lo_ = swap ? a : c;
+      a = hi;
+      c = lo_;
     }
   };
   // The loops over sizes and steps stay loops (unrolled, the 91 steps at n = 8192 more than
   // doubled the select module's compile time).
-  int lo = 0;
+  int lo = 0, base = base_of(0);
 #pragma unroll 1
   for (int s = 1; s <= M; ++s) {
 #pragma unroll 1
     for (int b = s - 1; b >= 0; --b) {
       if (b < lo || b > lo + 2) {
-        const int next = b >= 2 ? b - 2 : 0;
+        const int next = b >= 2 ? b - 2 : 0, next_base = base_of(next);
         __syncthreads();  // every thread has read the previous layout
         if (act) {
 #pragma unroll
-          for (int r = 0; r < 8; ++r) v[swizzled(index_of(r, lo))] = x[r];
+          for (int r = 0; r < 8; ++r) v[swizzled(base + (r << lo))] = x[r];
         }
         __syncthreads();
         if (act) {
 #pragma unroll
-          for (int r = 0; r < 8; ++r) x[r] = v[swizzled(index_of(r, next))];
+          for (int r = 0; r < 8; ++r) x[r] = v[swizzled(next_base + (r << next))];
         }
         lo = next;
+        base = next_base;
       }
       if (act) {
+        // Bit s of each register's entry: a register bit (the patterns of r's bits 0, 1,
+        // 2 being 0) or a bit of the thread's base, the same for all 8.
+        const int rs = s - lo;
+        const unsigned down = rs == 0 ? 0x55u : rs == 1 ? 0x33u : rs == 2 ? 0x0Fu
+                              : ((base >> s) & 1) ? 0x00u : 0xFFu;
         const int d = b - lo;
-        if (d == 0) step(SortDistance<0>{}, lo, s);
-        else if (d == 1) step(SortDistance<1>{}, lo, s);
-        else step(SortDistance<2>{}, lo, s);
+        if (d == 0) step(SortDistance<0>{}, down);
+        else if (d == 1) step(SortDistance<1>{}, down);
+        else step(SortDistance<2>{}, down);
       }
     }
   }
   __syncthreads();  // every thread has read the last transposed layout
   if (act) {
 #pragma unroll
-    for (int r = 0; r < 8; ++r) v[index_of(r, lo)] = key(x[r]);
+    for (int r = 0; r < 8; ++r) v[base + (r << lo)] = key(x[r]);
   }
   __syncthreads();
 }

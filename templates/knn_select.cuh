@@ -17,6 +17,12 @@
 #include "winnow/radix_select.cuh"
 #include "winnow/rank_order.cuh"
 
+// The sort of the chosen entries at k >= 2048 (a measuring switch, through
+// WINNOW_NVRTC_OPTIONS): 1 sort_desc_registers, 0 sort_desc (the form before session 18).
+#ifndef WINNOW_KNN_SORT_REGISTERS
+#define WINNOW_KNN_SORT_REGISTERS 1
+#endif
+
 namespace winnow {
 
 // What radix_kth and sort_desc need of the CTA: its width.
@@ -129,7 +135,7 @@ __device__ void knn_select(const KnnParams& p, unsigned char* smem) {
       // Exactly `need` distinct RankKeys (all of them when stored == need).
       gather_best<KnnSelectCta>(s, need, stored, scan, s.sel, KP, s.taken);
       // Sorted: by score; unsorted: by index, ascending (one answer per row either way).
-      if constexpr (KP >= 2048 && KP / 8 <= kKnnSelectThreads) {
+      if constexpr (WINNOW_KNN_SORT_REGISTERS && KP >= 2048 && KP / 8 <= kKnnSelectThreads) {
         sort_desc_registers<KnnSelectCta, log2_pow2(KP)>(s.sel, !C::kSorted);
       } else {
         sort_desc<KnnSelectCta>(s.sel, KP, !C::kSorted);
