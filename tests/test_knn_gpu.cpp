@@ -80,8 +80,10 @@ TEST_CASE("knn retrieval: heavy ties and all-equal scores take counted fallback 
   test::ScopedEnv on("WINNOW_KNN_RETRIEVAL", "1");
   INFO("seed " << test::test_seed());
   const int levels = GENERATE(1, 4);  // 1: every score 0 (ties broken by index alone)
-  const int k = GENERATE(1, 1024);
+  const int k = GENERATE(1, 1024, 4096);
   auto p = single_head(ir::ip(), 128, k, ops::DType::F16);
+  // k = 4096: two select CTAs a query (knn_select_split), by index and by score, through
+  // the fallback rounds.
   p.sorted = levels == 4;
   require_retrieval(p);
   ops::DataOptions opt;
