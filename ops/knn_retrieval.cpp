@@ -23,7 +23,6 @@ struct KnnRetrieval::Impl {
   int grid = 0;
   bool tighten = false;  // WINNOW_KNN_TIGHTEN=1 (opt-in until run on a GPU)
   bool programmatic = true;  // WINNOW_KNN_PDL=0: every launch waits for the one before it
-  int select_split = 1;      // CTAs of the select per query (WINNOW_KNN_SELECT_SPLIT)
 };
 
 std::string KnnRetrieval::unsuited(const TopkProblem& p, const plan::KernelSpec& spec) {
@@ -67,12 +66,6 @@ KnnRetrieval::KnnRetrieval(const TopkProblem& p, const plan::KernelSpec& spec,
     if (*v != "0" && *v != "1")
       throw InvalidArgument(fmt::format("WINNOW_KNN_PDL is '{}': expected 0 or 1", *v));
     m.programmatic = *v == "1";
-  }
-  m.select_split = winnow::knn_select_split(m.plan.k);
-  if (const auto v = rt::env_get("WINNOW_KNN_SELECT_SPLIT")) {
-    if (*v != "1" && *v != "2")
-      throw InvalidArgument(fmt::format("WINNOW_KNN_SELECT_SPLIT is '{}': expected 1 or 2", *v));
-    m.select_split = *v == "2" ? 2 : 1;
   }
 }
 
@@ -174,7 +167,6 @@ void KnnRetrieval::execute(const TopkInputs& in, const CallShape& shape,
     p.sample_cap = m.plan.sample_cap;
     p.stage_bytes = int(m.plan.select_stage);
     p.negate_scores = m.problem.negate_scores ? 1 : 0;
-    p.select_split = m.select_split;
     if (m.plan.materialize) {
       void* args[] = {&p, &kmap};
       m.stream->launch(stream_grid, 1, winnow::kKnnStreamThreads, stream, args);
@@ -225,8 +217,7 @@ void KnnRetrieval::execute(const TopkInputs& in, const CallShape& shape,
     for (int round = 0; round <= m.plan.rounds; ++round) {
       p.round = round;
       launch(*m.stream, stream_grid, winnow::kKnnStreamThreads, stream_args);
-      launch(*m.select, unsigned(p.queries * p.select_split), winnow::kKnnSelectThreads,
-             select_args);
+      launch(*m.select, unsigned(p.queries), winnow::kKnnSelectThreads, select_args);
     }
   }
 }

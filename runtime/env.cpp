@@ -12,7 +12,7 @@
 namespace winnow::rt {
 namespace {
 
-constexpr std::array<EnvVar, 18> kRegistry{{
+constexpr std::array<EnvVar, 17> kRegistry{{
     {"HOME", false, "home folder: the cache defaults to $HOME/.cache/winnow"},
     {"TMPDIR", false, "without HOME the cache is $TMPDIR/winnow-cache-<uid> (default /tmp)"},
     // The backend's name and exact version are in every key already (ops/jit_module.cpp).
@@ -36,10 +36,6 @@ constexpr std::array<EnvVar, 18> kRegistry{{
     {"WINNOW_KNN_RETRIEVAL", false,
      "\"0\" keeps one-head dense fp16/bf16 top-k (knn) on the topk kernel instead of the "
      "retrieval mode (the default, \"1\")"},
-    // A launch parameter of the same kernel: no key input.
-    {"WINNOW_KNN_SELECT_SPLIT", false,
-     "CTAs of the retrieval mode's select per query: \"1\" or \"2\" (default: 2 at "
-     "k >= 4096, else 1)"},
     // A launch parameter of the same kernel: no key input.
     {"WINNOW_KNN_TIGHTEN", false,
      "\"1\" tightens the retrieval filter's thresholds as the lists fill (opt-in until "

@@ -10,10 +10,7 @@ struct KnnRowState {
   u64 threshold;  // RankKeys at or above it are appended to the query's CandidateList
   u32 count;      // keys that passed (may exceed the capacity: then the list overflowed)
   u32 retry;      // the exact fallback runs another round for this query
-  u32 answered;   // round + 1 of the select that answered it (0: not yet): the select's
-                  // other CTAs of the query (KnnParams::select_split) still answer their
-                  // share in that round after the first has cleared `retry`
-  u32 pad[3];
+  u32 pad[4];
 };
 
 // Counter words at the start of the workspace: [0] rows that took the exact fallback and
@@ -50,8 +47,6 @@ struct KnnParams {
   int negate_scores;       // 1: out_scores holds -score (output_score)
   int tighten;             // 1: each list's first knn_mark(capacity, kKnnMarks - 1) slots
                            // are zero at the filter's launch, so the filter may tighten
-  int select_split;        // CTAs of the select per query (knn_select_split), each
-                           // answering a run of ranks
 };
 
 }  // namespace winnow

@@ -17,12 +17,6 @@
 #include "winnow/radix_select.cuh"
 #include "winnow/rank_order.cuh"
 
-// The sort of the chosen entries at k >= 2048 (a measuring switch, through
-// WINNOW_NVRTC_OPTIONS): 1 sort_desc_registers, 0 sort_desc (the form before session 18).
-#ifndef WINNOW_KNN_SORT_REGISTERS
-#define WINNOW_KNN_SORT_REGISTERS 1
-#endif
-
 namespace winnow {
 
 // What radix_kth and sort_desc need of the CTA: its width.
@@ -105,25 +99,16 @@ __device__ void knn_select(const KnnParams& p, unsigned char* smem) {
   constexpr int K = C::kTopK, KP = next_pow2(C::kTopK);
   grid_dependency_wait();
   const KnnSelectSmem s(smem);
-  // G CTAs a query: CTA g answers output positions [g KG, (g + 1) KG) of its query,
-  // finding its run's bounds by radix select and sorting only its run (at k = 8192 one
-  // CTA's sort of 8192 entries took most of the select's 110 us, on 64 of 132 SMs).
-  const int G = p.select_split, KG = (K + G - 1) / G;
-  const int r = blockIdx.x / G, g = blockIdx.x % G;
+  const int r = blockIdx.x;
   KnnRowState* rs = p.rows + r;
-  // Answered in an earlier round (CTA 0 clears `retry` when it answers: a CTA of the same
-  // round reading it afterwards sees `answered` of this round).
-  if (p.round > 0 && rs->retry == 0 && rs->answered != u32(p.round + 1)) return;
+  if (p.round > 0 && rs->retry == 0) return;  // answered in an earlier round
   const u32 count = rs->count, cap = u32(p.capacity);
   const u64 old_threshold = rs->threshold;
   __syncthreads();  // every thread has read the state before thread 0 rewrites it
   const u32 need = min(u32(K), u32(p.num_keys));
   const u32 stored = min(count, cap);
   const u64* list = p.lists + (long long)r * p.capacity;
-  const bool answered = count <= cap && count >= need;
-  // The fallback (below) is CTA 0's; the others answer or write -1 only.
-  if (g > 0 && !answered && p.round != C::kRounds) return;
-  if (long(stored) * 8 <= p.stage_bytes && answered) {
+  if (long(stored) * 8 <= p.stage_bytes && count <= cap && count >= need) {
     // An answered row's passes read shared memory.
     u64* staged = static_cast<u64*>(s.stage(KP));
     batched_copy<kKnnSelectThreads, 8>(
@@ -135,69 +120,27 @@ __device__ void knn_select(const KnnParams& p, unsigned char* smem) {
   auto scan = [&](auto f) {
     for (u32 i = threadIdx.x; i < stored; i += kKnnSelectThreads) f(list[i]);
   };
+  const bool answered = count <= cap && count >= need;
   int* out_idx = p.out_indices + r * p.out_indices_stride;
   float* out_sc = p.out_scores ? p.out_scores + r * p.out_scores_stride : nullptr;
   if (answered || p.round == C::kRounds) {
     u32 chosen = 0;
-    const int first = g * KG, last = min(K, first + KG);  // this CTA's output positions
-    if (answered && need > 0 && G == 1) {
+    if (answered && need > 0) {
       // Exactly `need` distinct RankKeys (all of them when stored == need).
       gather_best<KnnSelectCta>(s, need, stored, scan, s.sel, KP, s.taken);
       // Sorted: by score; unsorted: by index, ascending (one answer per row either way).
-      if constexpr (WINNOW_KNN_SORT_REGISTERS && KP >= 2048 && KP / 8 <= kKnnSelectThreads) {
-        sort_desc_registers<KnnSelectCta, log2_pow2(KP)>(s.sel, !C::kSorted);
-      } else {
-        sort_desc<KnnSelectCta>(s.sel, KP, !C::kSorted);
-      }
+      sort_desc<KnnSelectCta>(s.sel, KP, !C::kSorted);
       chosen = need;
-    } else if (answered && u32(first) < need) {
-      // Ranks [first, hi) of the chosen entries in the output's order: by RankKey (sorted)
-      // or by index (the RankKey rotated: its high word ~index). The chosen entries are
-      // the `need` best RankKeys (at or above t_need; sorted: every stored entry, the
-      // run's bounds are then ranks of the same order). A bound of 0 admits everything (no
-      // key is 0: ~index is nonzero for index < 2^31, and so is a RankKey).
-      constexpr bool kByIndex = !C::kSorted;
-      auto keyed = [](u64 v) { return kByIndex ? ((v << 32) | (v >> 32)) : v; };
-      const u32 hi = min(u32(last), need), total = kByIndex ? need : stored;
-      const u64 t_need = kByIndex && need < stored ? radix_kth<KnnSelectCta>(s, need, scan) : 0ull;
-      auto chosen_keys = [&](auto f) {
-        scan([&](u64 v) {
-          if (v >= t_need) f(keyed(v));
-        });
-      };
-      const u64 t_hi = hi >= total ? 0ull : radix_kth<KnnSelectCta>(s, hi, chosen_keys);
-      const u64 t_lo = first == 0 ? 0ull : radix_kth<KnnSelectCta>(s, u32(first), chosen_keys);
-      constexpr int KPG = next_pow2((K + 1) / 2);  // G is 1 or 2 (knn_select_split)
-      if (threadIdx.x == 0) *s.taken = 0;
-      for (int i = threadIdx.x; i < KPG; i += kKnnSelectThreads) s.sel[i] = 0ull;
-      __syncthreads();
-      scan([&](u64 v) {
-        const u64 x = keyed(v);
-        if (v >= t_need && x >= t_hi && (first == 0 || x < t_lo)) {
-          const u32 at = atomicAdd(s.taken, 1u);
-          if (at < u32(KPG)) s.sel[at] = v;
-        }
-      });
-      __syncthreads();
-      if constexpr (WINNOW_KNN_SORT_REGISTERS && KPG >= 2048 && KPG / 8 <= kKnnSelectThreads) {
-        sort_desc_registers<KnnSelectCta, log2_pow2(KPG)>(s.sel, kByIndex);
-      } else {
-        sort_desc<KnnSelectCta>(s.sel, KPG, kByIndex);
-      }
-      chosen = hi;
-    } else if (!answered && g == 0 && threadIdx.x == 0) {
+    } else if (!answered && threadIdx.x == 0) {
       atomicAdd(p.counters + kKnnUnresolvedRows, 1u);
     }
-    for (int i = first + int(threadIdx.x); i < last; i += kKnnSelectThreads) {
+    for (int i = threadIdx.x; i < K; i += kKnnSelectThreads) {
       const bool real = u32(i) < chosen;
-      const u64 v = real ? s.sel[i - first] : 0ull;
+      const u64 v = real ? s.sel[i] : 0ull;
       out_idx[i] = real ? rank_key_index(v) + p.key_offset : -1;
       if (out_sc) out_sc[i] = output_score(v, real, p.negate_scores);
     }
-    if (g == 0 && threadIdx.x == 0) {
-      rs->answered = u32(p.round + 1);
-      rs->retry = 0;
-    }
+    if (threadIdx.x == 0) rs->retry = 0;
     return;
   }
   // The fallback: a new threshold and another round.

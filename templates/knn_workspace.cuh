@@ -28,10 +28,6 @@ inline constexpr int kKnnMathWarps = 8;
 // The sample region: at most 16 MB less the counters and row states.
 inline constexpr int kKnnMaxSampleCap = 65408;  // multiple of kKnnKeyTile
 
-// CTAs of the select per query: 2 at k >= 4096 (each answers half the output positions and
-// sorts only its half: 128 CTAs on the H200's 132 SMs instead of 64), else 1.
-WINNOW_HD constexpr int knn_select_split(int k) { return k >= 4096 ? 2 : 1; }
-
 // CandidateList entries per query: 4 max(k, 1024) (the issue's workspace bound).
 WINNOW_HD int knn_capacity(int k) { return 4 * (k > 1024 ? k : 1024); }
 

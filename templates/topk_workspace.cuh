@@ -17,12 +17,6 @@ WINNOW_HD constexpr int next_pow2(int n) {
   while (p < n) p <<= 1;
   return p;
 }
-// log2 of a power of two.
-WINNOW_HD constexpr int log2_pow2(int n) {
-  int m = 0;
-  while ((1 << m) < n) ++m;
-  return m;
-}
 
 struct TopkWorkspace {
   int rows;      // rows per CTA

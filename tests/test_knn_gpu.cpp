@@ -53,7 +53,7 @@ TEST_CASE("knn retrieval: k = 8192 sorted and k = 2048 by index, absolute, d = 1
   test::ScopedEnv on("WINNOW_KNN_RETRIEVAL", "1");
   INFO("seed " << test::test_seed());
   const int dim = GENERATE(128, 1024);
-  // Both sort the chosen entries in registers (sort_desc_registers): by score, by index.
+  // The select's sort by score and by index of more than 1024 entries.
   const auto [k, sorted] = GENERATE(table<int, bool>({{8192, true}, {2048, false}}));
   INFO("k " << k << " sorted " << sorted);
   auto p = single_head(ir::ip(), dim, k, ops::DType::BF16);
@@ -82,8 +82,7 @@ TEST_CASE("knn retrieval: heavy ties and all-equal scores take counted fallback 
   const int levels = GENERATE(1, 4);  // 1: every score 0 (ties broken by index alone)
   const int k = GENERATE(1, 1024, 4096);
   auto p = single_head(ir::ip(), 128, k, ops::DType::F16);
-  // k = 4096: two select CTAs a query (knn_select_split), by index and by score, through
-  // the fallback rounds.
+  // k = 4096: the fallback rounds with a list of 16384 entries, by index and by score.
   p.sorted = levels == 4;
   require_retrieval(p);
   ops::DataOptions opt;
