@@ -46,3 +46,30 @@ def test_sharded_topk_world_size_1_equals_one_plan(ctx, tmp_path):
         assert torch.equal(got.cpu(), want.cpu())
     finally:
         dist.destroy_process_group()
+
+
+def test_sharded_l2_with_key_norms_world_size_1_equals_one_plan(ctx, tmp_path):
+    """key_norms pass through ShardedTopk to the shard's plan: norms 0.5-2x each key's own
+    (a plan that summed the squares instead would rank differently)."""
+    dist.init_process_group("nccl", init_method=f"file://{tmp_path}/rendezvous", rank=0,
+                            world_size=1)
+    try:
+        g = torch.Generator().manual_seed(3)
+        q = torch.randn(16, 128, generator=g).half().cuda()
+        keys = torch.randn(4096, 128, generator=g).half().cuda()
+        own = (keys.float() ** 2).sum(dim=1)
+        norms = (own * (0.5 + 1.5 * torch.rand(4096, generator=g).cuda())).contiguous()
+        fields = dict(score="l2", heads=1, q_dtype="fp16", k_dtype="fp16", key_scale=False,
+                      k=64, sorted=True)
+        one = ctx.topk_plan(**fields)
+        want = torch.empty(16, 64, dtype=torch.int32, device="cuda")
+        one.execute(q, keys, key_norms=norms, out=want)
+        summed = torch.empty(16, 64, dtype=torch.int32, device="cuda")
+        one.execute(q, keys, out=summed)
+        assert not torch.equal(want.cpu(), summed.cpu())  # the norms change the answer
+        sharded = winnow.ShardedTopk(ctx, key_offset=0, shard_keys=4096, total_keys=4096,
+                                     max_rows=16, **fields)
+        got, _ = sharded(q, keys, key_norms=norms)
+        assert torch.equal(got.cpu(), want.cpu())
+    finally:
+        dist.destroy_process_group()

@@ -120,9 +120,10 @@ class ShardedTopk:
                                          device=device)
 
     def __call__(self, q, keys, weights=None, key_scale=None, window_start=None,
-                 window_end=None, *, out=None, out_scores=None):
+                 window_end=None, *, key_norms=None, out=None, out_scores=None):
         """(indices int32 [rows, k], scores fp32 [rows, k]) over all ranks' keys, on every
-        rank. keys: this rank's shard_keys rows of K; the rest as TopkPlan.execute. out /
+        rank. keys: this rank's shard_keys rows of K; key_norms (l2, cosine): optional fp32
+        [shard_keys], this rank's keys' |k|^2; the rest as TopkPlan.execute. out /
         out_scores: the caller's buffers (None: allocated)."""
         rows = q.shape[0]
         if rows > self.max_rows:
@@ -136,8 +137,8 @@ class ShardedTopk:
                                      "needs one")
         local = self._local[:rows]
         indices, scores = candidate_views(local, self.k)
-        self.plan.execute(q, keys, weights, key_scale, window_start, window_end, out=indices,
-                          out_scores=scores)
+        self.plan.execute(q, keys, weights, key_scale, window_start, window_end,
+                          key_norms=key_norms, out=indices, out_scores=scores)
         lists = gather_candidates(local, self._gathered, self.ranks, self.group)
         if out is None:
             out = local.new_empty((rows, self.k))
