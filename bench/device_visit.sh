@@ -18,7 +18,12 @@
 # with the same build and caches.tar.gz times them). A BENCH run may start with NAME=VALUE
 # words, its own environment (e.g. "WINNOW_KNN_RETRIEVAL=1 knn-ip --T 1M").
 # The default and shuffled suites share one kernel cache (/tmp/c-suite): a cold visit
-# compiles each plan once.
+# compiles each plan once. PREWARM=P: before the suites (or alone, with TESTS=-), every case
+# of PREWARM_SPEC (default TESTS, or '[gpu]') in its own process, P at a time, into that
+# cache: it only fills the cache (a case per process is no pass; prewarm.txt keeps what
+# they printed) so that the one-process suites after it, or in a later visit with the
+# returned caches, run warm. SIDE: one shell command run beside the suites and the warm-up
+# (e.g. a racecheck), its output in side.txt.
 # Everything under $OUT/v, then $OUT/visit.tar.gz (the folder removed) (and $OUT/caches.tar.gz: each suite's
 # kernel cache (WINNOW_TEST_CACHE_DIR) and the bench's; put it in .devbin/ for the next
 # visit with the same build and the suites run warm).
@@ -49,6 +54,17 @@ suite() {  # name cache-dir env... -- catch2 args...
   echo "$name rc=$? at $((SECONDS - t0)) s :: $(grep -E 'All tests passed|test cases:' "$O/$name.txt" | tail -n 1)" \
     >> "$O/summary.txt"
 }
+prewarm() {  # every case of $1 in its own process, $2 at a time, into /tmp/c-suite
+  "$B/winnow_tests" "$1" --list-test-names-only | grep -v '^$' | sed -e 's/[]\\,[*]/\\&/g' > /tmp/prewarm-cases.txt
+  tr '\n' '\0' < /tmp/prewarm-cases.txt | WINNOW_CACHE_DIR=/tmp/c-suite WINNOW_TEST_CACHE_DIR=/tmp/c-suite \
+    xargs -0 -P "$2" -I{} timeout "${PREWARM_TIMEOUT:-240}" "$B/winnow_tests" {} >> "$O/prewarm.txt" 2>&1
+  echo "prewarm of $(wc -l < /tmp/prewarm-cases.txt) cases ($1, $2 at a time) done at $((SECONDS - t0)) s" >> "$O/summary.txt"
+}
+[ -n "${SIDE:-}" ] && (bash -c "$SIDE" > "$O/side.txt" 2>&1; echo "side rc=$? at $((SECONDS - t0)) s" >> "$O/summary.txt") &
+if [ -n "${PREWARM:-}" ]; then
+  pspec=${PREWARM_SPEC:-$SPEC}; [ "$pspec" = "-" ] && pspec='[gpu]'
+  if [ "$SPEC" = "-" ]; then prewarm "$pspec" "$PREWARM" & else prewarm "$pspec" "$PREWARM"; fi
+fi
 if [ "$SPEC" != "-" ]; then
   seed=${ORDER_SEED:-$(( (RANDOM << 15 | RANDOM) + 1 ))}
   suite tests_default /tmp/c-suite -- &
