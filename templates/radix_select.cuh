@@ -3,13 +3,6 @@
 #pragma once
 #include "winnow/topk_smem.cuh"
 
-// Experiment switch: -DWINNOW_RADIX_AGGREGATE=0 counts radix digits with one shared atomic
-// per key instead of one per group of equal digits in a warp (__match_any_sync, since
-// df0e6ea): a suspect of the knn slowdown at large k (bench/NOTES.md, session 3).
-#ifndef WINNOW_RADIX_AGGREGATE
-#define WINNOW_RADIX_AGGREGATE 1
-#endif
-
 namespace winnow {
 
 // A threshold t with exactly k of the distinct RankKeys that for_each yields at or above
@@ -39,18 +32,12 @@ __device__ u64 radix_kth(const Smem& s, u32 k, ForEach for_each) {
     const u64 prefix = *prefix_slot;
     const u32 need = *remaining_slot;  // read by every thread before warp 0 rewrites it
     const u64 high = shift == 56 ? 0ull : (~0ull << (shift + 8));
+    // One shared atomic per key of the prefix. A warp-aggregated count (__match_any_sync
+    // per key, df0e6ea to session 19) was slower wherever most keys a pass scans lie
+    // outside the prefix: the topk kernel's knn path at k = 8192 30.5 -> 17.6 ms, the
+    // retrieval select -2..-3 % (bench/NOTES.md, session 19).
     for_each([&](u64 v) {
-      const bool in = (v & high) == prefix;
-      if constexpr (WINNOW_RADIX_AGGREGATE) {
-        // Warp-aggregated: keys near the k-th share their high digits, and 32 lanes adding
-        // to one counter would serialise.
-        const u32 digit = in ? u32(v >> shift) & 255u : 256u;
-        const unsigned peers = __match_any_sync(__activemask(), digit);
-        if (in && __ffs(peers) - 1 == int(threadIdx.x & 31))
-          atomicAdd(&hist[digit], __popc(peers));
-      } else {
-        if (in) atomicAdd(&hist[u32(v >> shift) & 255u], 1u);
-      }
+      if ((v & high) == prefix) atomicAdd(&hist[u32(v >> shift) & 255u], 1u);
     });
     __syncthreads();
     if (threadIdx.x < 32) {

@@ -21,6 +21,7 @@
 // The generated stub defines the config C (shape and plan constants) and the score
 // functor S, and instantiates topk_kernel<C, S> in one extern "C" entry point.
 #pragma once
+#include "winnow/barrier_audit.cuh"  // first: it audits the __syncthreads() of the rest
 #include "winnow/bitonic_sort.cuh"
 #include "winnow/candidate_gate.cuh"
 #include "winnow/key_tile_loop.cuh"
@@ -168,6 +169,7 @@ __device__ int next_work_item(const TopkParams& p, const TopkSmem<C>& s) {
 template <class C, class S>
 __device__ void topk_kernel(const TopkParams& p, const TmaMap* kmap, unsigned char* smem) {
   TopkSmem<C> s(smem);
+  barrier_audit_begin();
   if constexpr (C::kWgmma) {
     s.kmap = kmap;
     constexpr int STAGES = layout_of<C>().k_stages();
@@ -210,6 +212,7 @@ __device__ void topk_kernel(const TopkParams& p, const TmaMap* kmap, unsigned ch
              clocks.total[4]);
     }
   }
+  barrier_audit_end();
 }
 
 }  // namespace winnow

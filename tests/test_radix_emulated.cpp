@@ -2,8 +2,6 @@
 // order-key-only form (LowestShift 32, the knn threshold's and the topk sample's since
 // session 11: 4 radix passes, not 8) must give the order key of the k-th largest RankKey,
 // the same as the whole-key form and a CPU sort, on heavy ties and on distinct keys.
-// The emulation has no __match_any_sync over a partial warp (tests/test_topk_emulated.cpp).
-#define WINNOW_RADIX_AGGREGATE 0
 
 #include <algorithm>
 #include <functional>

@@ -6,9 +6,6 @@
 // for bit, and the CPU double reference within the accumulation tolerance: the same
 // checks as the [gpu] cases (tests/topk_check.h), before any GPU run. Tiny shapes (the
 // emulation runs one std::thread per CUDA thread): a few seconds per case.
-// The emulation has no __match_any_sync over a partial warp: the radix select's plain
-// per-key counts (the switch's other side, same selection) stand in for it here.
-#define WINNOW_RADIX_AGGREGATE 0
 // A file that includes this one with a kernel switch set names its cases with EMU_CASE
 // (tests/test_topk_emulated_bitmap.cpp: the index order through the bitmap).
 #ifndef EMU_CASE
