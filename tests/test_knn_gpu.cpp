@@ -87,11 +87,13 @@ TEST_CASE("knn retrieval: heavy ties and all-equal scores take counted fallback 
   require_retrieval(p);
   ops::DataOptions opt;
   opt.levels = levels;
-  const ops::RunResult r = run_and_check(p, 64, test::sized(30011, 9001), opt, {0, 63}, true);
+  const int64_t keys = test::sized(30011, 9001);
+  const ops::RunResult r = run_and_check(p, 64, keys, opt, {0, 63}, true);
   UNSCOPED_INFO("fallback rows " << r.fallback_rows);
   // Every score equal: the sample's threshold admits every key, so every row overflows
-  // its list and needs the fallback (k = 1 included).
-  if (levels == 1) CHECK(r.fallback_rows == 64);
+  // its list (knn_capacity(k) entries) and needs the fallback (k = 1 included), wherever
+  // the keys outnumber the list (not at k = 4096 under WINNOW_TEST_SMALL's 9001 keys).
+  if (levels == 1 && winnow::knn_capacity(k) < keys) CHECK(r.fallback_rows == 64);
 }
 
 TEST_CASE("knn retrieval: NaN and inf scores rank as torch.topk ranks them", "[gpu][knn]") {
