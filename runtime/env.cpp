@@ -47,7 +47,9 @@ constexpr std::array<EnvVar, 17> kRegistry{{
     // Changes the plan, which is part of the key (the describe() text): no key input.
     {"WINNOW_TOPK_PIPELINE", false,
      "\"1\" runs the wgmma path's pipelined form (one CTA per SM, setmaxnreg, two "
-     "accumulator sets; opt-in: faster only where the plain form fits one CTA per SM)"},
+     "accumulator sets; opt-in: faster only where the plain form fits one CTA per SM); "
+     "\"2\" its filter-warpgroup form (one CTA per SM: four math warpgroups, a filter "
+     "warpgroup summing their partials and running the filter, a producer warp)"},
     {"XDG_CACHE_HOME", false, "the cache defaults to $XDG_CACHE_HOME/winnow"},
 }};
 

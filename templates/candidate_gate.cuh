@@ -60,38 +60,38 @@ __device__ void refresh_gate(const TopkSmem<C>& s, int r, int lane) {
   }
 }
 
-// Keeps only the entries at or above the gate, in place. Called by the math threads (from
-// inside the filter's tile loop).
+// Keeps only the entries at or above the gate, in place. Called by the visitors (from
+// inside the filter's tile loop; key_tile_loop.cuh).
 template <class C>
 __device__ void compact_candidates(const TopkSmem<C>& s, int r, u64* buf) {
-  constexpr int N = C::kMathThreads;
+  constexpr int N = visitor_threads<C>();
   RowState& st = s.rows[r];
   const u32 n = st.count;
   const ThresholdBins bins = st.bins;
   const int gate = st.gate;
   u32* warp_totals = s.radix;  // [32] scratch
   u32 out = 0;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  math_sync<C>();
+  const int v = visitor_index<C>(), lane = v & 31, warp = v >> 5;
+  visitor_sync<C>();
   for (u32 base = 0; base < n; base += N) {
-    u32 i = base + threadIdx.x;
-    u64 v = i < n ? buf[i] : 0ull;
-    bool keep = i < n && bins.bin(rank_key_order(v)) >= gate;
+    u32 i = base + u32(v);
+    u64 x = i < n ? buf[i] : 0ull;
+    bool keep = i < n && bins.bin(rank_key_order(x)) >= gate;
     unsigned ballot = __ballot_sync(0xFFFFFFFFu, keep);
     if (lane == 0) warp_totals[warp] = __popc(ballot);
-    math_sync<C>();
+    visitor_sync<C>();
     u32 before = 0, total = 0;
     for (int w2 = 0; w2 < N / 32; ++w2) {
       if (w2 < warp) before += warp_totals[w2];
       total += warp_totals[w2];
     }
     before += __popc(ballot & ((1u << lane) - 1u));
-    if (keep) buf[out + before] = v;
+    if (keep) buf[out + before] = x;
     out += total;
-    math_sync<C>();
+    visitor_sync<C>();
   }
-  if (threadIdx.x == 0) st.count = out;
-  math_sync<C>();
+  if (v == 0) st.count = out;
+  visitor_sync<C>();
 }
 
 }  // namespace winnow

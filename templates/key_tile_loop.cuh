@@ -13,23 +13,43 @@
 
 namespace winnow {
 
-// The math threads (every thread but the wgmma path's producer warp) synchronise
-// among themselves: inside the tile loop the producer warp runs ahead of them.
+// The threads that visit the scores and run the filter's steps between tiles (gate
+// refreshes, buffer checks, compaction): the filter warps in the filter-warpgroup form
+// (C::kFilterThreads > 0: they sum the math warpgroups' partials), else the math threads
+// (every thread but the wgmma path's producer warp).
 template <class C>
-__device__ __forceinline__ void math_sync() {
-  if constexpr (C::kWgmma) {
-    named_barrier_sync<1, C::kMathThreads>();
+__host__ __device__ constexpr int visitor_threads() {
+  return C::kFilterThreads > 0 ? C::kFilterThreads : C::kMathThreads;
+}
+// This thread's index among them (0 .. visitor_threads() - 1 for a visitor).
+template <class C>
+__device__ __forceinline__ int visitor_index() {
+  return int(threadIdx.x) - (C::kFilterThreads > 0 ? C::kMathThreads : 0);
+}
+// Named barriers of the topk kernel (0 is __syncthreads): the math threads' (1), the one
+// after which the pipelined form's producer warpgroup takes its registers back (4), the
+// filter warpgroup's (5).
+enum : int { kMathBarrier = 1, kRegsReturned = 4, kFilterBarrier = 5 };
+
+// The visitors synchronise among themselves: inside the tile loop the producer warp (and
+// in the filter form the math warpgroups) run ahead of them.
+template <class C>
+__device__ __forceinline__ void visitor_sync() {
+  if constexpr (C::kFilterThreads > 0) {
+    named_barrier_sync<kFilterBarrier, C::kFilterThreads>();
+  } else if constexpr (C::kWgmma) {
+    named_barrier_sync<kMathBarrier, C::kMathThreads>();
   } else {
     __syncthreads();
   }
 }
 
 // The wgmma path's producer warp: the last warp of the CTA, after the math warpgroups (in
-// the pipelined form, C::kPipelined, the first warp of the producer warpgroup; the other
-// three idle through the tile loops).
+// the filter form after the filter warps; in the pipelined form, C::kPipelined, the first
+// warp of the producer warpgroup, the other three idling through the tile loops).
 template <class C>
 __device__ __forceinline__ bool is_producer_warp() {
-  return C::kWgmma && int(threadIdx.x) >= C::kMathThreads;
+  return C::kWgmma && int(threadIdx.x) >= C::kMathThreads + C::kFilterThreads;
 }
 
 // The pipelined form's register split (one CTA of 384 threads per SM: 168 registers each
@@ -37,9 +57,19 @@ __device__ __forceinline__ bool is_producer_warp() {
 // warpgroups take 64 more each (128 x 40 + 256 x 232 = 64512 of the SM's 65536); both
 // return to 168 for the CTA-wide steps (sample ranks, select, sort) between.
 enum : int { kPipelineLaunchRegs = 168, kPipelineProducerRegs = 40, kPipelineMathRegs = 232 };
-// The named barrier (all threads) after which the producer warpgroup takes its launch
-// registers back (1 is math_sync's).
-enum : int { kRegsReturned = 4 };
+// The filter-warpgroup form's (one CTA of 640 threads per SM, 96 registers each at launch):
+// for the tile loops the last warpgroup (three filter warps and the producer warp) drops to
+// 64 and the four math warpgroups rise to 104 (512 x 104 + 128 x 64 = 640 x 96). (ptxas
+// compiles each instruction within the launch count too: 768 threads, 80 at launch, leave
+// too few for an m64n128 wgmma, whatever setmaxnreg gives later.)
+enum : int { kFilterFormLaunchRegs = 96, kFilterFormSideRegs = 64, kFilterFormMathRegs = 104 };
+static_assert(512 * kFilterFormMathRegs + 128 * kFilterFormSideRegs == 640 * kFilterFormLaunchRegs,
+              "the filter form's register moves balance");
+// Launch registers of a form that moves registers (0: none).
+template <class C>
+__host__ __device__ constexpr int launch_regs_of() {
+  return C::kPipelined ? kPipelineLaunchRegs : C::kFilterThreads > 0 ? kFilterFormLaunchRegs : 0;
+}
 
 // The pipelined math loop (C::kPipelined): two accumulator sets, so that tile t + 1's MMAs
 // run while tile t's head sums and visits do (DeepGEMM's and FlashAttention-3's overlap
@@ -103,6 +133,67 @@ __device__ void pipelined_math_tiles(const TopkSmem<C>& s, unsigned pos0, int ti
   } else {
     wgmma_wait<0>();
     finish(acc0, t);
+  }
+}
+
+// The filter-warpgroup form's math loop (C::kFilterThreads > 0): for each tile, wait for
+// its key stage, issue its MMAs, release the stage once they are complete and its key
+// scales read, then each lane's partial head sums (no shuffles, no visits) into the
+// partial ring's stage for the tile (after its `empty` phase: the filter warpgroup is done
+// with the tile before), one `full` arrival per warp. The partial ring counts the same uses
+// as the key ring.
+template <class C, class S>
+__device__ void partial_math_tiles(const TopkSmem<C>& s, unsigned pos0, int tiles) {
+  constexpr SmemLayout L = layout_of<C>();
+  constexpr int STAGES = L.k_stages(), PS = L.part_stages, H = C::kHeads;
+  const int t4 = threadIdx.x & 3, lane = threadIdx.x & 31, key0 = wgmma_first_key<C>();
+  const unsigned full0 = shared_address(s.ring_full), empty0 = shared_address(s.ring_empty);
+  const unsigned pfull0 = shared_address(s.part_full), pempty0 = shared_address(s.part_empty);
+  RingSlot slot = ring_slot(pos0, STAGES), ps = ring_slot(pos0, PS);
+  for (int t = 0; t < tiles; ++t, slot.advance(STAGES), ps.advance(PS)) {
+    mbarrier_wait(full0 + 8u * unsigned(slot.stage), slot.parity);
+    const TopkSmem<C> st = with_stage<C>(s, slot.stage);
+    float ks0 = C::kUsesKScale ? st.kscale[key0] : 1.0f;
+    float ks1 = C::kUsesKScale ? st.kscale[key0 + 8] : 1.0f;
+    float d[64];
+    wgmma_issue_tile<C>(st, d);
+    keep_in_registers(ks0, ks1);
+    wgmma_wait<0>();
+    wgmma_pin(d);
+    __syncwarp();  // the warp's reads of the stage are done
+    if (lane == 0) mbarrier_arrive(empty0 + 8u * unsigned(slot.stage));
+    float pp[C::kRows][2];
+    wgmma_tile_partials<C, S>(
+        d, ks0, ks1,
+        [&](int r, int jj) { return *reinterpret_cast<const float2*>(s.w + r * H + jj * 8 + 2 * t4); },
+        pp);
+    mbarrier_wait(pempty0 + 8u * unsigned(ps.stage), ps.parity ^ 1u);
+    store_tile_partials<C>(s.part + ps.stage * L.part_stage_words(), pp, ks0, ks1);
+    __syncwarp();  // the warp's stores precede lane 0's (releasing) arrival
+    if (lane == 0) mbarrier_arrive(pfull0 + 8u * unsigned(ps.stage));
+  }
+}
+
+// ... and its filter warpgroup's loop: for each tile, wait for its partial stage, sum and
+// visit (filter_tile_visits; the stage released, one arrival per warp, once read), then
+// after_tile() (the filter's steps between tiles, synchronised by visitor_sync()).
+template <class C, class S, class TileKeys, class Visit, class AfterTile>
+__device__ void filter_tiles(const TopkSmem<C>& s, unsigned pos0, int tiles, TileKeys tile_keys,
+                             Visit visit, AfterTile after_tile) {
+  constexpr SmemLayout L = layout_of<C>();
+  constexpr int PS = L.part_stages;
+  const int lane = threadIdx.x & 31;
+  const unsigned pfull0 = shared_address(s.part_full), pempty0 = shared_address(s.part_empty);
+  RingSlot ps = ring_slot(pos0, PS);
+  for (int t = 0; t < tiles; ++t, ps.advance(PS)) {
+    mbarrier_wait(pfull0 + 8u * unsigned(ps.stage), ps.parity);
+    const unsigned empty = pempty0 + 8u * unsigned(ps.stage);
+    filter_tile_visits<C, S>(s.part + ps.stage * L.part_stage_words(), tile_keys(t), visit,
+                             [empty, lane] {
+                               __syncwarp();  // the warp's reads of the stage are done
+                               if (lane == 0) mbarrier_arrive(empty);
+                             });
+    after_tile();
   }
 }
 
@@ -194,12 +285,45 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
     constexpr int STAGES = layout_of<C>().k_stages();
     static_assert(!C::kPipelined || C::kThreads == C::kMathThreads + 128,
                   "the pipelined form: two math warpgroups and a producer warpgroup");
+    static_assert(C::kFilterThreads == 0 ||
+                      (!C::kPipelined && C::kFilterThreads == kFilterFormThreads &&
+                       C::kMathThreads == 512 &&
+                       C::kThreads == C::kMathThreads + C::kFilterThreads + 32),
+                  "the filter form: four math warpgroups, three filter warps, a producer warp");
+    // The pipelined form's producer warpgroup moves registers; its first warp loads, the
+    // other three idle through the tile loops.
+    constexpr bool kProducerGroup = C::kPipelined;
     const unsigned pos0 = s.ring_pos;
     s.ring_pos = pos0 + unsigned(tiles);
-    if (is_producer_warp<C>()) {
+    if constexpr (C::kFilterThreads > 0) {
+      // The filter form: the last warpgroup (filter warps, producer warp) gives registers to
+      // the math warpgroups for the tile loop (at one site for the whole warpgroup), and
+      // takes them back once every math warp has returned its own (kRegsReturned).
+      if (int(threadIdx.x) < C::kMathThreads) {
+        setmaxnreg_inc<kFilterFormMathRegs>();
+        partial_math_tiles<C, S>(s, pos0, tiles);
+        setmaxnreg_dec<kFilterFormLaunchRegs>();
+        named_barrier_sync<kRegsReturned, C::kThreads>();
+      } else {
+        setmaxnreg_dec<kFilterFormSideRegs>();
+        if (is_producer_warp<C>()) {
+          fence_async_smem();  // as below
+          int gathered = -1;
+          RingSlot slot = ring_slot(pos0, STAGES);
+          for (int t = 0; t < tiles; ++t, slot.advance(STAGES)) {
+            mbarrier_wait(s.ring_empty + slot.stage, slot.parity ^ 1u);
+            produce_key_tile<C>(p, s, slot.stage, tile_base(t), tile_keys(t), gathered);
+          }
+          publish_gathered<C>(s, gathered, 0);
+        } else {
+          filter_tiles<C, S>(s, pos0, tiles, tile_keys, visit, after_tile);
+        }
+        named_barrier_sync<kRegsReturned, C::kThreads>();
+        setmaxnreg_inc<kFilterFormLaunchRegs>();
+      }
+    } else if (is_producer_warp<C>()) {
       if constexpr (C::kPipelined) setmaxnreg_dec<kPipelineProducerRegs>();
-      constexpr bool kOneProducerWarp = !C::kPipelined;  // else the first of four
-      if (kOneProducerWarp || int(threadIdx.x) < C::kMathThreads + 32) {
+      if (!kProducerGroup || int(threadIdx.x) < C::kMathThreads + 32) {
         // Stores of the CTA-wide steps before (the sort, the gathers) reached this region
         // through the generic proxy; the copy engine writes it next.
         fence_async_smem();
@@ -211,7 +335,7 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
         }
         publish_gathered<C>(s, gathered, 0);
       }
-      if constexpr (C::kPipelined) {
+      if constexpr (kProducerGroup) {
         // Only once every math warp has given its extra registers back (barrier
         // kRegsReturned): an idle producer warp that asked at once would take back the
         // registers its own decrease had just freed, and math warps still waiting in

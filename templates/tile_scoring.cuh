@@ -254,9 +254,37 @@ __device__ __forceinline__ void wgmma_issue_tile(const TopkSmem<C>& s, float (&d
   wgmma_commit();
 }
 
+// A lane's partial head sums of row r from its accumulators dr (the row's 32: heads
+// 8 jj + 2 t4, + 1 for keys key0 and key0 + 8): term(dot, w) over its 16 heads in a fixed
+// order. weight(r, jj): the row's weights of heads 8 jj + 2 t4, + 1.
+template <class C, class S, class Weight>
+__device__ __forceinline__ void wgmma_lane_partials(const float* dr, Weight weight, int r,
+                                                    float ks0, float ks1, float& p0, float& p1) {
+  constexpr int H = C::kHeads;
+  p0 = 0.0f;
+  p1 = 0.0f;
+#pragma unroll
+  for (int jj = 0; jj < H / 8; ++jj) {
+    const float2 w = weight(r, jj);
+    if constexpr (S::kWeightedTerm && WINNOW_HEAD_SUM_FMA) {
+      // term = w * g(dot): one fused multiply-add per head (one rounding), in the same
+      // fixed order in every mode.
+      p0 = __fmaf_rn(w.x, weighted_factor<C, S>(dr[4 * jj], ks0), p0);
+      p1 = __fmaf_rn(w.x, weighted_factor<C, S>(dr[4 * jj + 2], ks1), p1);
+      p0 = __fmaf_rn(w.y, weighted_factor<C, S>(dr[4 * jj + 1], ks0), p0);
+      p1 = __fmaf_rn(w.y, weighted_factor<C, S>(dr[4 * jj + 3], ks1), p1);
+      continue;
+    }
+    const float a0 = op_add(S::term(dr[4 * jj], w.x, ks0), S::term(dr[4 * jj + 1], w.y, ks0));
+    const float a1 = op_add(S::term(dr[4 * jj + 2], w.x, ks1), S::term(dr[4 * jj + 3], w.y, ks1));
+    p0 = jj == 0 ? a0 : op_add(p0, a0);
+    p1 = jj == 0 ? a1 : op_add(p1, a1);
+  }
+}
+
 // The head sums and visits of one tile from its completed accumulators d: row r's sum over
-// its heads for keys key0 and key0 + 8 (columns h = 8 jj + 2 t4, + 1 of the row's H):
-// term(dot, w) in a fixed order, then two shuffles across the quad; then the 2 R (row,
+// its heads for keys key0 and key0 + 8 (wgmma_lane_partials), then two shuffles across the
+// quad ((P0 + P1) + (P2 + P3) in every lane: IEEE addition commutes); then the 2 R (row,
 // key) scores of a quad visited by its lanes in turn. weight(r, jj): the row's weights of
 // heads 8 jj + 2 t4, + 1 (from shared memory, or registers held for the whole list).
 template <class C, class S, class Weight, class KeyOf, class Visit>
@@ -266,32 +294,15 @@ __device__ __forceinline__ void wgmma_tile_visits(const float (&d)[64], float ks
   const int t4 = threadIdx.x & 3;
   const int key0 = wgmma_first_key<C>();
   float sums[R][2];
-  auto row_sums = [&](int r, const float* dr) {
-    float p0 = 0.0f, p1 = 0.0f;
 #pragma unroll
-    for (int jj = 0; jj < H / 8; ++jj) {
-      const float2 w = weight(r, jj);
-      if constexpr (S::kWeightedTerm && WINNOW_HEAD_SUM_FMA) {
-        // term = w * g(dot): one fused multiply-add per head (one rounding), in the same
-        // fixed order in every mode.
-        p0 = __fmaf_rn(w.x, weighted_factor<C, S>(dr[4 * jj], ks0), p0);
-        p1 = __fmaf_rn(w.x, weighted_factor<C, S>(dr[4 * jj + 2], ks1), p1);
-        p0 = __fmaf_rn(w.y, weighted_factor<C, S>(dr[4 * jj + 1], ks0), p0);
-        p1 = __fmaf_rn(w.y, weighted_factor<C, S>(dr[4 * jj + 3], ks1), p1);
-        continue;
-      }
-      const float a0 = op_add(S::term(dr[4 * jj], w.x, ks0), S::term(dr[4 * jj + 1], w.y, ks0));
-      const float a1 = op_add(S::term(dr[4 * jj + 2], w.x, ks1), S::term(dr[4 * jj + 3], w.y, ks1));
-      p0 = jj == 0 ? a0 : op_add(p0, a0);
-      p1 = jj == 0 ? a1 : op_add(p1, a1);
-    }
+  for (int r = 0; r < R; ++r) {
+    float p0, p1;
+    wgmma_lane_partials<C, S>(d + r * (H / 2), weight, r, ks0, ks1, p0, p1);
     p0 = op_add(p0, __shfl_xor_sync(0xFFFFFFFFu, p0, 1));
     p1 = op_add(p1, __shfl_xor_sync(0xFFFFFFFFu, p1, 1));
     sums[r][0] = op_add(p0, __shfl_xor_sync(0xFFFFFFFFu, p0, 2));
     sums[r][1] = op_add(p1, __shfl_xor_sync(0xFFFFFFFFu, p1, 2));
-  };
-#pragma unroll
-  for (int r = 0; r < R; ++r) row_sums(r, d + r * (H / 2));
+  }
 #pragma unroll
   for (int c = 0; c < 2 * R; c += 4) {
     const int r = (c + t4) >> 1, second = (c + t4) & 1, j = key0 + 8 * second;
@@ -305,6 +316,67 @@ __device__ __forceinline__ void wgmma_tile_visits(const float (&d)[64], float ks
       if (rr == r) hsum = second ? sums[rr][1] : sums[rr][0];
     }
     visit(r, key, S::post(hsum, a));
+  }
+}
+
+// The filter-warpgroup form (C::kFilterThreads > 0), math side: a lane's partials of every
+// row for its keys key0 and key0 + 8 (wgmma_lane_partials), into pp.
+template <class C, class S, class Weight>
+__device__ __forceinline__ void wgmma_tile_partials(const float (&d)[64], float ks0, float ks1,
+                                                    Weight weight, float (&pp)[C::kRows][2]) {
+#pragma unroll
+  for (int r = 0; r < C::kRows; ++r)
+    wgmma_lane_partials<C, S>(d + r * (C::kHeads / 2), weight, r, ks0, ks1, pp[r][0], pp[r][1]);
+}
+
+// ... and their store to a partial stage ([R][KT][4]: lane t4's partial of (row, key) at
+// [r][key][t4]; then the tile's key scales [KT], written by the quad's lane 0). A warp's
+// stores of one row fill 32 consecutive words: no bank conflict.
+template <class C>
+__device__ __forceinline__ void store_tile_partials(float* part, const float (&pp)[C::kRows][2],
+                                                    float ks0, float ks1) {
+  constexpr int R = C::kRows, KT = C::kKeyTile;
+  const int t4 = threadIdx.x & 3, key0 = wgmma_first_key<C>();
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    part[(r * KT + key0) * 4 + t4] = pp[r][0];
+    part[(r * KT + key0 + 8) * 4 + t4] = pp[r][1];
+  }
+  if (C::kUsesKScale && t4 == 0) {
+    part[R * KT * 4 + key0] = ks0;
+    part[R * KT * 4 + key0 + 8] = ks1;
+  }
+}
+
+// The filter-warpgroup form, filter side: filter thread v sums the four partials of
+// (row, key slot) e = v, v + F, ... < R KT (r = e / KT, j = e % KT) as (P0 + P1) + (P2 + P3),
+// the value every lane of the quad holds after wgmma_tile_visits' shuffles (the same bits),
+// reads the key scales, calls released() (the stage may be reused), then visits each
+// score. Consecutive threads read consecutive 16-byte partials and visit consecutive keys.
+template <class C, class S, class KeyOf, class Visit, class Released>
+__device__ __forceinline__ void filter_tile_visits(const float* part, KeyOf key_of, Visit visit,
+                                                   Released released) {
+  constexpr int R = C::kRows, KT = C::kKeyTile, F = C::kFilterThreads, N = (R * KT + F - 1) / F;
+  const int v = int(threadIdx.x) - C::kMathThreads;
+  float sum[N], ks[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int e = v + i * F;
+    if (e >= R * KT) break;
+    const float4 P = *reinterpret_cast<const float4*>(part + 4 * e);
+    sum[i] = op_add(op_add(P.x, P.y), op_add(P.z, P.w));
+    ks[i] = C::kUsesKScale ? part[R * KT * 4 + e % KT] : 1.0f;
+  }
+  released();
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int e = v + i * F;
+    if (e >= R * KT) break;
+    const int key = key_of(e % KT);
+    if (key < 0) continue;
+    ScoreArgs a{};  // post reads no per-head value
+    a.kscale = ks[i];
+    visit(e / KT, key, S::post(sum[i], a));
   }
 }
 
@@ -323,8 +395,8 @@ template <class C, class S, class KeyOf, class Visit, class Drained>
 __device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit, Drained drained) {
   constexpr int H = C::kHeads, R = C::kRows, KT = C::kKeyTile;
   constexpr int RB = C::kDim * MmaBytes<C>::value;
-  static_assert(R * H == 128 && KT == 128 && C::kMathThreads == 256 && RB % 128 == 0,
-                "wgmma head sums: 128 (row, head) pairs, 2 x 64 keys, whole swizzle rows");
+  static_assert(R * H == 128 && KT == C::kMathThreads / 2 && RB % 128 == 0,
+                "wgmma head sums: 128 (row, head) pairs, 64 keys a math warpgroup, whole swizzle rows");
   const int t4 = threadIdx.x & 3;
   const int key0 = wgmma_first_key<C>();
   // The scales of the thread's two keys (read before the stage is released; dead loads

@@ -100,7 +100,11 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
         constexpr int kCheckTiles = CAP / 4 >= 16 * C::kKeyTile ? 16 : 4;
         ++tile;
         if ((tile & (WINNOW_GATE_REFRESH_TILES - 1)) == 0) {
-          if constexpr (C::kWgmma) {
+          if constexpr (C::kFilterThreads > 0) {
+            // The filter warps take the rows in turn.
+            for (int r = visitor_index<C>() >> 5; r < R; r += C::kFilterThreads / 32)
+              refresh_gate<C>(s, r, lane);
+          } else if constexpr (C::kWgmma) {
             // Rows alternate between the two math warpgroups (warps 0, 4, 1, 5, ...), so
             // that neither carries every refresh (R <= 8: 128 (row, head) pairs).
             const int r = (warp & 3) * 2 + (warp >> 2);
@@ -110,7 +114,7 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
           }
         }
         if (tile % kCheckTiles != 0) return;
-        math_sync<C>();
+        visitor_sync<C>();
         for (int r = 0; r < R; ++r) {
           RowState& st = s.rows[r];
           if (st.count > u32(CAP)) st.overflow = 1;  // every thread reads the same count
@@ -118,7 +122,7 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
             compact_candidates<C>(s, r, ws + W.candidates(r));
           }
         }
-        math_sync<C>();
+        visitor_sync<C>();
       });
   // A drop in the last tiles counts too, and so does a sample threshold that turned out
   // above the row's k-th (fewer than k keys kept; see the sample).
@@ -177,6 +181,10 @@ __device__ void topk_kernel(const TopkParams& p, const TmaMap* kmap, unsigned ch
       for (int i = 0; i < STAGES; ++i) {
         mbarrier_init(s.ring_full + i, 33);                   // 32 lanes + lane 0's bytes
         mbarrier_init(s.ring_empty + i, C::kMathThreads / 32);  // one arrival per math warp
+      }
+      for (int i = 0; i < layout_of<C>().part_stages; ++i) {
+        mbarrier_init(s.part_full + i, C::kMathThreads / 32);     // one arrival per math warp
+        mbarrier_init(s.part_empty + i, C::kFilterThreads / 32);  // one per filter warp
       }
       mbarrier_init_fence();
     }

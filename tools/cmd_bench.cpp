@@ -551,7 +551,7 @@ struct Meta {
   std::string gpu, commit, date;
   Ceilings ceilings;
   std::string baselines;  // bench/torch_baselines.py's JSON, or empty
-  // WINNOW_NVRTC_OPTIONS of the run and WINNOW_TOPK_PIPELINE=1 (a kernel variant),
+  // WINNOW_NVRTC_OPTIONS of the run and WINNOW_TOPK_PIPELINE=1 or 2 (a kernel variant),
   // recorded as "variant"; empty: none.
   std::string variant;
 };
@@ -1005,10 +1005,12 @@ int bench_main(int argc, char** argv) {
   if (a.shards > 1) return refuse_shards(a.shards);
   if (!bench_gpu_present()) return 1;
   rt::Context ctx(0);
-  // The variant: WINNOW_NVRTC_OPTIONS, and WINNOW_TOPK_PIPELINE=1 (the pipelined plan).
+  // The variant: WINNOW_NVRTC_OPTIONS, and WINNOW_TOPK_PIPELINE=1 or 2 (the pipelined or
+  // the filter-warpgroup plan).
   std::string variant = variant_with_nvrtc_options("");
-  if (rt::env_get("WINNOW_TOPK_PIPELINE").value_or("") == "1")
-    variant += variant.empty() ? "WINNOW_TOPK_PIPELINE=1" : " WINNOW_TOPK_PIPELINE=1";
+  if (const std::string form = rt::env_get("WINNOW_TOPK_PIPELINE").value_or("");
+      form == "1" || form == "2")
+    variant += (variant.empty() ? "" : " ") + ("WINNOW_TOPK_PIPELINE=" + form);
   Meta meta{ctx.info().name, winnow::build_id(), utc_date(), read_ceilings(a.ceilings_path), "",
             variant};
   if (!a.baselines_path.empty())

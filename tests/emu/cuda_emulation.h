@@ -217,6 +217,9 @@ inline long long clock64() { return 0; }
 struct float2 {
   float x, y;
 };
+struct float4 {
+  float x, y, z, w;
+};
 struct uint4 {
   unsigned x, y, z, w;
 };
