@@ -65,10 +65,17 @@ enum : int { kPipelineLaunchRegs = 168, kPipelineProducerRegs = 40, kPipelineMat
 enum : int { kFilterFormLaunchRegs = 96, kFilterFormSideRegs = 64, kFilterFormMathRegs = 104 };
 static_assert(512 * kFilterFormMathRegs + 128 * kFilterFormSideRegs == 640 * kFilterFormLaunchRegs,
               "the filter form's register moves balance");
+// Experiment switch: -DWINNOW_FILTER_FORM_REGS=0 keeps every warp of the filter form at its
+// 96 launch registers (no setmaxnreg; the filter warps then have room for their loop).
+#ifndef WINNOW_FILTER_FORM_REGS
+#define WINNOW_FILTER_FORM_REGS 1
+#endif
 // Launch registers of a form that moves registers (0: none).
 template <class C>
 __host__ __device__ constexpr int launch_regs_of() {
-  return C::kPipelined ? kPipelineLaunchRegs : C::kFilterThreads > 0 ? kFilterFormLaunchRegs : 0;
+  return C::kPipelined                                         ? kPipelineLaunchRegs
+         : C::kFilterThreads > 0 && WINNOW_FILTER_FORM_REGS ? kFilterFormLaunchRegs
+                                                               : 0;
 }
 
 // The pipelined math loop (C::kPipelined): two accumulator sets, so that tile t + 1's MMAs
@@ -174,12 +181,13 @@ __device__ void partial_math_tiles(const TopkSmem<C>& s, unsigned pos0, int tile
   }
 }
 
-// ... and its filter warpgroup's loop: for each tile, wait for its partial stage, sum and
-// visit (filter_tile_visits; the stage released, one arrival per warp, once read), then
-// after_tile() (the filter's steps between tiles, synchronised by visitor_sync()).
-template <class C, class S, class TileKeys, class Visit, class AfterTile>
+// ... and its filter warps' loop: for each tile, wait for its partial stage, sum and visit
+// the scores at or above gate(row) (filter_tile_visits; the stage released, one arrival per
+// warp, once read), then after_tile() (the filter's steps between tiles, synchronised by
+// visitor_sync()).
+template <class C, class S, class TileKeys, class Visit, class AfterTile, class Gate>
 __device__ void filter_tiles(const TopkSmem<C>& s, unsigned pos0, int tiles, TileKeys tile_keys,
-                             Visit visit, AfterTile after_tile) {
+                             Visit visit, AfterTile after_tile, Gate gate) {
   constexpr SmemLayout L = layout_of<C>();
   constexpr int PS = L.part_stages;
   const int lane = threadIdx.x & 31;
@@ -192,7 +200,8 @@ __device__ void filter_tiles(const TopkSmem<C>& s, unsigned pos0, int tiles, Til
                              [empty, lane] {
                                __syncwarp();  // the warp's reads of the stage are done
                                if (lane == 0) mbarrier_arrive(empty);
-                             });
+                             },
+                             gate, s.queue);
     after_tile();
   }
 }
@@ -268,14 +277,17 @@ __device__ void produce_key_tile(const TopkParams& p, const TopkSmem<C>& s, int 
 }
 
 // Visits the keys of `tiles` tiles, tile t's slot j holding key tile_keys(t)(j) (negative:
-// an empty slot), calling after_tile() (by the math threads) after each. tile_base(t) is
+// an empty slot), calling after_tile() (by the visitors) after each. gate(r): a lower bound
+// under which visit(r, ...) does nothing (NoGate: none); the filter form's filter warps use
+// it to leave most scores unvisited, the other forms let the visit decide. tile_base(t) is
 // the first key of tile t when its keys are contiguous (key_of(j) = base + j inside the
 // window), else -1. On the tensor-core paths the next tiles load while this one is scored.
 // Called by the whole CTA; returns after a CTA barrier.
-template <class C, class S, class TileKeys, class TileBase, class Visit, class AfterTile>
+template <class C, class S, class TileKeys, class TileBase, class Visit, class AfterTile,
+          class Gate = NoGate>
 __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int tiles,
                                 TileKeys tile_keys, TileBase tile_base, Visit visit,
-                                AfterTile after_tile) {
+                                AfterTile after_tile, Gate gate = {}) {
   if constexpr (C::kWgmma) {
     // Warp-specialised: the producer warp fills a ring of k_stages() stages (waiting for
     // each stage's `empty` barrier), the two math warpgroups wait for `full`, score, and
@@ -300,12 +312,12 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
       // the math warpgroups for the tile loop (at one site for the whole warpgroup), and
       // takes them back once every math warp has returned its own (kRegsReturned).
       if (int(threadIdx.x) < C::kMathThreads) {
-        setmaxnreg_inc<kFilterFormMathRegs>();
+        if constexpr (WINNOW_FILTER_FORM_REGS) setmaxnreg_inc<kFilterFormMathRegs>();
         partial_math_tiles<C, S>(s, pos0, tiles);
-        setmaxnreg_dec<kFilterFormLaunchRegs>();
+        if constexpr (WINNOW_FILTER_FORM_REGS) setmaxnreg_dec<kFilterFormLaunchRegs>();
         named_barrier_sync<kRegsReturned, C::kThreads>();
       } else {
-        setmaxnreg_dec<kFilterFormSideRegs>();
+        if constexpr (WINNOW_FILTER_FORM_REGS) setmaxnreg_dec<kFilterFormSideRegs>();
         if (is_producer_warp<C>()) {
           fence_async_smem();  // as below
           int gathered = -1;
@@ -316,10 +328,10 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
           }
           publish_gathered<C>(s, gathered, 0);
         } else {
-          filter_tiles<C, S>(s, pos0, tiles, tile_keys, visit, after_tile);
+          filter_tiles<C, S>(s, pos0, tiles, tile_keys, visit, after_tile, gate);
         }
         named_barrier_sync<kRegsReturned, C::kThreads>();
-        setmaxnreg_inc<kFilterFormLaunchRegs>();
+        if constexpr (WINNOW_FILTER_FORM_REGS) setmaxnreg_inc<kFilterFormLaunchRegs>();
       }
     } else if (is_producer_warp<C>()) {
       if constexpr (C::kPipelined) setmaxnreg_dec<kPipelineProducerRegs>();
@@ -391,10 +403,11 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
   }
 }
 
-// Visits every key of [begin, end) in tiles, calling after_tile() after each.
-template <class C, class S, class Visit, class AfterTile>
+// Visits every key of [begin, end) in tiles, calling after_tile() after each (gate: as
+// score_tile_list's).
+template <class C, class S, class Visit, class AfterTile, class Gate = NoGate>
 __device__ void score_tiles(const TopkParams& p, const TopkSmem<C>& s, int begin, int end,
-                            Visit visit, AfterTile after_tile) {
+                            Visit visit, AfterTile after_tile, Gate gate = {}) {
   constexpr int KT = C::kKeyTile;
   const int tiles = end > begin ? (end - begin + KT - 1) / KT : 0;
   score_tile_list<C, S>(
@@ -403,7 +416,7 @@ __device__ void score_tiles(const TopkParams& p, const TopkSmem<C>& s, int begin
         const int t0 = begin + t * KT;
         return [t0, end](int j) { return t0 + j < end ? t0 + j : -1; };
       },
-      [begin](int t) { return begin + t * KT; }, visit, after_tile);
+      [begin](int t) { return begin + t * KT; }, visit, after_tile, gate);
 }
 
 // Visits every key of [begin, end) in tiles.

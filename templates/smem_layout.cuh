@@ -22,7 +22,7 @@ enum : int {
 // and the producer warp, 20 warps, five on each of the SM's four 16K-register files: 96
 // registers each, no register moves (with a fourth filter warp, six warps on one file
 // leave 80, too few for the math warps' 64 accumulators).
-enum : int { kPartStages = 2, kFilterFormThreads = 96 };
+enum : int { kPartStages = 2, kFilterFormThreads = 96, kFilterQueue = 64 };
 
 // The most shared memory each of two CTAs can have on one SM: sm_90a and sm_100a hold
 // 228 KB per SM, of which each CTA's system use takes 1 KB.
@@ -92,7 +92,14 @@ struct SmemLayout {
   WINNOW_HD constexpr long part_off() const {
     return part_stages > 0 ? (dots_off() + dots_words() + 3) / 4 * 4 : dots_off() + dots_words();
   }
-  WINNOW_HD constexpr long w_off() const { return part_off() + part_stage_words() * part_stages; }
+  // The filter-warpgroup form's per-warp queues of scores at or above the gate (the
+  // filter's appends, taken by the whole warp at once): kFilterQueue entries of (row, key,
+  // score) per filter warp.
+  WINNOW_HD constexpr long queue_off() const { return part_off() + part_stage_words() * part_stages; }
+  WINNOW_HD constexpr long queue_words() const {
+    return part_stages > 0 ? 3L * kFilterQueue * (kFilterFormThreads / 32) : 0;
+  }
+  WINNOW_HD constexpr long w_off() const { return queue_off() + queue_words(); }
   WINNOW_HD constexpr long qsq_off() const { return w_off() + long(rows) * heads; }
   WINNOW_HD constexpr long hist_off() const { return qsq_off() + long(rows) * heads; }
   WINNOW_HD constexpr long radix_off() const { return hist_off() + long(rows) * bins; }

@@ -348,35 +348,86 @@ __device__ __forceinline__ void store_tile_partials(float* part, const float (&p
   }
 }
 
+// A visit's gate: scores below gate(r) are not visited (NaN is not below anything). NoGate:
+// every score is visited.
+struct NoGate {
+  __device__ float operator()(int) const { return -__int_as_float(0x7F800000); }
+};
+template <class G>
+struct IsNoGate {
+  static constexpr bool value = false;
+};
+template <>
+struct IsNoGate<NoGate> {
+  static constexpr bool value = true;
+};
+
 // The filter-warpgroup form, filter side: filter thread v sums the four partials of
 // (row, key slot) e = v, v + F, ... < R KT (r = e / KT, j = e % KT) as (P0 + P1) + (P2 + P3),
 // the value every lane of the quad holds after wgmma_tile_visits' shuffles (the same bits),
 // reads the key scales, calls released() (the stage may be reused), then visits each
 // score. Consecutive threads read consecutive 16-byte partials and visit consecutive keys.
-template <class C, class S, class KeyOf, class Visit, class Released>
+// With a gate (the fused filter's), a warp first queues the scores at or above it (ballot,
+// one slot each in the warp's queue, `queue`: kFilterQueue rows, keys, scores) and then
+// visits the queue with all its lanes at once: most scores fall below the gate, and a warp
+// no longer walks the appends' branch once per lane that takes it.
+template <class C, class S, class KeyOf, class Visit, class Released, class Gate>
 __device__ __forceinline__ void filter_tile_visits(const float* part, KeyOf key_of, Visit visit,
-                                                   Released released) {
+                                                   Released released, Gate gate, int* queue) {
   constexpr int R = C::kRows, KT = C::kKeyTile, F = C::kFilterThreads, N = (R * KT + F - 1) / F;
+  static_assert((R * KT) % 32 == 0 && F % 32 == 0, "whole warps in every pass");
   const int v = int(threadIdx.x) - C::kMathThreads;
-  float sum[N], ks[N];
+  float sc[N];
 #pragma unroll
   for (int i = 0; i < N; ++i) {
     const int e = v + i * F;
-    if (e >= R * KT) break;
+    if ((i + 1) * F > R * KT && e >= R * KT) break;  // only a last, partial pass; warp-uniform
     const float4 P = *reinterpret_cast<const float4*>(part + 4 * e);
-    sum[i] = op_add(op_add(P.x, P.y), op_add(P.z, P.w));
-    ks[i] = C::kUsesKScale ? part[R * KT * 4 + e % KT] : 1.0f;
+    ScoreArgs a{};  // post reads no per-head value
+    a.kscale = C::kUsesKScale ? part[R * KT * 4 + e % KT] : 1.0f;
+    sc[i] = S::post(op_add(op_add(P.x, P.y), op_add(P.z, P.w)), a);
   }
   released();
+  if constexpr (IsNoGate<Gate>::value) {
 #pragma unroll
-  for (int i = 0; i < N; ++i) {
-    const int e = v + i * F;
-    if (e >= R * KT) break;
-    const int key = key_of(e % KT);
-    if (key < 0) continue;
-    ScoreArgs a{};  // post reads no per-head value
-    a.kscale = ks[i];
-    visit(e / KT, key, S::post(sum[i], a));
+    for (int i = 0; i < N; ++i) {
+      const int e = v + i * F;
+      if ((i + 1) * F > R * KT && e >= R * KT) break;
+      const int key = key_of(e % KT);
+      if (key >= 0) visit(e / KT, key, sc[i]);
+    }
+  } else {
+    constexpr int Q = kFilterQueue;
+    static_assert(Q >= 64, "room for a pass of the warp after a flush");
+    const int lane = v & 31;
+    int* qr = queue + (v >> 5) * 3 * Q;
+    int* qk = qr + Q;
+    float* qs = reinterpret_cast<float*>(qk + Q);
+    int n = 0;  // entries queued, the same in every lane
+    auto flush = [&] {
+      __syncwarp();
+      for (int q = lane; q < n; q += 32) visit(qr[q], qk[q], qs[q]);
+      __syncwarp();
+      n = 0;
+    };
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const int e = v + i * F;
+      if ((i + 1) * F > R * KT && e >= R * KT) break;
+      const int r = e / KT, key = key_of(e % KT);
+      const bool pass = key >= 0 && !(sc[i] < gate(r));
+      const unsigned b = __ballot_sync(0xFFFFFFFFu, pass);
+      if (b == 0) continue;
+      if (n + 32 > Q) flush();
+      if (pass) {
+        const int slot = n + __popc(b & ((1u << lane) - 1u));
+        qr[slot] = r;
+        qk[slot] = key;
+        qs[slot] = sc[i];
+      }
+      n += __popc(b);
+    }
+    if (n > 0) flush();
   }
 }
 

@@ -123,7 +123,9 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
           }
         }
         visitor_sync<C>();
-      });
+      },
+      // The filter form's filter warps queue only scores at or above the gate.
+      [&](int r) { return s.rows[r].gate_score; });
   // A drop in the last tiles counts too, and so does a sample threshold that turned out
   // above the row's k-th (fewer than k keys kept; see the sample).
   for (int r = 0; r < R; ++r) {

@@ -76,6 +76,7 @@ struct TopkSmem {
   // The filter-warpgroup form's partial ring (SmemLayout::part_off): stage i at
   // part + i * part_stage_words(), and its full[stage], empty[stage] mbarriers.
   float* part;
+  int* queue;  // [filter warps][3][kFilterQueue]: rows, keys, scores (SmemLayout::queue_off)
   u64* part_full;
   u64* part_empty;
   const TmaMap* kmap = nullptr;
@@ -96,6 +97,7 @@ struct TopkSmem {
     ring_full = reinterpret_cast<u64*>(f + L.barriers_off());
     ring_empty = ring_full + L.k_stages();
     part = f + L.part_off();
+    queue = reinterpret_cast<int*>(f + L.queue_off());
     part_full = ring_empty + L.k_stages();
     part_empty = part_full + L.part_stages;
   }
