@@ -71,10 +71,11 @@ __device__ void compact_candidates(const TopkSmem<C>& s, int r, u64* buf) {
   const int gate = st.gate;
   u32* warp_totals = s.radix;  // [32] scratch
   u32 out = 0;
-  const int v = visitor_index<C>(), lane = v & 31, warp = v >> 5;
+  const unsigned v = visitor_index<C>();
+  const int lane = v & 31, warp = v >> 5;
   visitor_sync<C>();
   for (u32 base = 0; base < n; base += N) {
-    u32 i = base + u32(v);
+    u32 i = base + v;
     u64 x = i < n ? buf[i] : 0ull;
     bool keep = i < n && bins.bin(rank_key_order(x)) >= gate;
     unsigned ballot = __ballot_sync(0xFFFFFFFFu, keep);

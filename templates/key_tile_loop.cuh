@@ -23,8 +23,8 @@ __host__ __device__ constexpr int visitor_threads() {
 }
 // This thread's index among them (0 .. visitor_threads() - 1 for a visitor).
 template <class C>
-__device__ __forceinline__ int visitor_index() {
-  return int(threadIdx.x) - (C::kFilterThreads > 0 ? C::kMathThreads : 0);
+__device__ __forceinline__ unsigned visitor_index() {
+  return threadIdx.x - (C::kFilterThreads > 0 ? unsigned(C::kMathThreads) : 0u);
 }
 // Named barriers of the topk kernel (0 is __syncthreads): the math threads' (1), the one
 // after which the pipelined form's producer warpgroup takes its registers back (4), the
@@ -98,10 +98,11 @@ __device__ void pipelined_math_tiles(const TopkSmem<C>& s, unsigned pos0, int ti
   }
   const unsigned full0 = shared_address(s.ring_full), empty0 = shared_address(s.ring_empty);
   RingSlot issued = ring_slot(pos0, STAGES), done = issued;
+  const WgmmaTileDescs descs = wgmma_tile_descs<C>(s);
   float acc0[64], acc1[64];
   auto issue = [&](float (&d)[64]) {
     mbarrier_wait(full0 + 8u * unsigned(issued.stage), issued.parity);
-    wgmma_issue_tile<C>(with_stage<C>(s, issued.stage), d);
+    wgmma_issue_tile<C>(descs, issued.stage, d);
     issued.advance(STAGES);
   };
   auto finish = [&](float (&d)[64], int t) {
@@ -157,13 +158,14 @@ __device__ void partial_math_tiles(const TopkSmem<C>& s, unsigned pos0, int tile
   const unsigned full0 = shared_address(s.ring_full), empty0 = shared_address(s.ring_empty);
   const unsigned pfull0 = shared_address(s.part_full), pempty0 = shared_address(s.part_empty);
   RingSlot slot = ring_slot(pos0, STAGES), ps = ring_slot(pos0, PS);
+  const WgmmaTileDescs descs = wgmma_tile_descs<C>(s);
   for (int t = 0; t < tiles; ++t, slot.advance(STAGES), ps.advance(PS)) {
     mbarrier_wait(full0 + 8u * unsigned(slot.stage), slot.parity);
-    const TopkSmem<C> st = with_stage<C>(s, slot.stage);
-    float ks0 = C::kUsesKScale ? st.kscale[key0] : 1.0f;
-    float ks1 = C::kUsesKScale ? st.kscale[key0 + 8] : 1.0f;
+    const float* kscale = s.kscale + slot.stage * C::kKeyTile;
+    float ks0 = C::kUsesKScale ? kscale[key0] : 1.0f;
+    float ks1 = C::kUsesKScale ? kscale[key0 + 8] : 1.0f;
     float d[64];
-    wgmma_issue_tile<C>(st, d);
+    wgmma_issue_tile<C>(descs, slot.stage, d);
     keep_in_registers(ks0, ks1);
     wgmma_wait<0>();
     wgmma_pin(d);

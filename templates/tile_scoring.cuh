@@ -232,24 +232,34 @@ __device__ __forceinline__ int wgmma_first_key() {
   return wg * 64 + warp * 16 + (lane >> 2);
 }
 
-// Issues the m64n128 MMAs of one loaded key tile (s: the stage's view) into d and commits
-// them as one group.
+// The low descriptor words of a math warpgroup's operands (wgmma_ops.cuh) at key stage 0:
+// A, its 64 keys of the tile; B, the q tile. Computed once per tile list: stage i's A is a
+// constant step from stage 0's, each k step a constant offset, so a tile's MMAs need no
+// address arithmetic beyond one multiply-add. (The warpgroup index is taken from lane 0,
+// which tells the compiler that it is the same in the warp: uniform registers.)
+struct WgmmaTileDescs {
+  u32 a_lo0, b_lo;
+};
 template <class C>
-__device__ __forceinline__ void wgmma_issue_tile(const TopkSmem<C>& s, float (&d)[64]) {
+__device__ __forceinline__ WgmmaTileDescs wgmma_tile_descs(const TopkSmem<C>& s) {
+  const int wg = __shfl_sync(0xFFFFFFFFu, int(threadIdx.x >> 7), 0);
+  return {wgmma_desc_lo(reinterpret_cast<const char*>(s.k) + swizzled_at<C::kKeyTile>(wg * 64, 0)),
+          wgmma_desc_lo(s.q)};
+}
+
+// Issues the m64n128 MMAs of the key tile in stage `stage` into d and commits them as one
+// group.
+template <class C>
+__device__ __forceinline__ void wgmma_issue_tile(const WgmmaTileDescs& w, int stage, float (&d)[64]) {
   constexpr int R = C::kRows, H = C::kHeads, KT = C::kKeyTile;
   constexpr int RB = C::kDim * MmaBytes<C>::value;
-  const int wg = threadIdx.x >> 7;
-  const char* kraw = reinterpret_cast<const char*>(s.k);
-  const char* qraw = reinterpret_cast<const char*>(s.q);
-  // Descriptors: one base per operand, each k step a constant offset of its low word.
-  const u32 a_lo = wgmma_desc_lo(kraw + swizzled_at<KT>(wg * 64, 0));
-  const u32 b_lo = wgmma_desc_lo(qraw);
+  constexpr u32 kStageStep = u32(layout_of<C>().k_stage_words() * 4 / 16);  // descriptor units
+  const u32 a_lo = w.a_lo0 + u32(stage) * kStageStep;
   wgmma_fence();
 #pragma unroll
   for (int k0 = 0; k0 < RB; k0 += 32) {
-    wgmma_m64n<128, C::kMma>(
-        d, wgmma_desc_from_lo(a_lo, swizzled_at<KT>(wg * 64, k0) - swizzled_at<KT>(wg * 64, 0)),
-        wgmma_desc_from_lo(b_lo, swizzled_at<R * H>(0, k0)), k0 > 0);
+    wgmma_m64n<128, C::kMma>(d, wgmma_desc_from_lo(a_lo, swizzled_at<KT>(0, k0)),
+                             wgmma_desc_from_lo(w.b_lo, swizzled_at<R * H>(0, k0)), k0 > 0);
   }
   wgmma_commit();
 }
@@ -455,7 +465,12 @@ __device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit,
   float ks0 = C::kUsesKScale ? s.kscale[key0] : 1.0f;
   float ks1 = C::kUsesKScale ? s.kscale[key0 + 8] : 1.0f;
   float d[64];
-  wgmma_issue_tile<C>(s, d);
+  // The stage's own descriptors, per tile (hoisting them as wgmma_tile_descs does measured
+  // no fewer instructions in this loop: ptxas keeps them in registers either way).
+  const WgmmaTileDescs w{
+      wgmma_desc_lo(reinterpret_cast<const char*>(s.k) + swizzled_at<KT>((threadIdx.x >> 7) * 64, 0)),
+      wgmma_desc_lo(s.q)};
+  wgmma_issue_tile<C>(w, 0, d);
   // The scales are in registers before the stage can be released.
   keep_in_registers(ks0, ks1);
   wgmma_wait<0>();

@@ -102,7 +102,7 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
         if ((tile & (WINNOW_GATE_REFRESH_TILES - 1)) == 0) {
           if constexpr (C::kFilterThreads > 0) {
             // The filter warps take the rows in turn.
-            for (int r = visitor_index<C>() >> 5; r < R; r += C::kFilterThreads / 32)
+            for (int r = int(visitor_index<C>() >> 5); r < R; r += C::kFilterThreads / 32)
               refresh_gate<C>(s, r, lane);
           } else if constexpr (C::kWgmma) {
             // Rows alternate between the two math warpgroups (warps 0, 4, 1, 5, ...), so
