@@ -407,6 +407,26 @@ __device__ __forceinline__ void filter_tile_visits(const float* part, KeyOf key_
       if (key >= 0) visit(e / KT, key, sc[i]);
     }
   } else {
+    // The rows' gates, read once a tile; bit i of `mine`: score i is at or above its row's
+    // gate. Once the gates have risen most tiles end at the vote.
+    float g[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) g[r] = gate(r);
+    int keys[N];
+    unsigned mine = 0;
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const int e = v + i * F;
+      keys[i] = -1;
+      if ((i + 1) * F > R * KT && e >= R * KT) continue;
+      const int r = e / KT;
+      float gr = g[0];
+#pragma unroll
+      for (int rr = 1; rr < R; ++rr) gr = rr == r ? g[rr] : gr;
+      keys[i] = key_of(e % KT);
+      if (keys[i] >= 0 && !(sc[i] < gr)) mine |= 1u << i;
+    }
+    if (__ballot_sync(0xFFFFFFFFu, mine != 0) == 0) return;
     constexpr int Q = kFilterQueue;
     static_assert(Q >= 64, "room for a pass of the warp after a flush");
     const int lane = v & 31;
@@ -422,17 +442,14 @@ __device__ __forceinline__ void filter_tile_visits(const float* part, KeyOf key_
     };
 #pragma unroll
     for (int i = 0; i < N; ++i) {
-      const int e = v + i * F;
-      if ((i + 1) * F > R * KT && e >= R * KT) break;
-      const int r = e / KT, key = key_of(e % KT);
-      const bool pass = key >= 0 && !(sc[i] < gate(r));
+      const bool pass = (mine >> i) & 1u;
       const unsigned b = __ballot_sync(0xFFFFFFFFu, pass);
       if (b == 0) continue;
       if (n + 32 > Q) flush();
       if (pass) {
         const int slot = n + __popc(b & ((1u << lane) - 1u));
-        qr[slot] = r;
-        qk[slot] = key;
+        qr[slot] = (v + i * F) / KT;
+        qk[slot] = keys[i];
         qs[slot] = sc[i];
       }
       n += __popc(b);
