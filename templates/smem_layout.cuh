@@ -17,12 +17,15 @@ enum : int {
   kScratchWords = 264,
 };
 
-// The filter-warpgroup form: stages of its partial ring (SmemLayout::part_stages), and its
-// filter threads. One CTA of 640 threads per SM: four math warpgroups, three filter warps
-// and the producer warp, 20 warps, five on each of the SM's four 16K-register files: 96
-// registers each, no register moves (with a fourth filter warp, six warps on one file
-// leave 80, too few for the math warps' 64 accumulators).
-enum : int { kPartStages = 2, kFilterFormThreads = 96, kFilterQueue = 64 };
+// The filter-warpgroup form: its filter threads and their queues. One CTA of 640 threads
+// per SM: four math warpgroups, three filter warps and the producer warp, 20 warps, five on
+// each of the SM's four 16K-register files: 96 registers each at launch (with a fourth
+// filter warp, six warps on one file leave 80, too few for an m64n128 wgmma).
+enum : int { kFilterFormThreads = 96, kFilterQueue = 64 };
+// Stages of its partial ring (SmemLayout::part_stages): four where they fit beside four fp8
+// key stages (2 rows: 9 KB each), else two (4 rows of 32 heads: 17 KB each). The ring lets
+// the math warpgroups run ahead while the filter warps refresh gates and check buffers.
+WINNOW_HD constexpr int filter_part_stages(int rows) { return rows <= 2 ? 4 : 2; }
 
 // The most shared memory each of two CTAs can have on one SM: sm_90a and sm_100a hold
 // 228 KB per SM, of which each CTA's system use takes 1 KB.

@@ -35,10 +35,10 @@ struct MmaBytes {
 // The stage count is chosen here, in a constant expression, and stored: every offset the
 // kernel reads then folds to a constant (a choice left to run time made clang emit the
 // layout's arithmetic as a call over a local copy: local memory in the llvm backend's PTX).
-// The filter-warpgroup form's partial ring: two stages.
+// The filter-warpgroup form's partial ring (filter_part_stages).
 template <class C>
 __host__ __device__ constexpr int part_stages_of() {
-  return C::kFilterThreads > 0 ? kPartStages : 0;
+  return C::kFilterThreads > 0 ? filter_part_stages(C::kRows) : 0;
 }
 template <class C>
 __host__ __device__ constexpr SmemLayout layout_of() {

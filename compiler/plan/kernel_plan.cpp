@@ -77,7 +77,7 @@ bool choose_plan(const KernelSpec& spec, long smem_limit, int candidate_capacity
       if (p.filter_wg) p.threads = 512 + winnow::kFilterFormThreads + 32;  // + filter, producer
       winnow::SmemLayout L{rows, spec.heads, spec.head_dim, tile, p.bins,
                            mma_bytes, p.head_sums, p.wgmma, 0,
-                           p.filter_wg ? winnow::kPartStages : 0};
+                           p.filter_wg ? winnow::filter_part_stages(rows) : 0};
       if (L.bytes() <= smem_limit) {
         p.rows_per_cta = rows;
         p.key_tile = tile;
