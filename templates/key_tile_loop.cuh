@@ -278,6 +278,25 @@ __device__ void produce_key_tile(const TopkParams& p, const TopkSmem<C>& s, int 
   }
 }
 
+// The producer warp's loop over a tile list: each stage refilled once its `empty` phase
+// completes (produce_key_tile), the last gathered tile's arrivals settled at the end.
+template <class C, class TileKeys, class TileBase>
+__device__ __forceinline__ void produce_tiles(const TopkParams& p, const TopkSmem<C>& s,
+                                              unsigned pos0, int tiles, TileKeys tile_keys,
+                                              TileBase tile_base) {
+  constexpr int STAGES = layout_of<C>().k_stages();
+  // Stores of the CTA-wide steps before (the sort, the gathers) reached this region through
+  // the generic proxy; the copy engine writes it next.
+  fence_async_smem();
+  int gathered = -1;
+  RingSlot slot = ring_slot(pos0, STAGES);
+  for (int t = 0; t < tiles; ++t, slot.advance(STAGES)) {
+    mbarrier_wait(s.ring_empty + slot.stage, slot.parity ^ 1u);
+    produce_key_tile<C>(p, s, slot.stage, tile_base(t), tile_keys(t), gathered);
+  }
+  publish_gathered<C>(s, gathered, 0);
+}
+
 // Visits the keys of `tiles` tiles, tile t's slot j holding key tile_keys(t)(j) (negative:
 // an empty slot), calling after_tile() (by the visitors) after each. gate(r): a lower bound
 // under which visit(r, ...) does nothing (NoGate: none); the filter form's filter warps use
@@ -321,14 +340,7 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
       } else {
         if constexpr (WINNOW_FILTER_FORM_REGS) setmaxnreg_dec<kFilterFormSideRegs>();
         if (is_producer_warp<C>()) {
-          fence_async_smem();  // as below
-          int gathered = -1;
-          RingSlot slot = ring_slot(pos0, STAGES);
-          for (int t = 0; t < tiles; ++t, slot.advance(STAGES)) {
-            mbarrier_wait(s.ring_empty + slot.stage, slot.parity ^ 1u);
-            produce_key_tile<C>(p, s, slot.stage, tile_base(t), tile_keys(t), gathered);
-          }
-          publish_gathered<C>(s, gathered, 0);
+          produce_tiles<C>(p, s, pos0, tiles, tile_keys, tile_base);
         } else {
           filter_tiles<C, S>(s, pos0, tiles, tile_keys, visit, after_tile, gate);
         }
@@ -338,16 +350,7 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
     } else if (is_producer_warp<C>()) {
       if constexpr (C::kPipelined) setmaxnreg_dec<kPipelineProducerRegs>();
       if (!kProducerGroup || int(threadIdx.x) < C::kMathThreads + 32) {
-        // Stores of the CTA-wide steps before (the sort, the gathers) reached this region
-        // through the generic proxy; the copy engine writes it next.
-        fence_async_smem();
-        int gathered = -1;
-        RingSlot slot = ring_slot(pos0, STAGES);
-        for (int t = 0; t < tiles; ++t, slot.advance(STAGES)) {
-          mbarrier_wait(s.ring_empty + slot.stage, slot.parity ^ 1u);
-          produce_key_tile<C>(p, s, slot.stage, tile_base(t), tile_keys(t), gathered);
-        }
-        publish_gathered<C>(s, gathered, 0);
+        produce_tiles<C>(p, s, pos0, tiles, tile_keys, tile_base);
       }
       if constexpr (kProducerGroup) {
         // Only once every math warp has given its extra registers back (barrier
