@@ -94,7 +94,7 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
         // Every WINNOW_GATE_REFRESH_TILES tiles warp r raises row r's gate from the
         // histogram, with no barrier: counts still being added only make the gate looser,
         // and it only rises. Every
-        // kCheckTiles tiles the whole CTA checks the buffers (a consistent count needs a
+        // kCheckTiles tiles the visitors check the buffers (a consistent count needs a
         // barrier) and compacts those past 3/4, which leaves room for kCheckTiles more
         // tiles of appends when the capacity allows.
         constexpr int kCheckTiles = CAP / 4 >= 16 * C::kKeyTile ? 16 : 4;
