@@ -48,8 +48,8 @@ constexpr std::array<EnvVar, 17> kRegistry{{
     {"WINNOW_TOPK_PIPELINE", false,
      "\"1\" runs the wgmma path's pipelined form (one CTA per SM, setmaxnreg, two "
      "accumulator sets; opt-in: faster only where the plain form fits one CTA per SM); "
-     "\"2\" its filter-warpgroup form (one CTA per SM: four math warpgroups, a filter "
-     "warpgroup summing their partials and running the filter, a producer warp)"},
+     "\"2\" its filter-warpgroup form (one CTA per SM: four math warpgroups, three filter "
+     "warps summing their partials and running the filter, a producer warp; measured slower)"},
     {"XDG_CACHE_HOME", false, "the cache defaults to $XDG_CACHE_HOME/winnow"},
 }};
 

@@ -98,11 +98,10 @@ __device__ void pipelined_math_tiles(const TopkSmem<C>& s, unsigned pos0, int ti
   }
   const unsigned full0 = shared_address(s.ring_full), empty0 = shared_address(s.ring_empty);
   RingSlot issued = ring_slot(pos0, STAGES), done = issued;
-  const WgmmaTileDescs descs = wgmma_tile_descs<C>(s);
   float acc0[64], acc1[64];
   auto issue = [&](float (&d)[64]) {
     mbarrier_wait(full0 + 8u * unsigned(issued.stage), issued.parity);
-    wgmma_issue_tile<C>(descs, issued.stage, d);
+    wgmma_issue_tile<C>(wgmma_stage_descs<C>(with_stage<C>(s, issued.stage)), 0, d);
     issued.advance(STAGES);
   };
   auto finish = [&](float (&d)[64], int t) {

@@ -247,8 +247,18 @@ __device__ __forceinline__ WgmmaTileDescs wgmma_tile_descs(const TopkSmem<C>& s)
           wgmma_desc_lo(s.q)};
 }
 
+// The same descriptors from a stage's own view (st = with_stage(s, i)), computed per tile:
+// in the plain and pipelined loops ptxas keeps these in registers as well as the hoisted
+// ones (no fewer instructions measured), and their PTX stays that of the measured kernels.
+template <class C>
+__device__ __forceinline__ WgmmaTileDescs wgmma_stage_descs(const TopkSmem<C>& st) {
+  return {wgmma_desc_lo(reinterpret_cast<const char*>(st.k) +
+                        swizzled_at<C::kKeyTile>((threadIdx.x >> 7) * 64, 0)),
+          wgmma_desc_lo(st.q)};
+}
+
 // Issues the m64n128 MMAs of the key tile in stage `stage` into d and commits them as one
-// group.
+// group (w: stage 0's descriptors, or stage `stage`'s own with stage 0).
 template <class C>
 __device__ __forceinline__ void wgmma_issue_tile(const WgmmaTileDescs& w, int stage, float (&d)[64]) {
   constexpr int R = C::kRows, H = C::kHeads, KT = C::kKeyTile;
@@ -482,12 +492,7 @@ __device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit,
   float ks0 = C::kUsesKScale ? s.kscale[key0] : 1.0f;
   float ks1 = C::kUsesKScale ? s.kscale[key0 + 8] : 1.0f;
   float d[64];
-  // The stage's own descriptors, per tile (hoisting them as wgmma_tile_descs does measured
-  // no fewer instructions in this loop: ptxas keeps them in registers either way).
-  const WgmmaTileDescs w{
-      wgmma_desc_lo(reinterpret_cast<const char*>(s.k) + swizzled_at<KT>((threadIdx.x >> 7) * 64, 0)),
-      wgmma_desc_lo(s.q)};
-  wgmma_issue_tile<C>(w, 0, d);
+  wgmma_issue_tile<C>(wgmma_stage_descs<C>(s), 0, d);
   // The scales are in registers before the stage can be released.
   keep_in_registers(ks0, ks1);
   wgmma_wait<0>();

@@ -18,6 +18,13 @@ const char* elem_name(ElemType t) {
   return "?";
 }
 
+int KernelPlan::math_threads() const {
+  return pipelined ? threads - 128 : filter_wg ? threads - winnow::kFilterFormThreads - 32
+         : wgmma   ? threads - 32
+                   : threads;
+}
+int KernelPlan::filter_threads() const { return filter_wg ? winnow::kFilterFormThreads : 0; }
+
 long KernelPlan::smem_bytes() const {
   // The spec's heads and dim are not stored here; choose_plan fills smem via layout().
   return smem_;

@@ -49,11 +49,10 @@ struct KernelPlan {
   // Threads per CTA: 256 of math, plus on the wgmma path one producer warp (TMA loads
   // into the key-tile ring, templates/topk_kernel.cuh), a producer warpgroup when pipelined.
   int threads = 256;
-  int math_threads() const {
-    return pipelined ? threads - 128 : filter_wg ? 512 : wgmma ? threads - 32 : threads;
-  }
-  // Threads of the filter warps (filter_wg: 96, templates/smem_layout.cuh), else 0.
-  int filter_threads() const { return filter_wg ? 96 : 0; }
+  int math_threads() const;
+  // Threads of the filter warps (filter_wg: kFilterFormThreads, templates/smem_layout.cuh),
+  // else 0.
+  int filter_threads() const;
   int bins = 2048;        // ThresholdBins per row (a multiple of 32; 512 above 8 rows)
   int capacity = 8192;    // CandidateBuffer entries per row
   int sample = 2048;      // keys scored first for the initial threshold (0: none)
