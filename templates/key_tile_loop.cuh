@@ -57,25 +57,14 @@ __device__ __forceinline__ bool is_producer_warp() {
 // warpgroups take 64 more each (128 x 40 + 256 x 232 = 64512 of the SM's 65536); both
 // return to 168 for the CTA-wide steps (sample ranks, select, sort) between.
 enum : int { kPipelineLaunchRegs = 168, kPipelineProducerRegs = 40, kPipelineMathRegs = 232 };
-// The filter-warpgroup form's (one CTA of 640 threads per SM, 96 registers each at launch):
-// for the tile loops the last warpgroup (three filter warps and the producer warp) drops to
-// 64 and the four math warpgroups rise to 104 (512 x 104 + 128 x 64 = 640 x 96). (ptxas
+// Launch registers of a form that moves registers (0: none). The filter-warpgroup form
+// moves none: its first version gave the math warpgroups 104 and the last warpgroup 64
+// (setmaxnreg), measured slower than 96 for all (bench/NOTES.md, session 20). (ptxas
 // compiles each instruction within the launch count too: 768 threads, 80 at launch, leave
 // too few for an m64n128 wgmma, whatever setmaxnreg gives later.)
-enum : int { kFilterFormLaunchRegs = 96, kFilterFormSideRegs = 64, kFilterFormMathRegs = 104 };
-static_assert(512 * kFilterFormMathRegs + 128 * kFilterFormSideRegs == 640 * kFilterFormLaunchRegs,
-              "the filter form's register moves balance");
-// Experiment switch: -DWINNOW_FILTER_FORM_REGS=0 keeps every warp of the filter form at its
-// 96 launch registers (no setmaxnreg; the filter warps then have room for their loop).
-#ifndef WINNOW_FILTER_FORM_REGS
-#define WINNOW_FILTER_FORM_REGS 1
-#endif
-// Launch registers of a form that moves registers (0: none).
 template <class C>
 __host__ __device__ constexpr int launch_regs_of() {
-  return C::kPipelined                                         ? kPipelineLaunchRegs
-         : C::kFilterThreads > 0 && WINNOW_FILTER_FORM_REGS ? kFilterFormLaunchRegs
-                                                               : 0;
+  return C::kPipelined ? kPipelineLaunchRegs : 0;
 }
 
 // The pipelined math loop (C::kPipelined): two accumulator sets, so that tile t + 1's MMAs
@@ -328,23 +317,14 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
     const unsigned pos0 = s.ring_pos;
     s.ring_pos = pos0 + unsigned(tiles);
     if constexpr (C::kFilterThreads > 0) {
-      // The filter form: the last warpgroup (filter warps, producer warp) gives registers to
-      // the math warpgroups for the tile loop (at one site for the whole warpgroup), and
-      // takes them back once every math warp has returned its own (kRegsReturned).
+      // The filter form: math warpgroups, filter warps and the producer warp each run their
+      // own loop over the list, every warp at its launch registers.
       if (int(threadIdx.x) < C::kMathThreads) {
-        if constexpr (WINNOW_FILTER_FORM_REGS) setmaxnreg_inc<kFilterFormMathRegs>();
         partial_math_tiles<C, S>(s, pos0, tiles);
-        if constexpr (WINNOW_FILTER_FORM_REGS) setmaxnreg_dec<kFilterFormLaunchRegs>();
-        named_barrier_sync<kRegsReturned, C::kThreads>();
+      } else if (is_producer_warp<C>()) {
+        produce_tiles<C>(p, s, pos0, tiles, tile_keys, tile_base);
       } else {
-        if constexpr (WINNOW_FILTER_FORM_REGS) setmaxnreg_dec<kFilterFormSideRegs>();
-        if (is_producer_warp<C>()) {
-          produce_tiles<C>(p, s, pos0, tiles, tile_keys, tile_base);
-        } else {
-          filter_tiles<C, S>(s, pos0, tiles, tile_keys, visit, after_tile, gate);
-        }
-        named_barrier_sync<kRegsReturned, C::kThreads>();
-        if constexpr (WINNOW_FILTER_FORM_REGS) setmaxnreg_inc<kFilterFormLaunchRegs>();
+        filter_tiles<C, S>(s, pos0, tiles, tile_keys, visit, after_tile, gate);
       }
     } else if (is_producer_warp<C>()) {
       if constexpr (C::kPipelined) setmaxnreg_dec<kPipelineProducerRegs>();
