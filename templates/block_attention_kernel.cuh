@@ -63,19 +63,28 @@ __device__ void block_attention(const BlockAttentionParams& p, unsigned char* sm
     const bool diagonal = J == I;
 
     float s[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) dot_16x8<D>(a, keys + nt * 8 * RB, RB, lane, s[nt]);
+    // The causal mask on the diagonal block only.
+    if (diagonal) {
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          if (key0 + nt * 8 + 2 * t4 + (i & 1) > qpos[i >> 1]) s[nt][i] = minus_infinity();
+        }
+      }
+    }
+    // The rows' maxima of the scaled scores: the maxima of the raw ones, scaled (the scale
+    // is positive and rounding monotonic: the same bits).
     float mx[2] = {minus_infinity(), minus_infinity()};
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
-      dot_16x8<D>(a, keys + nt * 8 * RB, RB, lane, s[nt]);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const long long kpos = key0 + nt * 8 + 2 * t4 + (i & 1);
-        float x = __fmul_rn(s[nt][i], p.scale_log2);
-        if (diagonal && kpos > qpos[i >> 1]) x = minus_infinity();
-        s[nt][i] = x;
-        mx[i >> 1] = fmaxf(mx[i >> 1], x);
-      }
+      for (int i = 0; i < 4; ++i) mx[i >> 1] = fmaxf(mx[i >> 1], s[nt][i]);
     }
+    mx[0] = __fmul_rn(mx[0], p.scale_log2);
+    mx[1] = __fmul_rn(mx[1], p.scale_log2);
     float corr[2];
     quad_row_maxima(mx, m, l, corr);
     // Most tiles leave both row maxima where they were: then nothing to rescale.
@@ -85,11 +94,14 @@ __device__ void block_attention(const BlockAttentionParams& p, unsigned char* sm
         o[dt][0] *= corr[0], o[dt][1] *= corr[0], o[dt][2] *= corr[1], o[dt][3] *= corr[1];
       }
     }
+    // p = exp2(s scale - m), one fused multiply-add and one ex2 an element (a row whose
+    // maximum is still -inf subtracts 0: its -inf scores give 0, not NaN).
+    const float mb[2] = {m[0] == minus_infinity() ? 0.0f : m[0], m[1] == minus_infinity() ? 0.0f : m[1]};
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        s[nt][i] = exp2_below(s[nt][i], m[i >> 1]);
+        s[nt][i] = exp2_approx(__fmaf_rn(s[nt][i], p.scale_log2, -mb[i >> 1]));
         l[i >> 1] = __fadd_rn(l[i >> 1], s[nt][i]);
       }
     }

@@ -137,24 +137,35 @@ __device__ void block_attention_wgmma(const BlockAttentionParams& p, const TmaMa
     wgmma_wait<0>();
     wgmma_pin(s);
 
+    // The causal mask on the diagonal block only, in the block's own coordinates: element
+    // i is key 8 (i / 4) + 2 t4 + i % 2 of row wg 64 + w 16 + g + 8 ((i / 2) % 2).
+    if (diagonal) {
+      const int d0 = 2 * t4 - (wg * 64 + w * 16 + g);
+#pragma unroll
+      for (int i = 0; i < T / 2; ++i) {
+        if (d0 + 8 * (i >> 2) + (i & 1) - 8 * ((i >> 1) & 1) > 0) s[i] = minus_infinity();
+      }
+    }
+    // The rows' maxima of the scaled scores: the maxima of the raw ones, scaled (the scale
+    // is positive and rounding monotonic: the same bits).
     float mx[2] = {minus_infinity(), minus_infinity()};
 #pragma unroll
-    for (int i = 0; i < T / 2; ++i) {
-      const long long kpos = (long long)J * T + 8 * (i >> 2) + 2 * t4 + (i & 1);
-      float x = __fmul_rn(s[i], p.scale_log2);
-      if (diagonal && kpos > qpos[(i >> 1) & 1]) x = minus_infinity();
-      s[i] = x;
-      mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], x);
-    }
+    for (int i = 0; i < T / 2; ++i) mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], s[i]);
+    mx[0] = __fmul_rn(mx[0], p.scale_log2);
+    mx[1] = __fmul_rn(mx[1], p.scale_log2);
     float corr[2];
     quad_row_maxima(mx, m, l, corr);
     if (corr[0] != 1.0f || corr[1] != 1.0f) {
 #pragma unroll
       for (int i = 0; i < D / 2; ++i) o[i] *= corr[(i >> 1) & 1];
     }
+    // p = exp2(s scale - m) in one fused multiply-add and one ex2 an element; a row whose
+    // maximum is still -inf (every score masked or -inf) subtracts 0, so that its -inf
+    // scores give 0 and not NaN.
+    const float mb[2] = {m[0] == minus_infinity() ? 0.0f : m[0], m[1] == minus_infinity() ? 0.0f : m[1]};
 #pragma unroll
     for (int i = 0; i < T / 2; ++i) {
-      s[i] = exp2_below(s[i], m[(i >> 1) & 1]);
+      s[i] = exp2_approx(__fmaf_rn(s[i], p.scale_log2, -mb[(i >> 1) & 1]));
       l[(i >> 1) & 1] = __fadd_rn(l[(i >> 1) & 1], s[i]);
     }
 
