@@ -11,7 +11,7 @@ namespace winnow::ops {
 
 BlockAttentionOp::BlockAttentionOp(const BlockProblem& p, const rt::Context* ctx)
     : BlockOp(p, ctx, "winnow_block_attention") {
-  m_.opt_in_wgmma(p.attention_wgmma, "WINNOW_BLOCK_ATTENTION_WGMMA", plan::use_wgmma_attention);
+  m_.use_wgmma(p.attention_wgmma, "WINNOW_BLOCK_ATTENTION_WGMMA", true, plan::use_wgmma_attention);
   m_.generated = codegen::emit_block_attention(m_.spec, m_.plan);
 }
 

@@ -35,16 +35,19 @@ std::shared_ptr<const rt::LoadedKernel> BlockModule::load(const char* entry,
   return load_entry(*ctx, module, entry, dynamic_smem_bytes);
 }
 
-void BlockModule::opt_in_wgmma(int flag, const char* var, WgmmaPlanStep use) {
-  bool on = flag == 1;
+void BlockModule::use_wgmma(int flag, const char* var, bool by_default, WgmmaPlanStep use) {
+  bool on = flag == 1, asked = flag == 1;
   if (flag < 0) {
     const auto v = rt::env_get(var);
-    on = v && *v == "1";
+    asked = v && *v == "1";
+    on = v ? asked : by_default;
   }
   if (!on || problem.arch.major != 9 || problem.arch.suffix != 'a') return;
   std::string why;
-  if (!use(spec, ctx ? ctx->info().max_smem_optin : kDefaultSmemLimit, &plan, &why))
-    throw NotSupported(why);
+  if (!use(spec, ctx ? ctx->info().max_smem_optin : kDefaultSmemLimit, &plan, &why)) {
+    if (asked) throw NotSupported(why);
+    return;  // the default only: the mma.sync kernel serves this shape
+  }
   program = plan::describe(spec, plan);
 }
 

@@ -27,12 +27,14 @@ struct BlockModule {
   // Compiles or takes the cubin from the cache; true when there is a context to load into.
   bool build(rt::CubinCache& cache, const backend::Backend& be);
   std::shared_ptr<const rt::LoadedKernel> load(const char* entry, int dynamic_smem_bytes) const;
-  // Moves the plan to an opt-in sm_90a wgmma kernel where it is asked for: `flag` 1 on,
-  // 0 off, -1 when the environment variable `var` is "1"; other archs keep the mma.sync
-  // kernels. `use` is plan::use_wgmma_attention or plan::use_wgmma_score; a plan that does
-  // not fit the device's shared memory throws NotSupported with the reason.
+  // Moves the plan to an sm_90a wgmma kernel: `flag` 1 on, 0 off, -1 as the environment
+  // variable `var` says ("1" on, "0" off), or `by_default` where it is unset; other archs
+  // keep the mma.sync kernels. `use` is plan::use_wgmma_attention or plan::use_wgmma_score;
+  // a plan that does not fit the device's shared memory throws NotSupported with the
+  // reason where the kernel was asked for, and keeps the mma.sync kernel where it was the
+  // default.
   using WgmmaPlanStep = bool (*)(const plan::BlockSpec&, long, plan::BlockPlan*, std::string*);
-  void opt_in_wgmma(int flag, const char* var, WgmmaPlanStep use);
+  void use_wgmma(int flag, const char* var, bool by_default, WgmmaPlanStep use);
   // "name: N CTAs/SM, R registers, S bytes of shared memory" of a loaded kernel.
   // threads: the kernel's CTA size, for its CTAs per SM (0: the plan's threads).
   std::string describe(const char* name, const rt::LoadedKernel& k, int threads = 0) const;

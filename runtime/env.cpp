@@ -19,7 +19,8 @@ constexpr std::array<EnvVar, 17> kRegistry{{
     {"WINNOW_BACKEND", false, "nvrtc (default) or llvm: what compiles the kernels"},
     // Changes the block plan, which is part of the key (the describe() text): no key input.
     {"WINNOW_BLOCK_ATTENTION_WGMMA", false,
-     "\"1\" runs block-sparse attention on the sm_90a wgmma kernel (opt-in until measured)"},
+     "\"0\" runs block-sparse attention on the mma.sync kernel instead of the sm_90a wgmma "
+     "kernel (the default; \"1\" asks for it, an error where the shape does not fit it)"},
     // Changes the block plan, which is part of the key (the describe() text): no key input.
     {"WINNOW_BLOCK_SCORE_WGMMA", false,
      "\"1\" runs block-select's score pass on the sm_90a wgmma kernel (opt-in until measured)"},

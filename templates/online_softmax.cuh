@@ -22,22 +22,6 @@ __device__ __forceinline__ void quad_row_maxima(float (&mx)[2], float (&m)[2], f
   }
 }
 
-// exp2 by the special-function unit alone (ex2.approx.ftz: relative error about 2^-22, results
-// below 2^-126 flushed to 0, exp2(-inf) = 0); the attention's probabilities, which are
-// rounded to bf16 next, need no more. (exp2f adds a range test and two multiplies around the
-// same instruction, for subnormal results.) Not for the index passes: their sums are the
-// CPU rule's, exp2f's bits.
-__device__ __forceinline__ float exp2_approx(float x) {
-#if defined(__CUDA_ARCH__)
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-#else
-  const float y = exp2f(x);
-  return y < 1.17549435e-38f ? 0.0f : y;
-#endif
-}
-
 // After the last tile: the rows' sums over the quad and their inverses (0: an empty row).
 __device__ __forceinline__ void quad_row_inverses(float (&l)[2], float (&inv)[2]) {
 #pragma unroll

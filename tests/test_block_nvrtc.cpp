@@ -43,7 +43,8 @@ TEST_CASE("block-select and block-sparse attention compile for sm_90a without a 
   check_builds(*attention);
 }
 
-TEST_CASE("the wgmma block attention kernel compiles for sm_90a, opt-in", "[nvrtc]") {
+TEST_CASE("the wgmma block attention kernel is sm_90a's default; 0 or the variable keeps mma.sync",
+          "[nvrtc]") {
   const int d = GENERATE(64, 128);
   INFO("head_dim " << d);
   auto p = problem(d);
@@ -52,15 +53,33 @@ TEST_CASE("the wgmma block attention kernel compiles for sm_90a, opt-in", "[nvrt
   CHECK_THAT(wgmma->source(), Catch::Contains("block_attention_wgmma<WinnowBlockConfig>"));
   CHECK_THAT(wgmma->plan_text(), Catch::Contains("attention_wgmma=1"));
   check_builds(*wgmma);
+  // Unset (-1) with the variable unset or "1": the same plan; "0": the mma.sync kernel.
+  p.attention_wgmma = -1;
+  {
+    test::ScopedEnv unset{"WINNOW_BLOCK_ATTENTION_WGMMA", nullptr};
+    CHECK(ops::BlockAttentionOp::create(p, nullptr)->plan_text() == wgmma->plan_text());
+  }
+  {
+    test::ScopedEnv on{"WINNOW_BLOCK_ATTENTION_WGMMA", "1"};
+    CHECK(ops::BlockAttentionOp::create(p, nullptr)->plan_text() == wgmma->plan_text());
+  }
+  {
+    test::ScopedEnv off{"WINNOW_BLOCK_ATTENTION_WGMMA", "0"};
+    auto plain = ops::BlockAttentionOp::create(p, nullptr);
+    CHECK_THAT(plain->source(), !Catch::Contains("wgmma"));
+    CHECK_THAT(plain->plan_text(), !Catch::Contains("wgmma"));
+  }
   // Off: the mma.sync kernel and the plan text (so the key) of before.
   p.attention_wgmma = 0;
   auto plain = ops::BlockAttentionOp::create(p, nullptr);
   CHECK_THAT(plain->source(), !Catch::Contains("wgmma"));
   CHECK_THAT(plain->plan_text(), !Catch::Contains("wgmma"));
-  // Other archs keep the mma.sync kernel.
-  p.attention_wgmma = 1;
+  // Other archs keep the mma.sync kernel, asked for or not.
   p.arch = backend::parse_arch("sm_100a");
-  CHECK_THAT(ops::BlockAttentionOp::create(p, nullptr)->source(), !Catch::Contains("wgmma"));
+  for (int flag : {1, -1}) {
+    p.attention_wgmma = flag;
+    CHECK_THAT(ops::BlockAttentionOp::create(p, nullptr)->source(), !Catch::Contains("wgmma"));
+  }
 }
 
 TEST_CASE("the wgmma block score pass compiles for sm_90a, opt-in", "[nvrtc]") {
