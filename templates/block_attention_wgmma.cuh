@@ -14,11 +14,10 @@
 // MN-major B: V is stored [key][d], so a TMA box of 128 bytes of d x 128 keys is the
 // transposed layout's swizzle atom as it lands, and the transposed descriptor
 // (wgmma_desc_mn) reads it with no copy. GQA: K and V are the KV head h / (heads /
-// kv_heads)'s (each head's list is its own, so a CTA serves one head). PingPong
-// (-DWINNOW_ATTENTION_PINGPONG=1; off until measured on the H200): FlashAttention-3's
-// schedule of the two math warpgroups, which take turns on the tensor cores for each GEMM
-// (S of tile t, then P V of tile t), so that one's softmax runs under the other's MMAs.
-// Not yet: the overlap of one tile's softmax with the next one's MMAs inside a warpgroup.
+// kv_heads)'s (each head's list is its own, so a CTA serves one head). Inside a warpgroup
+// tile t's softmax runs while tile t - 1's P V is on the tensor cores (FlashAttention-3's
+// intra-warpgroup overlap); FlashAttention-3's ping-pong of the two warpgroups was built
+// and measured slower once the softmax got short (bench/NOTES.md, session 21): removed.
 #pragma once
 #include "winnow/block_params.cuh"
 #include "winnow/block_select_kernel.cuh"
@@ -30,17 +29,9 @@
 #include "winnow/wgmma_q_tile.cuh"
 #include "winnow/wgmma_tiles.cuh"
 
-#ifndef WINNOW_ATTENTION_PINGPONG
-#define WINNOW_ATTENTION_PINGPONG 0
-#endif
-
 namespace winnow {
 
-// The ping-pong's turns: warpgroup wg waits on named barrier kTurnBarrier + wg (its 128
-// threads sync, the other warpgroup's 128 arrive when it hands the tensor cores over).
-enum : int { kTurnBarrier = 3 };
-
-template <class C, bool PingPong = bool(WINNOW_ATTENTION_PINGPONG)>
+template <class C>
 __device__ void block_attention_wgmma(const BlockAttentionParams& p, const TmaMap* kmap,
                                       const TmaMap* vmap, unsigned char* smem) {
   constexpr int D = C::kDim, T = kBlockTokens, RB = D * 2, ATOMS = RB / 128, DT = D / 8;
@@ -99,44 +90,37 @@ __device__ void block_attention_wgmma(const BlockAttentionParams& p, const TmaMa
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
   float m[2] = {minus_infinity(), minus_infinity()}, l[2] = {0.0f, 0.0f};
-  // The ping-pong: warpgroup 0 takes the first turn unasked, each hands the turn over once
-  // its GEMM is issued, and warpgroup 0 consumes the last hand-over after the loop, so
-  // both barriers end with no pending arrivals (2 x tiles turns each way).
-  auto take_turn = [wg](bool first) {
-    if constexpr (PingPong) {
-      if (wg == 0 && !first) named_barrier_sync<kTurnBarrier, kWgmmaAttentionMathThreads>();
-      if (wg == 1) named_barrier_sync<kTurnBarrier + 1, kWgmmaAttentionMathThreads>();
-    }
-  };
-  auto pass_turn = [wg] {
-    if constexpr (PingPong) {
-      if (wg == 0) named_barrier_arrive<kTurnBarrier + 1, kWgmmaAttentionMathThreads>();
-      else named_barrier_arrive<kTurnBarrier, kWgmmaAttentionMathThreads>();
-    }
-  };
-  RingSlot slot = ring_slot(0, STAGES);
-  for (int t = 0; t < tiles; ++t) {
-    mbarrier_wait(full + slot.stage, slot.parity);
-    take_turn(t == 0);
-    const char* keys = base + L.stage_off(slot.stage);
-    const char* values = keys + L.tile_bytes();
-    const int J = p.indices[first + t];
-    const bool diagonal = J == I;
-
-    // S (64 x 128, the D fragment: s[4 j + i] is row g + 8 (i / 2), key 8 j + 2 t4 + i % 2).
-    float s[T / 2];
+  // FlashAttention-3's overlap inside a warpgroup: tile t's S = Q K^T is issued together with
+  // tile t - 1's O += P V, and tile t's softmax runs while that P V is on the tensor cores.
+  // One S and one P set of registers suffice: P (pa) is packed from S only once the P V
+  // that read the previous P is complete, and the next S is issued after the packing. Every
+  // O element sees the same operations in the same order as with no overlap (+= P V of
+  // tile t - 1, *= tile t's correction, += P V of tile t): the same bits. The stage of tile
+  // t - 1 (its K and V) is released once its P V is complete; two stages hold tiles t - 1
+  // and t, the producer fills t + 1 during tile t's softmax.
+  float s[T / 2];
+  u32 pa[T / 16][4];
+  // S = Q K^T of the tile at `keys` (64 x 128, the D fragment: s[4 j + i] is row
+  // g + 8 (i / 2), key 8 j + 2 t4 + i % 2), issued and committed.
+  auto issue_s = [&](const char* keys) {
     const u32 klo = wgmma_desc_lo(keys);
-    wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) {
       wgmma_m64n<T, kElemBF16>(s, wgmma_desc_from_lo(qlo, swizzled_at<T>(wg * 64, ks * 32)),
                                wgmma_desc_from_lo(klo, swizzled_at<T>(0, ks * 32)), ks > 0);
     }
     wgmma_commit();
-    pass_turn();
-    wgmma_wait<0>();
-    wgmma_pin(s);
-
+  };
+  // O += P V for the tile whose values are at `values` (one k step of 16 keys a wgmma: P's
+  // registers pa[ks] in A's order; V's rows 16 ks.., its two 64-column atoms T * 128 apart).
+  auto issue_pv = [&](const char* values) {
+#pragma unroll
+    for (int ks = 0; ks < T / 16; ++ks)
+      wgmma_m64n_bf16_rs_mn<D>(o, pa[ks], wgmma_desc_mn(values + ks * 16 * 128, T * 128), 1);
+    wgmma_commit();
+  };
+  // The online softmax of S in place (P = exp2(S scale - m)); corr: the factor O takes.
+  auto softmax = [&](bool diagonal, float (&corr)[2]) {
     // The causal mask on the diagonal block only, in the block's own coordinates: element
     // i is key 8 (i / 4) + 2 t4 + i % 2 of row wg 64 + w 16 + g + 8 ((i / 2) % 2).
     if (diagonal) {
@@ -153,47 +137,79 @@ __device__ void block_attention_wgmma(const BlockAttentionParams& p, const TmaMa
     for (int i = 0; i < T / 2; ++i) mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], s[i]);
     mx[0] = __fmul_rn(mx[0], p.scale_log2);
     mx[1] = __fmul_rn(mx[1], p.scale_log2);
-    float corr[2];
     quad_row_maxima(mx, m, l, corr);
-    if (corr[0] != 1.0f || corr[1] != 1.0f) {
-#pragma unroll
-      for (int i = 0; i < D / 2; ++i) o[i] *= corr[(i >> 1) & 1];
-    }
-    // p = exp2(s scale - m) in one fused multiply-add and one ex2 an element; a row whose
-    // maximum is still -inf (every score masked or -inf) subtracts 0, so that its -inf
-    // scores give 0 and not NaN.
+    // One fused multiply-add and one ex2 an element; a row whose maximum is still -inf
+    // (every score masked or -inf) subtracts 0, so that its -inf scores give 0, not NaN.
     const float mb[2] = {m[0] == minus_infinity() ? 0.0f : m[0], m[1] == minus_infinity() ? 0.0f : m[1]};
 #pragma unroll
     for (int i = 0; i < T / 2; ++i) {
       s[i] = exp2_approx(__fmaf_rn(s[i], p.scale_log2, -mb[(i >> 1) & 1]));
       l[(i >> 1) & 1] = __fadd_rn(l[(i >> 1) & 1], s[i]);
     }
-
-    // O += P V, one k step (16 keys) a wgmma: P's registers s[8 ks .. 8 ks + 7] in A's
-    // order; V's rows 16 ks.. (2048 bytes a step), its two 64-column atoms T * 128 apart.
-    // Every P register is written before the fence: a register write between the MMAs
-    // would make ptxas wait for each before the next (one group per MMA).
-    u32 pa[T / 16][4];
+  };
+  // O takes the tile's correction, then P is packed from S (every P register written before
+  // the next fence: a register write between the MMAs would make ptxas wait for each).
+  auto correct_and_pack = [&](const float (&corr)[2]) {
+    if (corr[0] != 1.0f || corr[1] != 1.0f) {
+#pragma unroll
+      for (int i = 0; i < D / 2; ++i) o[i] *= corr[(i >> 1) & 1];
+    }
 #pragma unroll
     for (int ks = 0; ks < T / 16; ++ks) {
 #pragma unroll
       for (int r = 0; r < 4; ++r) pa[ks][r] = pack_bf16x2(s[8 * ks + 2 * r], s[8 * ks + 2 * r + 1]);
     }
-    take_turn(false);
+  };
+  auto release = [&](int stage) {
+    __syncwarp();  // the warp's MMAs on the stage are complete
+    if (lane == 0) mbarrier_arrive(empty + stage);
+  };
+  // FlashAttention-3's overlap inside a warpgroup: tile t's S is issued together with tile
+  // t - 1's P V, and tile t's softmax runs while that P V is on the tensor cores. One S and
+  // one P set of registers suffice: P is repacked from S only once the P V that read the
+  // previous P is complete, and the next S is issued after the packing. Every O element
+  // sees the same operations in the same order as with no overlap (+= P V of tile t - 1,
+  // *= tile t's correction, += P V of tile t). The stage of tile t - 1 (its K and V) is
+  // released once its P V is complete; two stages hold tiles t - 1 and t, and the producer
+  // fills t + 1 during tile t's softmax. The first tile is peeled, so that every P V issued
+  // in the loop is waited for in the same iteration (ptxas serialises the MMAs otherwise).
+  if (tiles > 0) {
+    RingSlot slot = ring_slot(0, STAGES);
+    mbarrier_wait(full + slot.stage, slot.parity);
+    const char* keys = base + L.stage_off(slot.stage);
     wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < T / 16; ++ks)
-      wgmma_m64n_bf16_rs_mn<D>(o, pa[ks], wgmma_desc_mn(values + ks * 16 * 128, T * 128), 1);
-    wgmma_commit();
-    pass_turn();
+    issue_s(keys);
+    wgmma_wait<0>();
+    wgmma_pin(s);
+    float corr[2];
+    softmax(p.indices[first] == I, corr);
+    correct_and_pack(corr);
+    const char* prev_values = keys + L.tile_bytes();
+    int prev_stage = slot.stage;
+    slot.advance(STAGES);
+    for (int t = 1; t < tiles; ++t) {
+      mbarrier_wait(full + slot.stage, slot.parity);
+      keys = base + L.stage_off(slot.stage);
+      wgmma_fence();
+      issue_s(keys);
+      issue_pv(prev_values);
+      wgmma_wait<1>();  // S is complete; the P V may still run
+      wgmma_pin(s);
+      softmax(p.indices[first + t] == I, corr);
+      wgmma_wait<0>();
+      wgmma_pin(o);
+      wgmma_pin_u32(pa);
+      release(prev_stage);
+      correct_and_pack(corr);
+      prev_values = keys + L.tile_bytes();
+      prev_stage = slot.stage;
+      slot.advance(STAGES);
+    }
+    wgmma_fence();
+    issue_pv(prev_values);
     wgmma_wait<0>();
     wgmma_pin(o);
-    __syncwarp();  // the warp's MMAs on the stage are complete
-    if (lane == 0) mbarrier_arrive(empty + slot.stage);
-    slot.advance(STAGES);
-  }
-  if constexpr (PingPong) {
-    if (wg == 0 && tiles > 0) named_barrier_sync<kTurnBarrier, kWgmmaAttentionMathThreads>();
+    release(prev_stage);
   }
 
   float inv[2];

@@ -45,6 +45,16 @@ __device__ __forceinline__ void wgmma_pin(float (&d)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
+// The same for the registers of an A operand (P in block attention): kept as they are until
+// here, where the MMAs that read them are complete.
+template <int N, int M>
+__device__ __forceinline__ void wgmma_pin_u32(u32 (&d)[N][M]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+#pragma unroll
+    for (int j = 0; j < M; ++j) asm volatile("" : "+r"(d[i][j])::"memory");
+  }
+}
 
 // d (64 x N, fp32, the accumulator fragment of the PTX ISA's wgmma D layout: N / 2 values
 // per thread) = A (64 x k-step, descriptor a) * B (N x k-step, descriptor b)^T +

@@ -30,7 +30,7 @@ std::string json_string(const std::string& s);
 std::string json_bool(std::optional<bool> b);
 std::string utc_date();  // "2026-12-01"
 // A record's "variant": `base` (e.g. "attention_wgmma", or empty), then WINNOW_NVRTC_OPTIONS
-// (kernel switches such as -DWINNOW_ATTENTION_PINGPONG=1) when set, space-separated.
+// (kernel switches such as -DWINNOW_GATE_REFRESH_TILES=8) when set, space-separated.
 std::string variant_with_nvrtc_options(const std::string& base);
 // Prints the records on stdout and appends them to out_path (when not empty).
 void emit(const std::string& out_path, const std::vector<std::string>& lines);

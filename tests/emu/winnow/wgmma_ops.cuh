@@ -32,6 +32,8 @@ inline void wgmma_fence() {}
 inline void wgmma_commit() {}
 template <int N>
 inline void wgmma_pin(float (&)[N]) {}
+template <int N, int M>
+inline void wgmma_pin_u32(u32 (&)[N][M]) {}
 template <int N>
 inline void wgmma_wait() {}
 template <int Regs>
