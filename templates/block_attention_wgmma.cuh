@@ -45,11 +45,15 @@ __device__ void block_attention_wgmma(const BlockAttentionParams& p, const TmaMa
   const int tiles = p.offsets[h * p.blocks + I + 1] - first;
   char* base = reinterpret_cast<char*>(smem);
   u64* full = reinterpret_cast<u64*>(smem + L.barriers_off());
-  u64* empty = full + STAGES;
+  u64* empty = full + STAGES;          // the K ring's
+  u64* vfull = full + 2 * STAGES;      // the V ring's
+  u64* vempty = full + 3 * STAGES;
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbarrier_init(full + s, 1);      // the producer's arrival, with the tile's bytes
       mbarrier_init(empty + s, kWgmmaAttentionMathThreads / 32);  // one per math warp
+      mbarrier_init(vfull + s, 1);
+      mbarrier_init(vempty + s, kWgmmaAttentionMathThreads / 32);
     }
     mbarrier_init_fence();
   }
@@ -62,16 +66,19 @@ __device__ void block_attention_wgmma(const BlockAttentionParams& p, const TmaMa
       tma_prefetch(vmap);
       RingSlot slot = ring_slot(0, STAGES);
       for (int t = 0; t < tiles; ++t) {
-        mbarrier_wait(empty + slot.stage, slot.parity ^ 1u);
         const int key0 = p.indices[first + t] * T;
         char* kdst = base + L.stage_off(slot.stage);
         char* vdst = kdst + L.tile_bytes();
-        mbarrier_arrive_expect_tx(full + slot.stage, unsigned(2 * L.tile_bytes()));
+        mbarrier_wait(empty + slot.stage, slot.parity ^ 1u);
+        mbarrier_arrive_expect_tx(full + slot.stage, unsigned(L.tile_bytes()));
 #pragma unroll
-        for (int a = 0; a < ATOMS; ++a) {
+        for (int a = 0; a < ATOMS; ++a)
           tma_load_2d(kdst + a * T * 128, kmap, full + slot.stage, kv * RB + a * 128, key0);
-          tma_load_2d(vdst + a * T * 128, vmap, full + slot.stage, kv * RB + a * 128, key0);
-        }
+        mbarrier_wait(vempty + slot.stage, slot.parity ^ 1u);
+        mbarrier_arrive_expect_tx(vfull + slot.stage, unsigned(L.tile_bytes()));
+#pragma unroll
+        for (int a = 0; a < ATOMS; ++a)
+          tma_load_2d(vdst + a * T * 128, vmap, vfull + slot.stage, kv * RB + a * 128, key0);
         slot.advance(STAGES);
       }
     }
@@ -160,19 +167,21 @@ __device__ void block_attention_wgmma(const BlockAttentionParams& p, const TmaMa
       for (int r = 0; r < 4; ++r) pa[ks][r] = pack_bf16x2(s[8 * ks + 2 * r], s[8 * ks + 2 * r + 1]);
     }
   };
-  auto release = [&](int stage) {
-    __syncwarp();  // the warp's MMAs on the stage are complete
-    if (lane == 0) mbarrier_arrive(empty + stage);
+  auto release = [&](u64* bar) {
+    __syncwarp();  // the warp's MMAs on the buffer are complete
+    if (lane == 0) mbarrier_arrive(bar);
   };
   // FlashAttention-3's overlap inside a warpgroup: tile t's S is issued together with tile
   // t - 1's P V, and tile t's softmax runs while that P V is on the tensor cores. One S and
   // one P set of registers suffice: P is repacked from S only once the P V that read the
   // previous P is complete, and the next S is issued after the packing. Every O element
   // sees the same operations in the same order as with no overlap (+= P V of tile t - 1,
-  // *= tile t's correction, += P V of tile t). The stage of tile t - 1 (its K and V) is
-  // released once its P V is complete; two stages hold tiles t - 1 and t, and the producer
-  // fills t + 1 during tile t's softmax. The first tile is peeled, so that every P V issued
-  // in the loop is waited for in the same iteration (ptxas serialises the MMAs otherwise).
+  // *= tile t's correction, += P V of tile t). K and V have their own full/empty barriers
+  // on the two stages: tile t's K goes back to the producer once S is complete, tile t - 1's
+  // V once its P V is, so that the producer loads tile t + 1's K during tile t (one ring of
+  // whole stages released after P V left it no time). The first tile is peeled, so that
+  // every P V issued in the loop is waited for in the same iteration (ptxas serialises the
+  // MMAs otherwise).
   if (tiles > 0) {
     RingSlot slot = ring_slot(0, STAGES);
     mbarrier_wait(full + slot.stage, slot.parity);
@@ -181,35 +190,37 @@ __device__ void block_attention_wgmma(const BlockAttentionParams& p, const TmaMa
     issue_s(keys);
     wgmma_wait<0>();
     wgmma_pin(s);
+    release(empty + slot.stage);
     float corr[2];
     softmax(p.indices[first] == I, corr);
     correct_and_pack(corr);
-    const char* prev_values = keys + L.tile_bytes();
-    int prev_stage = slot.stage;
+    RingSlot prev = slot;
     slot.advance(STAGES);
     for (int t = 1; t < tiles; ++t) {
       mbarrier_wait(full + slot.stage, slot.parity);
       keys = base + L.stage_off(slot.stage);
+      mbarrier_wait(vfull + prev.stage, prev.parity);
       wgmma_fence();
       issue_s(keys);
-      issue_pv(prev_values);
+      issue_pv(base + L.stage_off(prev.stage) + L.tile_bytes());
       wgmma_wait<1>();  // S is complete; the P V may still run
       wgmma_pin(s);
+      release(empty + slot.stage);
       softmax(p.indices[first + t] == I, corr);
       wgmma_wait<0>();
       wgmma_pin(o);
       wgmma_pin_u32(pa);
-      release(prev_stage);
+      release(vempty + prev.stage);
       correct_and_pack(corr);
-      prev_values = keys + L.tile_bytes();
-      prev_stage = slot.stage;
+      prev = slot;
       slot.advance(STAGES);
     }
+    mbarrier_wait(vfull + prev.stage, prev.parity);
     wgmma_fence();
-    issue_pv(prev_values);
+    issue_pv(base + L.stage_off(prev.stage) + L.tile_bytes());
     wgmma_wait<0>();
     wgmma_pin(o);
-    release(prev_stage);
+    release(vempty + prev.stage);
   }
 
   float inv[2];

@@ -102,7 +102,9 @@ struct WgmmaAttentionSmem {
   WINNOW_HD constexpr long tile_bytes() const { return long(kBlockTokens) * dim * 2; }
   WINNOW_HD constexpr long stage_off(int s) const { return tile_bytes() * (1 + 2L * s); }
   WINNOW_HD constexpr long barriers_off() const { return stage_off(kStages); }
-  WINNOW_HD constexpr long bytes() const { return barriers_off() + 16L * kStages; }
+  // full and empty mbarriers of the K ring, then of the V ring (K and V of a stage are
+  // released apart: K once S is complete, V once P V is).
+  WINNOW_HD constexpr long bytes() const { return barriers_off() + 32L * kStages; }
 };
 
 // The sm_90a wgmma form of the score pass (templates/block_score_wgmma.cuh): the mma.sync
