@@ -158,14 +158,22 @@ __device__ void block_pool(const BlockSelectParams& p) {
 // The four scores of one 8-key chunk of a 16-row fragment (c: the mma C / wgmma D
 // layout, c0 c1 row g, c2 c3 row g + 8, keys J0 and J0 + 1) in the exp2 domain; -inf for
 // the blocks at or past n (not visible from the query block).
-template <class S>
+// A compile-time bool as a value (for generic lambdas).
+template <bool B>
+struct BoolTag {
+  static constexpr bool value = B;
+};
+
+// kBounded false: every block of the chunk is visible (a tile inside [0, n)), no test.
+template <class S, bool kBounded = true>
 __device__ __forceinline__ void chunk_scores(const float (&c)[4], int J0, int n, float (&x)[4]) {
   const float kLog2e = 1.4426950408889634f;
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     ScoreArgs args{};
     args.dot = &c[i];
-    x[i] = J0 + (i & 1) < n ? __fmul_rn(S::eval(args), kLog2e) : minus_infinity();
+    const float v = __fmul_rn(S::eval(args), kLog2e);
+    x[i] = !kBounded || J0 + (i & 1) < n ? v : minus_infinity();
   }
 }
 
@@ -316,14 +324,28 @@ __device__ void block_score(const BlockSelectParams& p, unsigned char* smem) {
     if (it == tiles) quad_row_stats(m, l, inv);  // pass 1 is over
     const char* keys = reinterpret_cast<const char*>(smem) + (it & 1) * L.stage_bytes();
     float colsum[NT][2];
+    // One pass's steps over the tile's chunks; the bound test only where the tile reaches
+    // past n (the last one). The same operations on the same values in every branch.
+    auto chunks = [&](auto pass2, auto bounded) {
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      float c[4];
-      dot_16x8<D>(a, keys + nt * 8 * RB, RB, lane, c);
-      float x[4];
-      chunk_scores<S>(c, tile * T + nt * 8 + 2 * t4, n, x);
-      if (!second) chunk_row_stats(x, m, l);
-      else chunk_column_sums(x, m, inv, colsum[nt]);
+      for (int nt = 0; nt < NT; ++nt) {
+        float c[4];
+        dot_16x8<D>(a, keys + nt * 8 * RB, RB, lane, c);
+        float x[4];
+        chunk_scores<S, decltype(bounded)::value>(c, tile * T + nt * 8 + 2 * t4, n, x);
+        if constexpr (decltype(pass2)::value) chunk_column_sums(x, m, inv, colsum[nt]);
+        else chunk_row_stats(x, m, l);
+      }
+    };
+    using Yes = BoolTag<true>;
+    using No = BoolTag<false>;
+    const bool bounded = (tile + 1) * T > n;
+    if (!second) {
+      if (bounded) chunks(No{}, Yes{});
+      else chunks(No{}, No{});
+    } else {
+      if (bounded) chunks(Yes{}, Yes{});
+      else chunks(Yes{}, No{});
     }
     if (second) {
 #pragma unroll
