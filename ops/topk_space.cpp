@@ -13,9 +13,9 @@ namespace winnow::ops {
 
 std::string TopkPoint::text() const {
   return fmt::format("rows_per_cta={} key_tile={} bins={} sample_size={} candidate_capacity={} "
-                     "key_splits={} max_ctas_per_sm={} stages={}",
+                     "key_splits={} max_ctas_per_sm={} stages={} pipeline={}",
                      rows_per_cta, key_tile, bins, sample_size, candidate_capacity, key_splits,
-                     max_ctas_per_sm, stages);
+                     max_ctas_per_sm, stages, pipeline);
 }
 
 std::optional<TopkPoint> parse_topk_point(const std::string& text) {
@@ -43,11 +43,13 @@ std::optional<TopkPoint> parse_topk_point(const std::string& text) {
                  : name == "key_splits"         ? &p.key_splits
                  : name == "max_ctas_per_sm"    ? &p.max_ctas_per_sm
                  : name == "stages"             ? &p.stages
+                 : name == "pipeline"           ? &p.pipeline
                                                 : nullptr;
     if (field == nullptr || !seen.insert(name).second) return std::nullopt;
     *field = value;
   }
-  if (seen.size() != 8) return std::nullopt;
+  // Every knob once; pipeline= may be missing (records from before it: 0).
+  if (seen.size() != 9 && (seen.size() != 8 || seen.count("pipeline"))) return std::nullopt;
   return p;
 }
 
@@ -61,6 +63,7 @@ TopkPoint point_of(const TopkProblem& p) {
   t.key_splits = p.key_splits;
   t.max_ctas_per_sm = p.max_ctas_per_sm;
   t.stages = p.plan_knobs.stages;
+  t.pipeline = p.plan_knobs.pipeline;
   return t;
 }
 
@@ -73,6 +76,7 @@ TopkProblem with_point(TopkProblem p, const TopkPoint& t) {
   p.key_splits = t.key_splits;
   p.max_ctas_per_sm = t.max_ctas_per_sm;
   p.plan_knobs.stages = t.stages;
+  p.plan_knobs.pipeline = t.pipeline;
   return p;
 }
 
@@ -113,6 +117,7 @@ double topk_cost_us(const TopkProblem& p, const plan::KernelPlan& plan, const To
   const double math = 2 * rows * h * d * (n + plan.sample) / rate;
   const double epilogue = rows * n * (plan.head_sums ? std::max(h / 16, 1.0) : h) /
                           dev.cuda_core_flop_per_s;
+  const bool overlapped = plan.pipelined || plan.filter_wg;
   // Key splits as execute would choose them (TopkOp::key_splits_for without the device's
   // cap): parts of at least four tiles and 2k keys.
   double splits = point.key_splits;
@@ -131,7 +136,8 @@ double topk_cost_us(const TopkProblem& p, const plan::KernelPlan& plan, const To
   const double utilisation = items / (std::ceil(items / resident) * resident);
   const double select = rows * (plan.bins + plan.capacity) * 4.0 / dev.l2_bytes_per_s +
                         (splits > 1 ? rows * p.k * splits * 8.0 / dev.hbm_bytes_per_s : 0);
-  return (std::max(memory, math + epilogue) / utilisation + select) * 1e6;
+  const double compute = overlapped ? std::max(math, epilogue) : math + epilogue;
+  return (std::max(memory, compute) / utilisation + select) * 1e6;
 }
 
 namespace {
@@ -209,14 +215,20 @@ TopkSpace topk_space(const TopkProblem& p, const rt::Context* ctx, const TopkSha
   const int default_capacity = std::max(4 * p.k, 4096);
   const std::vector<int> samples = {-1, std::min(2 * std::max(2048, p.k), kMaxSampleSize)};
   const std::vector<int> capacities = {0, std::min(2 * default_capacity, kMaxCandidateCapacity)};
+  // The wgmma path's forms only where the problem's own plan is on wgmma (elsewhere the
+  // knob changes nothing); the filter-warpgroup form fixes its key tile (256: key_tile 0).
+  std::unique_ptr<TopkOp> base_op = TopkOp::create(p, ctx);
+  const std::vector<int> forms =
+      base_op->kernel_plan().wgmma ? std::vector<int>{0, 1, 2} : std::vector<int>{0};
   for (int rows : {1, 2, 4, 8, 16})
-    for (int tile : {16, 32, 64, 128})
-      for (int bins : {512, 1024, 2048})
-        for (int sample : samples)
-          for (int capacity : capacities)
-            for (int splits : {0, 1, 4})
-              for (int ctas : {0, 1, 2})
-                add(TopkPoint{rows, tile, bins, sample, capacity, splits, ctas}, false);
+    for (int form : forms)
+      for (int tile : form == 2 ? std::vector<int>{0} : std::vector<int>{16, 32, 64, 128})
+        for (int bins : {512, 1024, 2048})
+          for (int sample : samples)
+            for (int capacity : capacities)
+              for (int splits : {0, 1, 4})
+                for (int ctas : {0, 1, 2})
+                  add(TopkPoint{rows, tile, bins, sample, capacity, splits, ctas, 0, form}, false);
   return space;
 }
 

@@ -5,12 +5,16 @@
 //
 // Knobs and values:
 //   rows_per_cta        1, 2, 4, 8, 16      query rows sharing each key tile
-//   key_tile            16, 32, 64, 128     keys per tile (128: tensor cores only)
+//   key_tile            16, 32, 64, 128     keys per tile (128: tensor cores only; the
+//                                           filter form's is fixed, 256: key_tile 0 there)
 //   bins                512, 1024, 2048     ThresholdBins per row
 //   sample_size         default, 2 max(2048, k)   keys scored first (<= WINNOW_MAX_SAMPLE_SIZE)
 //   candidate_capacity  default, 2 default  CandidateBuffer entries per row (>= k)
 //   key_splits          per call, 1, 4      parts each row's window is cut into
 //   max_ctas_per_sm     as fit, 1, 2        a cap on resident CTAs per SM
+//   pipeline            heuristic, 1, 2     the wgmma path's form (PlanKnobs::pipeline: the
+//                                           pipelined form, the filter-warpgroup form);
+//                                           only where the problem's plan is on wgmma
 // Key-tile stages of the topk kernel are fixed by its configuration (SmemLayout::k_stages:
 // 4 or 3 on wgmma, 2 on mma.sync, 1 on CUDA cores).
 // Registers are a limit known only after the compile: a point that cannot be resident is
@@ -33,9 +37,11 @@ namespace winnow::ops {
 struct TopkPoint {
   int rows_per_cta = 0, key_tile = 0, bins = 0;
   int sample_size = -1, candidate_capacity = 0, key_splits = 0, max_ctas_per_sm = 0;
-  int stages = 0;  // the retrieval mode's ring stages
+  int stages = 0;    // the retrieval mode's ring stages
+  int pipeline = 0;  // the wgmma path's form (0: the heuristic's)
   // "rows_per_cta=2 key_tile=128 bins=2048 sample_size=-1 candidate_capacity=0
-  // key_splits=0 max_ctas_per_sm=0 stages=0": what the tuning database records.
+  // key_splits=0 max_ctas_per_sm=0 stages=0 pipeline=0": what the tuning database records
+  // (a text without pipeline=, as recorded before the knob, reads as pipeline=0).
   std::string text() const;
   bool operator==(const TopkPoint&) const = default;
 };
@@ -79,7 +85,10 @@ DeviceModel device_model(const rt::Context* ctx);
 //   select   rows (bins + capacity) x 4 bytes / L2, and rows k S x 8 bytes / HBM to merge
 // over the waves of the persistent grid: resident = min(cap, smem_per_sm / (smem + 1 KiB),
 // 2048 / threads) x SMs; utilisation = (B S) / (ceil(B S / resident) resident), and
-//   time = max(memory, math + epilogue) / utilisation + select.
+//   time = max(memory, math + epilogue) / utilisation + select,
+// with max(math, epilogue) in place of their sum for the forms that overlap them (the
+// pipelined and filter-warpgroup forms): a guess that keeps them in the timed shortlist,
+// where the measurement decides.
 double topk_cost_us(const TopkProblem& p, const plan::KernelPlan& plan, const TopkPoint& point,
                     const TopkShape& shape, const DeviceModel& device);
 

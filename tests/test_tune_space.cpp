@@ -4,6 +4,7 @@
 // with the fake timer (tests/fake_tuner.h): the winner is the fastest and lands in the
 // database, where plan build finds it.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <set>
@@ -74,6 +75,12 @@ TEST_CASE("plan knobs: a point that does not fit is refused, not replaced", "[tu
   bad = dsa_problem();
   bad.max_ctas_per_sm = 99;
   CHECK_THROWS_WITH(ops::TopkOp::create(bad, nullptr), Catch::Contains("max_ctas_per_sm = 99"));
+  for (int form : {-1, 3}) {
+    bad = dsa_problem();
+    bad.plan_knobs.pipeline = form;
+    CHECK_THROWS_WITH(ops::TopkOp::create(bad, nullptr),
+                      Catch::Contains(fmt::format("pipeline = {} must be", form)));
+  }
   // CUDA-core dots never take the 128-key tile.
   ops::TopkProblem cc = cuda_core_problem();
   cc.plan_knobs.key_tile = 128;
@@ -86,7 +93,12 @@ TEST_CASE("tunable space: pruned by the limits, baseline first, no duplicates", 
     const ops::TopkSpace space = ops::topk_space(p, nullptr, shape);
     INFO(ops::TopkOp::create(p, nullptr)->plan_text());
     REQUIRE(space.candidates.size() > 10);
-    CHECK(space.considered == 5 * 4 * 3 * 2 * 2 * 3 * 3);
+    // The wgmma path's three forms only where the problem's plan is on wgmma.
+    const bool wgmma = ops::TopkOp::create(p, nullptr)->kernel_plan().wgmma;
+    const int forms = wgmma ? 3 : 1;
+    // Forms 0 and 1 over four key tiles, the filter form over its own one.
+    const int tiles = wgmma ? 4 + 4 + 1 : 4;
+    CHECK(space.considered == std::size_t(5 * tiles * 3 * 2 * 2 * 3 * 3));
     CHECK(space.pruned > 0);
     CHECK_FALSE(space.first_pruned_reason.empty());
     CHECK(space.considered ==
@@ -103,6 +115,18 @@ TEST_CASE("tunable space: pruned by the limits, baseline first, no duplicates", 
       if (op->kernel_plan().mma == 0) CHECK(op->kernel_plan().key_tile != 128);
       CHECK(c.predicted_us > 0);
       CHECK(seen.insert(c.plan_text + c.point.text()).second);
+    }
+    // The wgmma problem's space holds the pipelined and the filter-warpgroup forms.
+    if (forms == 3) {
+      auto has = [&](const char* text) {
+        return std::any_of(space.candidates.begin(), space.candidates.end(),
+                           [&](const ops::TopkCandidate& c) {
+                             return c.plan_text.find(text) != std::string::npos;
+                           });
+      };
+      CHECK(has("pipelined=true"));
+      CHECK(has("filter_wg=true"));
+      CHECK(has("pipelined=false filter_wg=false"));
     }
   }
 }
@@ -150,10 +174,18 @@ TEST_CASE("tunable space: the cost model prefers fewer key re-reads", "[tune]") 
 }
 
 TEST_CASE("tunable space: a point's text reads back, other text does not", "[tune]") {
-  const ops::TopkPoint p{4, 32, 1024, 4096, 16384, 1, 2, 5};
+  const ops::TopkPoint p{4, 32, 1024, 4096, 16384, 1, 2, 5, 2};
   const auto back = ops::parse_topk_point(p.text());
   REQUIRE(back);
   CHECK(*back == p);
+  // A record from before the pipeline knob reads as the heuristic's form.
+  std::string old = p.text();
+  old.erase(old.find(" pipeline="));
+  const auto old_back = ops::parse_topk_point(old);
+  REQUIRE(old_back);
+  CHECK(old_back->pipeline == 0);
+  CHECK(old_back->stages == 5);
+  CHECK_FALSE(ops::parse_topk_point(p.text() + " pipeline=1"));  // twice
   CHECK_FALSE(ops::parse_topk_point(""));
   CHECK_FALSE(ops::parse_topk_point("rows_per_cta=4"));
   CHECK_FALSE(ops::parse_topk_point(p.text() + " extra=1"));
