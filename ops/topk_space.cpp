@@ -117,7 +117,6 @@ double topk_cost_us(const TopkProblem& p, const plan::KernelPlan& plan, const To
   const double math = 2 * rows * h * d * (n + plan.sample) / rate;
   const double epilogue = rows * n * (plan.head_sums ? std::max(h / 16, 1.0) : h) /
                           dev.cuda_core_flop_per_s;
-  const bool overlapped = plan.pipelined || plan.filter_wg;
   // Key splits as execute would choose them (TopkOp::key_splits_for without the device's
   // cap): parts of at least four tiles and 2k keys.
   double splits = point.key_splits;
@@ -136,8 +135,7 @@ double topk_cost_us(const TopkProblem& p, const plan::KernelPlan& plan, const To
   const double utilisation = items / (std::ceil(items / resident) * resident);
   const double select = rows * (plan.bins + plan.capacity) * 4.0 / dev.l2_bytes_per_s +
                         (splits > 1 ? rows * p.k * splits * 8.0 / dev.hbm_bytes_per_s : 0);
-  const double compute = overlapped ? std::max(math, epilogue) : math + epilogue;
-  return (std::max(memory, compute) / utilisation + select) * 1e6;
+  return (std::max(memory, math + epilogue) / utilisation + select) * 1e6;
 }
 
 namespace {
@@ -197,6 +195,9 @@ TopkSpace topk_space(const TopkProblem& p, const rt::Context* ctx, const TopkSha
     c.point = point;
     c.baseline = baseline;
     c.plan_text = op->plan_text();
+    const plan::KernelPlan& kp = op->kernel_plan();
+    c.family = fmt::format("rows={} tile={} wgmma={} pipelined={} filter_wg={}", kp.rows_per_cta,
+                           kp.key_tile, kp.wgmma, kp.pipelined, kp.filter_wg);
     c.predicted_us = topk_cost_us(p, op->kernel_plan(), point, shape, dev);
     space.candidates.push_back(std::move(c));
   };

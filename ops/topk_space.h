@@ -85,10 +85,9 @@ DeviceModel device_model(const rt::Context* ctx);
 //   select   rows (bins + capacity) x 4 bytes / L2, and rows k S x 8 bytes / HBM to merge
 // over the waves of the persistent grid: resident = min(cap, smem_per_sm / (smem + 1 KiB),
 // 2048 / threads) x SMs; utilisation = (B S) / (ceil(B S / resident) resident), and
-//   time = max(memory, math + epilogue) / utilisation + select,
-// with max(math, epilogue) in place of their sum for the forms that overlap them (the
-// pipelined and filter-warpgroup forms): a guess that keeps them in the timed shortlist,
-// where the measurement decides.
+//   time = max(memory, math + epilogue) / utilisation + select.
+// It knows nothing of the wgmma path's forms (which overlap the epilogue with the MMAs in
+// other ways): the shortlist's families (TopkCandidate::family) get them timed.
 double topk_cost_us(const TopkProblem& p, const plan::KernelPlan& plan, const TopkPoint& point,
                     const TopkShape& shape, const DeviceModel& device);
 
@@ -97,6 +96,9 @@ struct TopkCandidate {
   double predicted_us = 0;
   bool baseline = false;  // the problem's own point (the heuristic plan)
   std::string plan_text;  // TopkOp::plan_text of the point's op
+  // The kernel's structure (rows per CTA, key tile, the wgmma path's form): the tuner's
+  // shortlist times the cheapest point of each family before a second of any.
+  std::string family;
 };
 
 struct TopkSpace {

@@ -65,7 +65,7 @@ TopkTuneResult tune_topk(const TopkSpace& space, rt::tune::CandidateCompiler& co
   out.space = space;
   std::vector<rt::tune::Candidate> all;
   for (const TopkCandidate& c : out.space.candidates)
-    all.push_back({c.point.text(), c.predicted_us, c.baseline});
+    all.push_back({c.point.text(), c.predicted_us, c.baseline, c.family});
   out.run = rt::tune::run_tuner(all, compiler, timer, settings);
   for (const rt::tune::Measurement& m : out.run.tried) {
     std::string times;

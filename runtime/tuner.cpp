@@ -6,6 +6,7 @@
 #include <exception>
 #include <mutex>
 #include <numeric>
+#include <set>
 #include <thread>
 
 namespace winnow::rt::tune {
@@ -35,15 +36,29 @@ std::vector<std::size_t> shortlist(const std::vector<Candidate>& all, std::size_
     return all[a].predicted_us < all[b].predicted_us;
   });
   std::vector<std::size_t> out;
+  std::vector<bool> taken(all.size(), false);
+  std::set<std::string> families;
   std::size_t others = 0;
-  for (std::size_t i : order) {
-    if (all[i].baseline) {
+  for (std::size_t i : order) {  // the baseline, then one of each family
+    const bool first_of_family = all[i].family.empty() || families.insert(all[i].family).second;
+    if (all[i].baseline || (first_of_family && others < top_n)) {
       out.push_back(i);
-    } else if (others < top_n) {
+      taken[i] = true;
+      others += !all[i].baseline;
+    }
+  }
+  for (std::size_t i : order) {  // then the cheapest of the rest
+    if (others >= top_n) break;
+    if (!taken[i]) {
       out.push_back(i);
       ++others;
     }
   }
+  // Tried in the order of the list given: the baseline first, then by predicted cost.
+  std::stable_sort(out.begin(), out.end(), [&](std::size_t a, std::size_t b) {
+    if (all[a].baseline != all[b].baseline) return bool(all[a].baseline);
+    return all[a].predicted_us < all[b].predicted_us;
+  });
   return out;
 }
 

@@ -16,6 +16,9 @@ struct Candidate {
   std::string params;         // the point as text ("key_tile=64 rows_per_cta=2 ...")
   double predicted_us = 0;    // the op's analytic cost model
   bool baseline = false;      // the heuristic plan: always tried, for the ratio
+  // Candidates of one family share the kernel's structure (for the topk op: rows per CTA,
+  // key tile and the wgmma path's form) and differ in the rest; "" is a family of its own.
+  std::string family;
 };
 
 // Compiles candidate i (index into the list given to run_tuner); called from several
@@ -73,8 +76,10 @@ struct Result {
 // The median of xs (the mean of the middle two for an even count); 0 for none.
 double median(std::vector<double> xs);
 
-// The candidates to try: the baseline (if any) and the top_n cheapest others by
-// predicted cost (stable for equal costs), as indices into `all`.
+// The candidates to try: the baseline (if any) and top_n others, as indices into `all`: the
+// cheapest of each family first, by predicted cost (stable for equal costs), so that a cost
+// model that misjudges a whole family (the wgmma path's forms) cannot keep it untimed while
+// one family's variants fill the list; then the cheapest of the rest.
 std::vector<std::size_t> shortlist(const std::vector<Candidate>& all, std::size_t top_n);
 
 Result run_tuner(const std::vector<Candidate>& all, CandidateCompiler& compiler, Timer& timer,

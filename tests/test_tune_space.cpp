@@ -127,6 +127,18 @@ TEST_CASE("tunable space: pruned by the limits, baseline first, no duplicates", 
       CHECK(has("pipelined=true"));
       CHECK(has("filter_wg=true"));
       CHECK(has("pipelined=false filter_wg=false"));
+      // ... and a shortlist of 12 times each form (the cost model ranks them low).
+      std::vector<rt::tune::Candidate> all;
+      for (const auto& c : space.candidates)
+        all.push_back({c.point.text(), c.predicted_us, c.baseline, c.family});
+      std::set<std::string> forms_timed;
+      for (std::size_t i : rt::tune::shortlist(all, 12)) {
+        const std::string& t = space.candidates[i].plan_text;
+        forms_timed.insert(t.find("pipelined=true") != std::string::npos   ? "pipelined"
+                           : t.find("filter_wg=true") != std::string::npos ? "filter"
+                                                                            : "plain");
+      }
+      CHECK(forms_timed.size() == 3);
     }
   }
 }
@@ -207,7 +219,8 @@ TEST_CASE("tune_topk with a fake timer: the fastest point is stored and found ag
   s.repeats = 3;
   s.warmup = 1;
   std::vector<rt::tune::Candidate> all;
-  for (const auto& c : space.candidates) all.push_back({c.point.text(), c.predicted_us, c.baseline});
+  for (const auto& c : space.candidates)
+    all.push_back({c.point.text(), c.predicted_us, c.baseline, c.family});
   const std::vector<std::size_t> picked = rt::tune::shortlist(all, s.top_n);
   REQUIRE(picked.size() == 7);
   REQUIRE(picked[0] == 0);  // the baseline

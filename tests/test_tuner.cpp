@@ -49,6 +49,21 @@ TEST_CASE("tuner: the shortlist is the baseline and the cheapest top_n", "[tune]
   CHECK(rt::tune::shortlist(all, 99) == std::vector<std::size_t>{0, 3, 1, 4, 2});
 }
 
+TEST_CASE("tuner: the shortlist takes the cheapest of each family before a second of any",
+          "[tune]") {
+  // Costs rank them 3, 1, 4, 0, 2, 5; 3, 1 and 4 are one family, 2 and 5 another.
+  std::vector<Candidate> all = five();
+  all.push_back({"p5", 60, false});
+  all[3].family = all[1].family = all[4].family = "a";
+  all[2].family = all[5].family = "b";
+  CHECK(rt::tune::shortlist(all, 2) == std::vector<std::size_t>{0, 3, 2});
+  CHECK(rt::tune::shortlist(all, 3) == std::vector<std::size_t>{0, 3, 1, 2});
+  CHECK(rt::tune::shortlist(all, 99) == std::vector<std::size_t>{0, 3, 1, 4, 2, 5});
+  // Without families: the cheapest, as before.
+  for (Candidate& c : all) c.family.clear();
+  CHECK(rt::tune::shortlist(all, 2) == std::vector<std::size_t>{0, 3, 1});
+}
+
 TEST_CASE("tuner: picks the lowest median and keeps every timing", "[tune]") {
   const auto all = five();
   test::FakeCompiler compiler;
