@@ -43,7 +43,7 @@ TEST_CASE("block-select and block-sparse attention compile for sm_90a without a 
   check_builds(*attention);
 }
 
-TEST_CASE("the wgmma block attention kernel is sm_90a's default; 0 or the variable keeps mma.sync",
+TEST_CASE("the wgmma block attention kernel is sm_90a's default, 0 or the variable keeps mma.sync",
           "[nvrtc]") {
   const int d = GENERATE(64, 128);
   INFO("head_dim " << d);
