@@ -37,10 +37,10 @@ std::shared_ptr<const rt::LoadedKernel> BlockModule::load(const char* entry,
 
 void BlockModule::use_wgmma(int flag, const char* var, bool by_default, WgmmaPlanStep use) {
   bool on = flag == 1, asked = flag == 1;
-  if (flag < 0) {
+  if (flag < 0) {  // "1" asks for it, "0" turns it off, anything else keeps the default
     const auto v = rt::env_get(var);
     asked = v && *v == "1";
-    on = v ? asked : by_default;
+    on = asked || (by_default && !(v && *v == "0"));
   }
   if (!on || problem.arch.major != 9 || problem.arch.suffix != 'a') return;
   std::string why;

@@ -173,6 +173,7 @@ TopkSpace topk_space(const TopkProblem& p, const rt::Context* ctx, const TopkSha
   TopkSpace space;
   const DeviceModel dev = device_model(ctx);
   std::set<std::string> seen;
+  bool base_wgmma = false;
   const auto add = [&](const TopkPoint& point, bool baseline) {
     if (!baseline) ++space.considered;
     std::string why;
@@ -190,7 +191,10 @@ TopkSpace topk_space(const TopkProblem& p, const rt::Context* ctx, const TopkSha
       ++space.duplicates;
       return;
     }
-    if (baseline) space.retrieval_mode = op->retrieval_mode();
+    if (baseline) {
+      space.retrieval_mode = op->retrieval_mode();
+      base_wgmma = op->kernel_plan().wgmma;
+    }
     TopkCandidate c;
     c.point = point;
     c.baseline = baseline;
@@ -218,9 +222,7 @@ TopkSpace topk_space(const TopkProblem& p, const rt::Context* ctx, const TopkSha
   const std::vector<int> capacities = {0, std::min(2 * default_capacity, kMaxCandidateCapacity)};
   // The wgmma path's forms only where the problem's own plan is on wgmma (elsewhere the
   // knob changes nothing); the filter-warpgroup form fixes its key tile (256: key_tile 0).
-  std::unique_ptr<TopkOp> base_op = TopkOp::create(p, ctx);
-  const std::vector<int> forms =
-      base_op->kernel_plan().wgmma ? std::vector<int>{0, 1, 2} : std::vector<int>{0};
+  const std::vector<int> forms = base_wgmma ? std::vector<int>{0, 1, 2} : std::vector<int>{0};
   for (int rows : {1, 2, 4, 8, 16})
     for (int form : forms)
       for (int tile : form == 2 ? std::vector<int>{0} : std::vector<int>{16, 32, 64, 128})

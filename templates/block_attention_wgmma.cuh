@@ -5,8 +5,9 @@
 // One CTA of 384 threads per (head h, query block I): two math warpgroups of 64 query rows
 // each and a producer warpgroup (setmaxnreg: 24 registers for it, 240 for each math one),
 // one thread of which walks the row's list of kept key blocks and loads each block's K and
-// V (128 keys: one tile per listed block, so a skipped block costs nothing) by TMA into a two-stage mbarrier ring (the topk kernel's pieces: mbarrier.cuh,
-// ring_slot.cuh, tma.cuh). Each math warpgroup computes S = Q K^T by wgmma (A: its 64 rows
+// V (128 keys: one tile per listed block, so a skipped block costs nothing) by TMA into two
+// stages, K and V each with their own full/empty mbarriers (the topk kernel's pieces:
+// mbarrier.cuh, ring_slot.cuh, tma.cuh). Each math warpgroup computes S = Q K^T by wgmma (A: its 64 rows
 // of the q tile, B: the K tile, both K-major with the 128-byte swizzle), the causal mask
 // on the diagonal block and the online softmax in the exp2 domain in registers on S's
 // D fragment, then O += P V by wgmma with P from registers as A (the D fragment of S, two
@@ -97,14 +98,6 @@ __device__ void block_attention_wgmma(const BlockAttentionParams& p, const TmaMa
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
   float m[2] = {minus_infinity(), minus_infinity()}, l[2] = {0.0f, 0.0f};
-  // FlashAttention-3's overlap inside a warpgroup: tile t's S = Q K^T is issued together with
-  // tile t - 1's O += P V, and tile t's softmax runs while that P V is on the tensor cores.
-  // One S and one P set of registers suffice: P (pa) is packed from S only once the P V
-  // that read the previous P is complete, and the next S is issued after the packing. Every
-  // O element sees the same operations in the same order as with no overlap (+= P V of
-  // tile t - 1, *= tile t's correction, += P V of tile t): the same bits. The stage of tile
-  // t - 1 (its K and V) is released once its P V is complete; two stages hold tiles t - 1
-  // and t, the producer fills t + 1 during tile t's softmax.
   float s[T / 2];
   u32 pa[T / 16][4];
   // S = Q K^T of the tile at `keys` (64 x 128, the D fragment: s[4 j + i] is row

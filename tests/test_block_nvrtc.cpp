@@ -64,6 +64,10 @@ TEST_CASE("the wgmma block attention kernel is sm_90a's default, 0 or the variab
     CHECK(ops::BlockAttentionOp::create(p, nullptr)->plan_text() == wgmma->plan_text());
   }
   {
+    test::ScopedEnv other{"WINNOW_BLOCK_ATTENTION_WGMMA", "yes"};  // not 0: the default
+    CHECK(ops::BlockAttentionOp::create(p, nullptr)->plan_text() == wgmma->plan_text());
+  }
+  {
     test::ScopedEnv off{"WINNOW_BLOCK_ATTENTION_WGMMA", "0"};
     auto plain = ops::BlockAttentionOp::create(p, nullptr);
     CHECK_THAT(plain->source(), !Catch::Contains("wgmma"));

@@ -41,6 +41,14 @@ std::string read_all(const std::filesystem::path& p) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+// The op's module compiled with no options from the environment: its cubin's sections.
+template <class Op>
+auto sections_of(const Backend& backend, const Op& op) {
+  CompileRequest req = op.compile_request();
+  req.options.clear();  // not WINNOW_NVRTC_OPTIONS of the environment
+  return winnow::test::cubin_sections(backend.compile(req).cubin);
+}
+
 }  // namespace
 
 TEST_CASE("nvrtc backend names itself and its exact version", "[nvrtc]") {
@@ -176,10 +184,7 @@ TEST_CASE("nvrtc: the pipelined wgmma form compiles for sm_90a (one CTA per SM)"
   CHECK(op->kernel_plan().math_threads() == 256);
   CHECK(op->source().find("static constexpr bool kPipelined = true;") != std::string::npos);
   CHECK(op->source().find("__launch_bounds__(384, 1)") != std::string::npos);
-  CompileRequest req = op->compile_request();
-  req.options.clear();
-  const auto sections = winnow::test::cubin_sections(backend->compile(req).cubin);
-  CHECK(sections.count(".text.winnow_topk") == 1);
+  CHECK(sections_of(*backend, *op).count(".text.winnow_topk") == 1);
   // Not on the CUDA-core or mma.sync paths, nor for sm_100a (no wgmma there).
   p.arch = parse_arch("sm_100a");
   CHECK_FALSE(winnow::ops::TopkOp::create(p, nullptr)->kernel_plan().pipelined);
@@ -210,10 +215,7 @@ TEST_CASE("nvrtc: the filter-warpgroup form compiles for sm_90a (one CTA of 640 
   CHECK(kp.smem_bytes() <= 227 * 1024);
   CHECK(op->source().find("static constexpr int kFilterThreads = 96;") != std::string::npos);
   CHECK(op->source().find("__launch_bounds__(640, 1)") != std::string::npos);
-  CompileRequest req = op->compile_request();
-  req.options.clear();
-  const auto sections = winnow::test::cubin_sections(backend->compile(req).cubin);
-  CHECK(sections.count(".text.winnow_topk") == 1);
+  CHECK(sections_of(*backend, *op).count(".text.winnow_topk") == 1);
   // Not for sm_100a (no wgmma there): the knob leaves the plain plan.
   p.arch = parse_arch("sm_100a");
   CHECK_FALSE(winnow::ops::TopkOp::create(p, nullptr)->kernel_plan().filter_wg);
