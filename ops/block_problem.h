@@ -47,10 +47,10 @@ struct BlockProblem {
   // unset (the default since session 21: 2.5x the mma.sync kernel on the H200); on any
   // other arch, and for a shape the wgmma plan cannot hold, the mma.sync kernel runs.
   int attention_wgmma = -1;
-  // block-select's score pass on the sm_90a wgmma kernel (templates/block_score_wgmma.cuh,
-  // the same results bit for bit): 1 on, 0 off (the mma.sync kernel), -1:
-  // WINNOW_BLOCK_SCORE_WGMMA=1 turns it on. Opt-in until measured on the H200; on any other
-  // arch the mma.sync kernel runs.
+  // block-select's score pass on the sm_90a wgmma kernel (templates/block_score_wgmma.cuh:
+  // the same rule, scores equal to fp32 rounding): 1 on, 0 off (the mma.sync kernel), -1: as
+  // WINNOW_BLOCK_SCORE_WGMMA says, on where it is unset (the default since session 22); on
+  // any other arch, and for a shape the wgmma plan cannot hold, the mma.sync kernel runs.
   int score_wgmma = -1;
 };
 

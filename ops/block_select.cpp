@@ -34,7 +34,7 @@ ir::Expr block_score_program(int head_dim) {
 
 BlockSelectOp::BlockSelectOp(const BlockProblem& p, const rt::Context* ctx)
     : BlockOp(p, ctx, "winnow_block_select") {
-  m_.use_wgmma(p.score_wgmma, "WINNOW_BLOCK_SCORE_WGMMA", false, plan::use_wgmma_score);
+  m_.use_wgmma(p.score_wgmma, "WINNOW_BLOCK_SCORE_WGMMA", true, plan::use_wgmma_score);
   score_ = lower::lower_score(block_score_program(p.head_dim), 1, nullptr);
   m_.program = ir::print(score_) + "\n" + m_.program;
   m_.generated = codegen::emit_block_select(score_, m_.spec, m_.plan);

@@ -23,7 +23,8 @@ constexpr std::array<EnvVar, 17> kRegistry{{
      "kernel (the default; \"1\" asks for it, an error where the shape does not fit it)"},
     // Changes the block plan, which is part of the key (the describe() text): no key input.
     {"WINNOW_BLOCK_SCORE_WGMMA", false,
-     "\"1\" runs block-select's score pass on the sm_90a wgmma kernel (opt-in until measured)"},
+     "\"0\" runs block-select's score pass on the mma.sync kernel instead of the sm_90a wgmma "
+     "kernel (the default; \"1\" asks for it, an error where the shape does not fit it)"},
     {"WINNOW_CACHE_DIR", false, "where the kernel cache lives"},
     {"WINNOW_DISABLE_DISK_CACHE", false, "\"1\" keeps cubins in memory only"},
     {"WINNOW_DUMP_DIR", false, "where generated sources are written on compile errors and dumps"},

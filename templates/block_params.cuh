@@ -115,34 +115,34 @@ struct BlockSelectWgmmaParams {
   TmaMap pooled_map;
 };
 
-// Its CTA: two math warpgroups of 64 query rows (8 warps of 16, as the mma.sync kernel's)
-// and one producer warp, one thread of which issues the TMA loads. Its registers are capped
-// at 112 a thread (__maxnreg__), so that two CTAs fit an SM (2 x 9 warps x 112 x 32 = 64512
-// of 65536; 113 would round up to 120 and leave one).
+// Its CTA: two math warpgroups of 64 query rows (8 warps of 16, as the mma.sync kernel's),
+// no producer warp (the warp that releases a ring stage last issues its next load). Its
+// registers are capped at 128 a thread (__maxnreg__), so that two CTAs fit an SM
+// (2 x 8 warps x 128 x 32 = 65536).
 enum : int {
-  kWgmmaScoreThreads = 288,
-  kWgmmaScoreMathThreads = 256,
+  kWgmmaScoreThreads = 256,
   kWgmmaScoreTile = 128,
-  kWgmmaScoreMaxRegs = 112
+  kWgmmaScoreMaxRegs = 128
 };
 
 // Its shared memory (1024-byte aligned): the q tile (128 rows, swizzled), a ring of kStages
 // stages of `tile` pooled keys (d * 2 / 128 swizzled atoms of tile rows x 128 bytes each),
-// the block scores of the query block, the 8 math warps' partial column sums of one tile,
-// the kept flags, the reductions' scratch (16-byte aligned) and the ring's full and empty
-// mbarriers. At d = 128, tile 128, 2048 blocks: 110.5 KB, two CTAs per SM.
+// the block scores of the query block, the rows' statistics of pass 1 (m, 1 / l per row),
+// the kept flags, the reductions' scratch (16-byte aligned), the stages' release counters
+// and full mbarriers. At d = 128, tile 128, 2048 blocks: 108.5 KB, two CTAs per SM.
 struct WgmmaScoreSmem {
   int dim, tile, max_blocks;
-  enum : int { kStages = 2, kWarps = kWgmmaScoreMathThreads / 32 };
+  enum : int { kStages = 2, kWarps = kWgmmaScoreThreads / 32 };
   WINNOW_HD constexpr long q_bytes() const { return long(kBlockTokens) * dim * 2; }
   WINNOW_HD constexpr long tile_bytes() const { return long(tile) * dim * 2; }
   WINNOW_HD constexpr long stage_off(int s) const { return q_bytes() + tile_bytes() * s; }
   WINNOW_HD constexpr long scores_off() const { return stage_off(kStages); }
-  WINNOW_HD constexpr long partial_off() const { return scores_off() + 4L * max_blocks; }
-  WINNOW_HD constexpr long keep_off() const { return partial_off() + 4L * kWarps * tile; }
+  WINNOW_HD constexpr long stats_off() const { return scores_off() + (4L * max_blocks + 15) / 16 * 16; }
+  WINNOW_HD constexpr long keep_off() const { return stats_off() + 8L * kBlockTokens; }
   WINNOW_HD constexpr long reduce_off() const { return (keep_off() + max_blocks + 15) / 16 * 16; }
-  WINNOW_HD constexpr long barriers_off() const { return reduce_off() + 16L * 32; }
-  WINNOW_HD constexpr long bytes() const { return barriers_off() + 16L * kStages; }
+  WINNOW_HD constexpr long counters_off() const { return reduce_off() + 16L * 32; }
+  WINNOW_HD constexpr long barriers_off() const { return counters_off() + 16; }
+  WINNOW_HD constexpr long bytes() const { return barriers_off() + 8L * kStages; }
 };
 
 }  // namespace winnow

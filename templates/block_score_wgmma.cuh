@@ -1,29 +1,31 @@
-// The block-select score pass on the sm_90a tensor cores (wgmma; opt-in beside the
-// mma.sync block_score of block_select_kernel.cuh, with the same results bit for bit).
+// The block-select score pass on the sm_90a tensor cores (wgmma): the rule of the mma.sync
+// block_score (block_select_kernel.cuh), computed in two passes laid out so that neither
+// needs a reduction across lanes per tile.
 //
-// One CTA of 288 threads per (head h, query block I): two math warpgroups of 64 query rows
-// and a producer warp. One producer thread streams the pooled keys kbar[kv][0..I] by TMA,
-// one tile of kTile blocks (boxes of 128 bytes of d x kTile rows, 128-byte swizzle) at a
-// time, into a two-stage mbarrier ring (full: 1 arrival + the tile's bytes; empty: one
-// arrival per math warp), twice: pass 1 and pass 2 read the same tiles. Each math
-// warpgroup computes its 64 rows x kTile scores as D / 16 m64nNk16 wgmma (A: its rows of
-// the q tile, B: the key tile, both K-major in shared memory).
+// One CTA of 256 threads (two math warpgroups, no producer warp) per (head h, query block
+// I), two per SM (at most 128 registers a thread). The pooled keys kbar[kv][0..I] stream
+// through a two-stage mbarrier ring by TMA, one tile of 128 blocks (boxes of 128 bytes of
+// d x 128 rows, 128-byte swizzle) at a time, twice: pass 1 and pass 2 read the same tiles.
+// No thread waits to refill the ring: after its MMAs on a stage are complete, each warp
+// counts itself on the stage's counter (a shared-memory atomic), and the warp that counts
+// last issues the stage's next load (its stage and bytes on the stage's full mbarrier).
 //
-// Why the results are the mma.sync kernel's: each warp of a warpgroup holds, per 8-column
-// chunk of D, the elements mma.m16n8's C fragment holds (rows g and g + 8 of its 16,
-// columns 2 t4 and 2 t4 + 1), and warp w of the CTA holds query rows 16 w.. as there. So
-// the per-chunk steps are the same functions (block_select_kernel.cuh) in the same order:
-// a thread's running row statistics visit its columns in ascending key order (a chunk past
-// the row's blocks, which the wider tile adds, is all -inf and changes neither max nor
-// sum), the quad merge is the same shuffles, and the column sums are the same butterfly
-// over the warp's row groups, then warps 0..7 in order. The dot itself is the tensor
-// cores': the CPU emulation computes mma.sync and wgmma alike (fp32 sums of the exact bf16
-// products in k order), so there the two kernels are bit-equal; whether the GPU's two
-// instructions round a dot alike is what the [gpu] case checks (not yet run).
-// Not yet (until measured): the next tile's MMAs issued under this tile's exp2 work inside
-// a warpgroup (a second accumulator set: 64 more registers at d = 128, past the two CTAs
-// per SM that 111 registers allow); every tile waits wgmma_wait<0>, and the overlap comes
-// from the other warpgroup and the other CTA on the SM.
+// Pass 1, S = q kbar^T (each warpgroup: its 64 query rows x the tile's 128 blocks, m64n128):
+// each thread holds 2 rows x 32 blocks, so a row's statistics are thread-local: the tile's
+// row maximum first, then the running reference m moved only when the tile's maximum passes
+// it by more than kLazyRescale (in the exp2 domain; the sum l then rescaled once), then the
+// sum of exp2(x - m) over the tile. At the end each row's (m, l) merged over its quad and
+// (m, 1 / l) published in shared memory for pass 2.
+// Pass 2, S^T = kbar q^T (each warpgroup: 64 of the tile's blocks x all 128 query rows):
+// each thread holds 2 blocks x 32 rows, so a block's column sum over the rows,
+// sum_i exp2(x - m_i) / l_i, is thread-local (the rows' statistics read from shared
+// memory), then merged over its quad: no butterfly, no partial buffer, no barrier per tile.
+// Each element costs one score program, one FFMA (v log2 e - m), one exp2, one multiply by
+// 1 / l (pass 2) and one add. Against the mma.sync kernel the exponent is fused, the sums
+// run in another order and the reference m is not the exact maximum, so the scores agree
+// with it to fp32 rounding, not bit for bit; the index is the rule on this kernel's own
+// scores (block_select_kernel.cuh, keep_blocks).
+// Needs tiles of 128 blocks (pass 2: two warpgroups of 64 blocks each).
 #pragma once
 #include "winnow/block_params.cuh"
 #include "winnow/block_select_kernel.cuh"
@@ -36,8 +38,65 @@
 
 namespace winnow {
 
-// The math warpgroups' barrier around the partial column sums (1 and 2 are the q tile's).
-enum : int { kScoreMathBarrier = 3 };
+// Pass 1 moves a row's reference maximum only when a tile's maximum exceeds it by more than
+// this (exp2 domain): the terms of the running sum stay below 2^8, far from overflow.
+constexpr float kLazyRescale = 8.0f;
+
+// Adds 1 to a shared-memory counter with acquire-release order at CTA scope; the old value.
+// A warp's release of a ring stage (its MMAs on the stage are complete) before the warp
+// that counts last reuses the stage.
+__device__ __forceinline__ unsigned count_release(unsigned* counter) {
+#if defined(__CUDA_ARCH__)
+  unsigned old;
+  asm volatile("atom.acq_rel.cta.shared::cta.add.u32 %0, [%1], 1;\n"
+               : "=r"(old)
+               : "r"(shared_address(counter))
+               : "memory");
+  return old;
+#else
+  return atomicAdd(counter, 1u);
+#endif
+}
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// The score program on 4 accumulators (kBounded: -inf for the blocks at or past n; J0: the
+// block of c[0] and c[2], J0 + 1 that of c[1] and c[3]).
+template <class S, bool kBounded>
+__device__ __forceinline__ void chunk_raw(const float* c, int J0, int n, float* v) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    ScoreArgs args{};
+    args.dot = &c[i];
+    const float s = S::eval(args);
+    v[i] = !kBounded || J0 + (i & 1) < n ? s : minus_infinity();
+  }
+}
+
+// Pass 1 on one tile: the thread's two rows (v: the tile's scores, -inf past block n - 1;
+// v[4 nt + 2 r + c]: row r, column 8 nt + 2 t4 + c). m in the exp2 domain.
+template <int NT>
+__device__ __forceinline__ void tile_row_stats(const float (&v)[4 * NT], float (&m)[2], float (&l)[2]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float vmax = v[2 * r];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) vmax = fmaxf(vmax, fmaxf(v[4 * nt + 2 * r], v[4 * nt + 2 * r + 1]));
+    const float tmax = __fmul_rn(vmax, kLog2e);
+    if (tmax > m[r] + kLazyRescale) {
+      l[r] = __fmul_rn(l[r], rescale(m[r], tmax));
+      m[r] = tmax;
+    }
+    // exp2(v log2 e - m), 0 for v = -inf even while m is -inf (no visible block yet).
+    const float mb = m[r] == minus_infinity() ? 0.0f : m[r];
+    float s = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+      s = __fadd_rn(s, __fadd_rn(exp2_approx(__fmaf_rn(v[4 * nt + 2 * r], kLog2e, -mb)),
+                                 exp2_approx(__fmaf_rn(v[4 * nt + 2 * r + 1], kLog2e, -mb))));
+    l[r] = __fadd_rn(l[r], s);
+  }
+}
 
 template <class C, class S>
 __device__ void block_score_wgmma(const BlockSelectParams& p, const TmaMap* pooled_map,
@@ -45,109 +104,131 @@ __device__ void block_score_wgmma(const BlockSelectParams& p, const TmaMap* pool
   constexpr int D = C::kDim, T = C::kTile, NT = T / 8, ATOMS = D * 2 / 128;
   constexpr WgmmaScoreSmem L{D, T, C::kMaxBlocks};
   constexpr int STAGES = WgmmaScoreSmem::kStages, W = WgmmaScoreSmem::kWarps;
-  static_assert(C::kThreads == kWgmmaScoreThreads, "two math warpgroups and a producer warp");
+  static_assert(C::kThreads == kWgmmaScoreThreads, "two math warpgroups");
   static_assert(W * 16 == kBlockTokens, "one warp per 16 query rows of the block");
   static_assert(D == 64 || D == 128, "d = 64 or 128");
-  static_assert(T == 64 || T == 128, "wgmma N: 64 or 128 blocks a tile");
+  static_assert(T == kBlockTokens, "pass 2: two warpgroups of 64 blocks a tile");
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
+  const int wg = warp >> 2;
   // The largest query blocks first: they hold the most key blocks.
   const int I = p.blocks - 1 - int(blockIdx.x / C::kHeads);
   const int h = int(blockIdx.x % C::kHeads), kv = h / (C::kHeads / C::kKvHeads);
-  const int n = I + 1, tiles = (n + T - 1) / T;
+  const int n = I + 1, tiles = (n + T - 1) / T, uses = 2 * tiles;
   char* base = reinterpret_cast<char*>(smem);
   float* block_scores = reinterpret_cast<float*>(smem + L.scores_off());
-  float* partial = reinterpret_cast<float*>(smem + L.partial_off());
+  float* row_stats = reinterpret_cast<float*>(smem + L.stats_off());  // [row]: m, 1 / l
   unsigned char* keep = smem + L.keep_off();
   float* fscratch = reinterpret_cast<float*>(smem + L.reduce_off());
   int* iscratch = reinterpret_cast<int*>(smem + L.reduce_off()) + 64;
+  unsigned* released = reinterpret_cast<unsigned*>(smem + L.counters_off());
   u64* full = reinterpret_cast<u64*>(smem + L.barriers_off());
-  u64* empty = full + STAGES;
+  // Rows kv * blocks + J of the pooled keys; those of a tile past block I are the next
+  // blocks (or the next KV head's, or zeros past the tensor): finite, and masked or unused.
+  const int row0 = kv * p.blocks;
+  auto issue = [&](int use, int stage) {
+    char* dst = base + L.stage_off(stage);
+    mbarrier_arrive_expect_tx(full + stage, unsigned(L.tile_bytes()));
+#pragma unroll
+    for (int a = 0; a < ATOMS; ++a)
+      tma_load_2d(dst + a * T * 128, pooled_map, full + stage, a * 128, row0 + (use % tiles) * T);
+  };
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      mbarrier_init(full + s, 1);   // the producer's arrival, with the tile's bytes
-      mbarrier_init(empty + s, W);  // one per math warp
+      mbarrier_init(full + s, 1);  // the issuing thread's arrival, with the tile's bytes
+      released[s] = 0;
     }
     mbarrier_init_fence();
   }
   __syncthreads();
-
-  if (int(threadIdx.x) >= kWgmmaScoreMathThreads) {  // the producer warp
-    if (int(threadIdx.x) == kWgmmaScoreMathThreads) {
-      tma_prefetch(pooled_map);
-      // Rows kv * blocks + J of the pooled keys; those of a tile past block I are the next
-      // blocks (or the next KV head's, or zeros past the tensor): finite, and masked.
-      const int row0 = kv * p.blocks;
-      RingSlot slot = ring_slot(0, STAGES);
-      for (int it = 0; it < 2 * tiles; ++it) {
-        mbarrier_wait(empty + slot.stage, slot.parity ^ 1u);
-        char* dst = base + L.stage_off(slot.stage);
-        mbarrier_arrive_expect_tx(full + slot.stage, unsigned(L.tile_bytes()));
+  if (threadIdx.x == 0) {
+    tma_prefetch(pooled_map);
+    for (int s = 0; s < STAGES && s < uses; ++s) issue(s, s);
+  }
+  store_q_tile<D, C::kHeads>(p.q, base, I, h, wg);
+  const u32 qlo = wgmma_desc_lo(base);
+  float m[2] = {minus_infinity(), minus_infinity()}, l[2] = {0.0f, 0.0f};
+  RingSlot slot = ring_slot(0, STAGES);
+  // The tile of use `use` into d (pass 1: A = the warpgroup's q rows, B = the tile; pass 2:
+  // A = the warpgroup's 64 blocks of the tile, B = the 128 q rows), then the stage released.
+  auto multiply = [&](int use, bool second, float (&d)[T / 2]) {
+    mbarrier_wait(full + slot.stage, slot.parity);
+    const u32 klo = wgmma_desc_lo(base + L.stage_off(slot.stage));
+    wgmma_fence();
 #pragma unroll
-        for (int a = 0; a < ATOMS; ++a)
-          tma_load_2d(dst + a * T * 128, pooled_map, full + slot.stage, a * 128,
-                      row0 + (it % tiles) * T);
-        slot.advance(STAGES);
-      }
+    for (int ks = 0; ks < D / 16; ++ks) {
+      const unsigned long long qd = wgmma_desc_from_lo(qlo, swizzled_at<kBlockTokens>(second ? 0 : wg * 64, ks * 32));
+      const unsigned long long kd = wgmma_desc_from_lo(klo, swizzled_at<T>(second ? wg * 64 : 0, ks * 32));
+      wgmma_m64n<T, kElemBF16>(d, second ? kd : qd, second ? qd : kd, ks > 0);
     }
-  } else {
-    const int wg = warp >> 2;
-    store_q_tile<D, C::kHeads>(p.q, base, I, h, wg);
-    const u32 qlo = wgmma_desc_lo(base);
-    float m[2] = {minus_infinity(), minus_infinity()}, l[2] = {0.0f, 0.0f}, inv[2] = {0.0f, 0.0f};
-    RingSlot slot = ring_slot(0, STAGES);
-    for (int it = 0; it < 2 * tiles; ++it) {
-      const int tile = it % tiles;
-      const bool second = it >= tiles;
-      if (it == tiles) quad_row_stats(m, l, inv);  // pass 1 is over
-      mbarrier_wait(full + slot.stage, slot.parity);
-      // The warpgroup's 64 rows x T blocks (d[4 nt + i]: chunk nt's c[i] of the warp).
-      float d[T / 2];
-      const u32 klo = wgmma_desc_lo(base + L.stage_off(slot.stage));
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < D / 16; ++ks) {
-        wgmma_m64n<T, kElemBF16>(d, wgmma_desc_from_lo(qlo, swizzled_at<kBlockTokens>(wg * 64, ks * 32)),
-                                 wgmma_desc_from_lo(klo, swizzled_at<T>(0, ks * 32)), ks > 0);
-      }
-      wgmma_commit();
-      wgmma_wait<0>();
-      wgmma_pin(d);
-      __syncwarp();  // the warp's MMAs on the stage are complete
-      if (lane == 0) mbarrier_arrive(empty + slot.stage);
-      slot.advance(STAGES);
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_pin(d);
+    __syncwarp();  // the warp's MMAs on the stage are complete
+    if (lane == 0) {
+      const unsigned before = count_release(released + slot.stage);
+      if (before % W == W - 1 && use + STAGES < uses) issue(use + STAGES, slot.stage);
+    }
+    slot.advance(STAGES);
+  };
 
+  // Pass 1: each row's reference maximum and sum of exp2.
+  for (int tile = 0; tile < tiles; ++tile) {
+    float d[T / 2];
+    multiply(tile, false, d);
+    float v[T / 2];
+    if ((tile + 1) * T > n) {
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const float c[4] = {d[4 * nt], d[4 * nt + 1], d[4 * nt + 2], d[4 * nt + 3]};
-        float x[4];
-        chunk_scores<S>(c, tile * T + nt * 8 + 2 * t4, n, x);
-        if (!second) {
-          chunk_row_stats(x, m, l);
-        } else {
-          float cs[2];
-          chunk_column_sums(x, m, inv, cs);
-          warp_column_sums(cs);
-          if (g == 0) {
-            partial[warp * T + nt * 8 + 2 * t4] = cs[0];
-            partial[warp * T + nt * 8 + 2 * t4 + 1] = cs[1];
-          }
-        }
-      }
-      if (second) {
-        named_barrier_sync<kScoreMathBarrier, kWgmmaScoreMathThreads>();
-        for (int j = int(threadIdx.x); j < T; j += kWgmmaScoreMathThreads) {
-          const int J = tile * T + j;
-          if (J >= n) continue;
-          float s = partial[j];
-          for (int w = 1; w < W; ++w) s = __fadd_rn(s, partial[w * T + j]);
-          block_scores[J] = s;
-        }
-        // partial is rewritten by the next tile.
-        named_barrier_sync<kScoreMathBarrier, kWgmmaScoreMathThreads>();
-      }
+      for (int nt = 0; nt < NT; ++nt) chunk_raw<S, true>(d + 4 * nt, tile * T + nt * 8 + 2 * t4, n, v + 4 * nt);
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) chunk_raw<S, false>(d + 4 * nt, 0, n, v + 4 * nt);
+    }
+    tile_row_stats<NT>(v, m, l);
+  }
+  // Each row's statistics over its quad (every row sees block 0, so l > 0), published.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+#pragma unroll
+    for (int o = 1; o < 4; o <<= 1)
+      merge_softmax_stats(m[r], l[r], __shfl_xor_sync(0xFFFFFFFFu, m[r], o),
+                          __shfl_xor_sync(0xFFFFFFFFu, l[r], o));
+    if (t4 == 0) {
+      const int row = warp * 16 + g + 8 * r;
+      row_stats[2 * row] = m[r];
+      row_stats[2 * row + 1] = __fdiv_rn(1.0f, l[r]);
     }
   }
-  __syncthreads();  // every block score is written (the producer waits here too)
+  __syncthreads();  // every row's statistics, and every q row for pass 2's B operand
+
+  // Pass 2: each block's sum over the 128 rows of exp2(x - m) / l.
+  for (int tile = 0; tile < tiles; ++tile) {
+    float d[T / 2];
+    multiply(tiles + tile, true, d);
+    // d[4 nt + 2 r + c]: block J_r = tile * T + wg * 64 + 16 (warp % 4) + g + 8 r, row
+    // i = 8 nt + 2 t4 + c.
+    float s[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const float4 st = *reinterpret_cast<const float4*>(row_stats + 2 * (8 * nt + 2 * t4));
+      const float mi[2] = {st.x, st.z}, inv[2] = {st.y, st.w};
+      float v[4];
+      chunk_raw<S, false>(d + 4 * nt, 0, n, v);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float p0 = __fmul_rn(exp2_approx(__fmaf_rn(v[2 * r], kLog2e, -mi[0])), inv[0]);
+        const float p1 = __fmul_rn(exp2_approx(__fmaf_rn(v[2 * r + 1], kLog2e, -mi[1])), inv[1]);
+        s[r] = __fadd_rn(s[r], __fadd_rn(p0, p1));
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      s[r] = __fadd_rn(s[r], __shfl_xor_sync(0xFFFFFFFFu, s[r], 1));
+      s[r] = __fadd_rn(s[r], __shfl_xor_sync(0xFFFFFFFFu, s[r], 2));
+      const int J = tile * T + wg * 64 + 16 * (warp & 3) + g + 8 * r;
+      if (t4 == 0 && J < n) block_scores[J] = s[r];
+    }
+  }
+  __syncthreads();  // every block score is written
   keep_blocks<C::kThreads>(p, I, h, n, lane, warp, block_scores, keep, fscratch, iscratch);
 }
 

@@ -273,12 +273,10 @@ TEST_CASE("block-select and attention at PERF.md's shape: 32 query heads on 8 KV
 }
 
 // block-select with the wgmma score pass (BlockProblem::score_wgmma = 1, as
-// WINNOW_BLOCK_SCORE_WGMMA=1) against the mma.sync one on the same inputs: the scores bit
-// for bit and the same index. The two share every reduction order; what could still differ
-// is the tensor cores' own rounding of a dot (mma.sync against wgmma), which the [emu]
-// cases cannot see: a few scores off by an ulp or two would point there, larger
-// differences to the kernel.
-TEST_CASE("block-select's wgmma score pass equals the mma.sync one bit for bit", "[gpu]") {
+// WINNOW_BLOCK_SCORE_WGMMA=1) against the mma.sync one on the same inputs: the scores to
+// fp32 rounding (the wgmma pass sums in another order and keeps a lazily moved row maximum:
+// templates/block_score_wgmma.cuh), its index the rule on its own scores.
+TEST_CASE("block-select's wgmma score pass equals the mma.sync one", "[gpu]") {
   WINNOW_REQUIRE_GPU();
   INFO("seed " << test::test_seed());
   const int d = GENERATE(128, 64);
@@ -314,13 +312,15 @@ TEST_CASE("block-select's wgmma score pass equals the mma.sync one bit for bit",
     int64_t differ = 0;
     double worst = 0;
     for (size_t j = 0; j < a.scores.size(); ++j) {
-      differ += std::memcmp(&a.scores[j], &b.scores[j], 4) != 0;
-      worst = std::max(worst, std::fabs(double(a.scores[j]) - b.scores[j]));
+      const double e = std::fabs(double(a.scores[j]) - b.scores[j]) / (1.0 + std::fabs(a.scores[j]));
+      differ += !(e <= 1e-4);  // NaN counts
+      worst = std::max(worst, e);
     }
-    INFO(differ << " of " << a.scores.size() << " scores differ in some bit, by up to " << worst);
+    INFO(differ << " of " << a.scores.size() << " scores differ by more than 1e-4 (1 + |s|); largest " << worst);
     CHECK(differ == 0);
-    CHECK(b.index.offsets == a.index.offsets);
-    CHECK(b.index.indices == a.index.indices);
+    const ops::BlockIndex own = ops::build_block_index(p, nb, b.scores.data(), rule);
+    CHECK(b.index.offsets == own.offsets);
+    CHECK(b.index.indices == own.indices);
   }
   // Exact ties (d = 128 data): the reference's own index.
   if (d == 128 && L == 33 * 128) {

@@ -86,7 +86,7 @@ TEST_CASE("the wgmma block attention kernel is sm_90a's default, 0 or the variab
   }
 }
 
-TEST_CASE("the wgmma block score pass compiles for sm_90a, opt-in", "[nvrtc]") {
+TEST_CASE("the wgmma block score pass compiles for sm_90a, the default there", "[nvrtc]") {
   const int d = GENERATE(64, 128);
   INFO("head_dim " << d);
   auto p = problem(d);
@@ -96,28 +96,31 @@ TEST_CASE("the wgmma block score pass compiles for sm_90a, opt-in", "[nvrtc]") {
   CHECK_THAT(wgmma->plan_text(), Catch::Contains("score_tile=128"));
   CHECK_THAT(wgmma->plan_text(), Catch::Contains("score_wgmma=1"));
   check_builds(*wgmma);
-  // Off: the mma.sync kernel and the plan text (so the key) of before.
+  // Off: the mma.sync kernel and its plan text (so its key).
   p.score_wgmma = 0;
   auto plain = ops::BlockSelectOp::create(p, nullptr);
   CHECK_THAT(plain->source(), !Catch::Contains("wgmma"));
   CHECK_THAT(plain->plan_text(), !Catch::Contains("wgmma"));
-  // Unset in the problem: WINNOW_BLOCK_SCORE_WGMMA=1 turns it on; the flag overrides it.
+  // Unset in the problem: on unless WINNOW_BLOCK_SCORE_WGMMA is "0"; the flag overrides it.
   p.score_wgmma = -1;
+  for (const char* v : {static_cast<const char*>(nullptr), "1", "yes"}) {
+    test::ScopedEnv env("WINNOW_BLOCK_SCORE_WGMMA", v);
+    INFO("WINNOW_BLOCK_SCORE_WGMMA " << (v ? v : "unset"));
+    CHECK(ops::BlockSelectOp::create(p, nullptr)->plan_text() == wgmma->plan_text());
+  }
   {
-    test::ScopedEnv on("WINNOW_BLOCK_SCORE_WGMMA", "1");
-    CHECK_THAT(ops::BlockSelectOp::create(p, nullptr)->plan_text(), Catch::Contains("score_wgmma=1"));
-    p.score_wgmma = 0;
-    CHECK_THAT(ops::BlockSelectOp::create(p, nullptr)->plan_text(), !Catch::Contains("wgmma"));
+    test::ScopedEnv off("WINNOW_BLOCK_SCORE_WGMMA", "0");
+    CHECK(ops::BlockSelectOp::create(p, nullptr)->plan_text() == plain->plan_text());
+    p.score_wgmma = 1;
+    CHECK(ops::BlockSelectOp::create(p, nullptr)->plan_text() == wgmma->plan_text());
     p.score_wgmma = -1;
   }
-  {
-    test::ScopedEnv off("WINNOW_BLOCK_SCORE_WGMMA", nullptr);
-    CHECK_THAT(ops::BlockSelectOp::create(p, nullptr)->plan_text(), !Catch::Contains("wgmma"));
-  }
-  // Other archs keep the mma.sync kernel.
-  p.score_wgmma = 1;
+  // Other archs keep the mma.sync kernel, asked for or not.
   p.arch = backend::parse_arch("sm_100a");
-  CHECK_THAT(ops::BlockSelectOp::create(p, nullptr)->source(), !Catch::Contains("wgmma"));
+  for (int flag : {1, -1}) {
+    p.score_wgmma = flag;
+    CHECK_THAT(ops::BlockSelectOp::create(p, nullptr)->source(), !Catch::Contains("wgmma"));
+  }
 }
 
 TEST_CASE("block problems are checked with messages", "[nvrtc]") {

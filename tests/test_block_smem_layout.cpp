@@ -19,7 +19,8 @@ TEST_CASE("block-select's shared-memory regions are aligned for every block coun
         bad += m.scores_off() % 16 != 0 || m.partial_off() % 4 != 0 || m.reduce_off() % 16 != 0;
         const WgmmaScoreSmem w{dim, tile, blocks};
         bad += w.stage_off(0) % 1024 != 0 || w.stage_off(1) % 1024 != 0 ||
-               w.partial_off() % 4 != 0 || w.reduce_off() % 16 != 0 || w.barriers_off() % 8 != 0;
+               w.stats_off() % 16 != 0 || w.reduce_off() % 16 != 0 || w.counters_off() % 4 != 0 ||
+               w.barriers_off() % 8 != 0;
         if (bad) {
           INFO("dim " << dim << " tile " << tile << " blocks " << blocks);
           REQUIRE(bad == 0);

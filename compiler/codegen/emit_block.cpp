@@ -23,11 +23,9 @@ GeneratedKernel emit_block_select(const ir::Expr& score, const plan::BlockSpec& 
   GeneratedKernel g;
   g.entry = kBlockScoreEntry;
   // The score entry: the mma.sync kernel, or the sm_90a wgmma one (its CTA: two math
-  // warpgroups and a producer warp; the pooled keys' tensor map in its arguments); the
-  // other three entries are the same for both. The wgmma entry's registers are capped by
-  // __maxnreg__ (which excludes __launch_bounds__) for two CTAs per SM: bounds with a
-  // minimum of 2 CTAs per SM make the compiler cap it at 96 and spill at d = 128, while
-  // the cap of 112 costs nothing (without any bound it takes 112 at d = 128, ptxas 13.0).
+  // warpgroups, no producer warp; the pooled keys' tensor map in its arguments); the other
+  // three entries are the same for both. The wgmma entry's registers are capped by
+  // __maxnreg__ at 128 (two CTAs of 256 threads per SM).
   plan::BlockPlan cp = plan;
   std::string score_entry;
   if (plan.score_wgmma) {
