@@ -17,6 +17,7 @@ const char* outcome_name(Outcome o) {
     case Outcome::CompileFailed: return "compile failed";
     case Outcome::LaunchFailed: return "launch failed";
     case Outcome::OverBudget: return "over budget";
+    case Outcome::Dropped: return "dropped (slow)";
   }
   return "?";
 }
@@ -131,10 +132,26 @@ Result run_tuner(const std::vector<Candidate>& all, CandidateCompiler& compiler,
       try {
         timer.prepare(m.candidate);
         m.info = timer.describe(m.candidate);
-        for (int w = 0; w < settings.warmup; ++w) timer.run_us(m.candidate);
-        for (int i = 0; i < settings.repeats; ++i) m.timings_us.push_back(timer.run_us(m.candidate));
-        m.median_us = median(m.timings_us);
-        m.outcome = Outcome::Timed;
+        // The baseline is timed first (the shortlist puts it there): past drop_ratio x its
+        // median in two warm-up runs in a row, a candidate is dropped.
+        const bool baseline_timed = r.baseline >= 0 && r.tried[std::size_t(r.baseline)].outcome == Outcome::Timed;
+        const double limit = settings.drop_ratio > 0 && baseline_timed && !all[m.candidate].baseline
+                                 ? settings.drop_ratio * r.tried[std::size_t(r.baseline)].median_us
+                                 : 0;
+        std::vector<double> warm;
+        for (int w = 0; w < settings.warmup; ++w) {
+          warm.push_back(timer.run_us(m.candidate));
+          if (limit > 0 && w >= 1 && warm[std::size_t(w) - 1] > limit && warm[std::size_t(w)] > limit) break;
+        }
+        if (warm.size() >= 2 && limit > 0 && warm[warm.size() - 2] > limit && warm.back() > limit) {
+          m.timings_us = warm;
+          m.median_us = median(warm);
+          m.outcome = Outcome::Dropped;
+        } else {
+          for (int i = 0; i < settings.repeats; ++i) m.timings_us.push_back(timer.run_us(m.candidate));
+          m.median_us = median(m.timings_us);
+          m.outcome = Outcome::Timed;
+        }
       } catch (...) {
         m.outcome = Outcome::LaunchFailed;
         m.error = what_of(std::current_exception());

@@ -50,11 +50,16 @@ struct Settings {
   unsigned compile_threads = 0;  // 0: the host's cores
   double budget_s = 60;          // wall clock for the whole loop; what is left untimed is
                                  // recorded as skipped
+  double drop_ratio = 3;         // a candidate whose warm-up runs are this much slower than
+                                 // the baseline is dropped (0: never), so that one slow
+                                 // point does not spend the budget
   // Called after each candidate is compiled or timed: (done, total, seconds so far).
   std::function<void(std::size_t, std::size_t, double)> progress;
 };
 
-enum class Outcome { Timed, CompileFailed, LaunchFailed, OverBudget };
+// Dropped: two warm-up runs in a row slower than Settings::drop_ratio x the baseline's
+// median; its warm-up runs are kept as its timings (it cannot win).
+enum class Outcome { Timed, CompileFailed, LaunchFailed, OverBudget, Dropped };
 const char* outcome_name(Outcome o);
 
 struct Measurement {

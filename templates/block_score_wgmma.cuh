@@ -98,11 +98,7 @@ __device__ __forceinline__ void tile_row_stats(const float (&v)[4 * NT], float (
   }
 }
 
-#ifndef WINNOW_BLOCK_SCORE_OVERLAP
-#define WINNOW_BLOCK_SCORE_OVERLAP 3
-#endif
-
-template <class C, class S, int kOverlap = WINNOW_BLOCK_SCORE_OVERLAP>
+template <class C, class S>
 __device__ void block_score_wgmma(const BlockSelectParams& p, const TmaMap* pooled_map,
                                   unsigned char* smem) {
   constexpr int D = C::kDim, T = C::kTile, NT = T / 8, ATOMS = D * 2 / 128;
@@ -175,79 +171,19 @@ __device__ void block_score_wgmma(const BlockSelectParams& p, const TmaMap* pool
     slot.advance(STAGES);
   };
 
-  // kOverlap: each tile as two halves of 64 columns (m64n64, 32 accumulators each), the
-  // next half's MMAs in flight while this half's exponentials run (FlashAttention-3's
-  // intra-warpgroup overlap; the stage released once both halves of its tile are complete).
-  float h0[T / 4], h1[T / 4];
-  // The half `half` of the tile in stage `stage` into acc (pass 1: A = the warpgroup's q rows,
-  // B = the half's 64 blocks; pass 2: A = the warpgroup's 64 blocks, B = the half's 64 q rows).
-  auto issue_half = [&](int stage, bool second, int half, float (&acc)[T / 4]) {
-    const u32 klo = wgmma_desc_lo(base + L.stage_off(stage));
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks) {
-      const unsigned long long qd =
-          wgmma_desc_from_lo(qlo, swizzled_at<kBlockTokens>(second ? half * 64 : wg * 64, ks * 32));
-      const unsigned long long kd = wgmma_desc_from_lo(klo, swizzled_at<T>(second ? wg * 64 : half * 64, ks * 32));
-      wgmma_m64n<T / 2, kElemBF16>(acc, second ? kd : qd, second ? qd : kd, ks > 0);
-    }
-    wgmma_commit();
-  };
-  auto release = [&](int use) {
-    __syncwarp();  // the warp's MMAs on the stage are complete
-    if (lane == 0) {
-      const unsigned before = count_release(released + slot.stage);
-      if (before % W == W - 1 && use + STAGES < uses) issue(use + STAGES, slot.stage);
-    }
-    slot.advance(STAGES);
-  };
-  // One pass over the tiles, overlapped: both halves of a tile issued, the first half's
-  // epilogue epi(acc, tile, 0) while the second's MMAs run, then the second's. Every MMA is
-  // waited for in its own iteration (ptxas serialises the MMAs of a group in flight across
-  // the loop's back edge).
-  auto overlapped = [&](bool second, int use0, auto&& epi) {
-    for (int tile = 0; tile < tiles; ++tile) {
-      mbarrier_wait(full + slot.stage, slot.parity);
-      issue_half(slot.stage, second, 0, h0);
-      issue_half(slot.stage, second, 1, h1);
-      wgmma_wait<1>();
-      wgmma_pin(h0);
-      epi(h0, tile, 0);
-      wgmma_wait<0>();
-      wgmma_pin(h1);
-      release(use0 + tile);
-      epi(h1, tile, 1);
-    }
-  };
-
-  if constexpr ((kOverlap & 1) != 0) {
-    overlapped(false, 0, [&](float (&acc)[T / 4], int tile, int half) {
-      float v[T / 4];
-      const int J0 = tile * T + half * 64;
-      if (J0 + 64 > n) {
-#pragma unroll
-        for (int nt = 0; nt < NT / 2; ++nt) chunk_raw<S, true>(acc + 4 * nt, J0 + nt * 8 + 2 * t4, n, v + 4 * nt);
-      } else {
-#pragma unroll
-        for (int nt = 0; nt < NT / 2; ++nt) chunk_raw<S, false>(acc + 4 * nt, 0, n, v + 4 * nt);
-      }
-      tile_row_stats<NT / 2>(v, m, l);
-    });
-  } else {
   // Pass 1: each row's reference maximum and sum of exp2.
-    for (int tile = 0; tile < tiles; ++tile) {
-      float d[T / 2];
-      multiply(tile, false, d);
-      float v[T / 2];
-      if ((tile + 1) * T > n) {
-  #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) chunk_raw<S, true>(d + 4 * nt, tile * T + nt * 8 + 2 * t4, n, v + 4 * nt);
-      } else {
-  #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) chunk_raw<S, false>(d + 4 * nt, 0, n, v + 4 * nt);
-      }
-      tile_row_stats<NT>(v, m, l);
+  for (int tile = 0; tile < tiles; ++tile) {
+    float d[T / 2];
+    multiply(tile, false, d);
+    float v[T / 2];
+    if ((tile + 1) * T > n) {
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) chunk_raw<S, true>(d + 4 * nt, tile * T + nt * 8 + 2 * t4, n, v + 4 * nt);
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) chunk_raw<S, false>(d + 4 * nt, 0, n, v + 4 * nt);
     }
+    tile_row_stats<NT>(v, m, l);
   }
   // Each row's statistics over its quad (every row sees block 0, so l > 0), published.
 #pragma unroll
@@ -265,62 +201,31 @@ __device__ void block_score_wgmma(const BlockSelectParams& p, const TmaMap* pool
   __syncthreads();  // every row's statistics, and every q row for pass 2's B operand
 
   // Pass 2: each block's sum over the 128 rows of exp2(x - m) / l.
-  if constexpr ((kOverlap & 2) != 0) {
-    // acc[4 nt + 2 r + c]: block J_r = tile * T + wg * 64 + 16 (warp % 4) + g + 8 r, row
-    // i = 64 half + 8 nt + 2 t4 + c; the sums over both halves, then over the quad.
-    float s[2] = {0.0f, 0.0f};
-    overlapped(true, tiles, [&](float (&acc)[T / 4], int tile, int half) {
-#pragma unroll
-      for (int nt = 0; nt < NT / 2; ++nt) {
-        const float4 st = *reinterpret_cast<const float4*>(row_stats + 2 * (64 * half + 8 * nt + 2 * t4));
-        const float mi[2] = {st.x, st.z}, inv[2] = {st.y, st.w};
-        float v[4];
-        chunk_raw<S, false>(acc + 4 * nt, 0, n, v);
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const float p0 = __fmul_rn(exp2_approx(__fmaf_rn(v[2 * r], kLog2e, -mi[0])), inv[0]);
-          const float p1 = __fmul_rn(exp2_approx(__fmaf_rn(v[2 * r + 1], kLog2e, -mi[1])), inv[1]);
-          s[r] = __fadd_rn(s[r], __fadd_rn(p0, p1));
-        }
-      }
-      if (half == 1) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          s[r] = __fadd_rn(s[r], __shfl_xor_sync(0xFFFFFFFFu, s[r], 1));
-          s[r] = __fadd_rn(s[r], __shfl_xor_sync(0xFFFFFFFFu, s[r], 2));
-          const int J = tile * T + wg * 64 + 16 * (warp & 3) + g + 8 * r;
-          if (t4 == 0 && J < n) block_scores[J] = s[r];
-          s[r] = 0.0f;
-        }
-      }
-    });
-  } else {
   for (int tile = 0; tile < tiles; ++tile) {
-      float d[T / 2];
-      multiply(tiles + tile, true, d);
-      // d[4 nt + 2 r + c]: block J_r = tile * T + wg * 64 + 16 (warp % 4) + g + 8 r, row
-      // i = 8 nt + 2 t4 + c.
-      float s[2] = {0.0f, 0.0f};
-  #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const float4 st = *reinterpret_cast<const float4*>(row_stats + 2 * (8 * nt + 2 * t4));
-        const float mi[2] = {st.x, st.z}, inv[2] = {st.y, st.w};
-        float v[4];
-        chunk_raw<S, false>(d + 4 * nt, 0, n, v);
-  #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const float p0 = __fmul_rn(exp2_approx(__fmaf_rn(v[2 * r], kLog2e, -mi[0])), inv[0]);
-          const float p1 = __fmul_rn(exp2_approx(__fmaf_rn(v[2 * r + 1], kLog2e, -mi[1])), inv[1]);
-          s[r] = __fadd_rn(s[r], __fadd_rn(p0, p1));
-        }
-      }
-  #pragma unroll
+    float d[T / 2];
+    multiply(tiles + tile, true, d);
+    // d[4 nt + 2 r + c]: block J_r = tile * T + wg * 64 + 16 (warp % 4) + g + 8 r, row
+    // i = 8 nt + 2 t4 + c.
+    float s[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const float4 st = *reinterpret_cast<const float4*>(row_stats + 2 * (8 * nt + 2 * t4));
+      const float mi[2] = {st.x, st.z}, inv[2] = {st.y, st.w};
+      float v[4];
+      chunk_raw<S, false>(d + 4 * nt, 0, n, v);
+#pragma unroll
       for (int r = 0; r < 2; ++r) {
-        s[r] = __fadd_rn(s[r], __shfl_xor_sync(0xFFFFFFFFu, s[r], 1));
-        s[r] = __fadd_rn(s[r], __shfl_xor_sync(0xFFFFFFFFu, s[r], 2));
-        const int J = tile * T + wg * 64 + 16 * (warp & 3) + g + 8 * r;
-        if (t4 == 0 && J < n) block_scores[J] = s[r];
+        const float p0 = __fmul_rn(exp2_approx(__fmaf_rn(v[2 * r], kLog2e, -mi[0])), inv[0]);
+        const float p1 = __fmul_rn(exp2_approx(__fmaf_rn(v[2 * r + 1], kLog2e, -mi[1])), inv[1]);
+        s[r] = __fadd_rn(s[r], __fadd_rn(p0, p1));
       }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      s[r] = __fadd_rn(s[r], __shfl_xor_sync(0xFFFFFFFFu, s[r], 1));
+      s[r] = __fadd_rn(s[r], __shfl_xor_sync(0xFFFFFFFFu, s[r], 2));
+      const int J = tile * T + wg * 64 + 16 * (warp & 3) + g + 8 * r;
+      if (t4 == 0 && J < n) block_scores[J] = s[r];
     }
   }
   __syncthreads();  // every block score is written

@@ -68,11 +68,14 @@ TEST_CASE("tuner: picks the lowest median and keeps every timing", "[tune]") {
   const auto all = five();
   test::FakeCompiler compiler;
   test::FakeTimer timer;
-  // Candidate 4 has the lowest median (12) though 2 has the lowest single run (1).
+  // Candidate 4 has the lowest median (12) though 2 has the lowest single run (1). The drop
+  // rule off: every candidate timed R times, whatever its warm-up runs.
   timer.times = {{0, {20, 20, 20, 20, 20, 20, 20}}, {1, {15, 15, 15, 15, 15, 15, 15}},
                  {2, {90, 90, 1, 90, 90, 90, 90}},  {3, {14, 14, 14, 14, 14, 14, 14}},
                  {4, {99, 99, 12, 12, 12, 99, 99}}};
-  const rt::tune::Result r = rt::tune::run_tuner(all, compiler, timer, quick());
+  rt::tune::Settings s = quick();
+  s.drop_ratio = 0;
+  const rt::tune::Result r = rt::tune::run_tuner(all, compiler, timer, s);
   REQUIRE(r.best >= 0);
   CHECK(r.tried[std::size_t(r.best)].candidate == 4);
   CHECK(r.tried[std::size_t(r.best)].median_us == 12);
@@ -88,6 +91,40 @@ TEST_CASE("tuner: picks the lowest median and keeps every timing", "[tune]") {
   // The warm-up runs are not among the kept ones: candidate 4's runs 2..6.
   CHECK(of(r, 4).timings_us == std::vector<double>{12, 12, 12, 99, 99});
   CHECK(timer.released.size() == 5);
+}
+
+TEST_CASE("tuner: a candidate slower than drop_ratio x the baseline in two warm-up runs is dropped", "[tune]") {
+  const auto all = five();
+  test::FakeCompiler compiler;
+  test::FakeTimer timer;
+  // Baseline 20 us, limit 3 x 20 = 60: 1 is slow in both warm-up runs (dropped after them);
+  // 2 only in its first (a cold run: timed); 3 fast; 4 slow but under the limit.
+  timer.times = {{0, {20}}, {1, {500, 400, 1, 1, 1, 1, 1}}, {2, {500, 30, 30, 30, 30, 30, 30}},
+                 {3, {10}}, {4, {59}}};
+  rt::tune::Settings s = quick();
+  s.warmup = 3;
+  s.drop_ratio = 3;
+  const rt::tune::Result r = rt::tune::run_tuner(all, compiler, timer, s);
+  REQUIRE(r.baseline == 0);
+  CHECK(of(r, 1).outcome == Outcome::Dropped);
+  CHECK(timer.runs[1] == 2);  // two warm-up runs, no timed ones
+  CHECK(of(r, 1).timings_us == std::vector<double>{500, 400});
+  CHECK(of(r, 1).median_us == 450);
+  CHECK(std::string(rt::tune::outcome_name(Outcome::Dropped)) == "dropped (slow)");
+  for (std::size_t i : {0, 2, 3, 4}) {
+    INFO("candidate " << i);
+    CHECK(of(r, i).outcome == Outcome::Timed);
+    CHECK(timer.runs[i] == 3 + 5);
+  }
+  CHECK(r.tried[std::size_t(r.best)].candidate == 3);
+  // Without a timed baseline (its launch refused) there is no limit: nothing is dropped,
+  // and candidate 1's fast timed runs win.
+  test::FakeTimer t2;
+  t2.times = timer.times;
+  t2.fail_prepare = {0};
+  const rt::tune::Result r2 = rt::tune::run_tuner(all, compiler, t2, s);
+  CHECK(of(r2, 1).outcome == Outcome::Timed);
+  CHECK(r2.tried[std::size_t(r2.best)].candidate == 1);
 }
 
 TEST_CASE("tuner: compile and launch failures are recorded and skipped", "[tune]") {

@@ -195,7 +195,7 @@ int tune(const TuneArgs& a, const rt::TuningDb& db) {
   for (std::size_t j = 0; j < r.run.tried.size(); ++j) {
     const rt::tune::Measurement& m = r.run.tried[j];
     const ops::TopkCandidate& c = r.space.candidates[m.candidate];
-    const bool timed = m.outcome == rt::tune::Outcome::Timed;
+    const bool timed = m.outcome == rt::tune::Outcome::Timed || m.outcome == rt::tune::Outcome::Dropped;
     fmt::print("{:>4} {:>12.1f} {:>12} {:>8}  {:<14} {}{}\n", j, c.predicted_us,
                timed ? fmt::format("{:.1f}", m.median_us) : "-",
                timed && r.baseline_us > 0 ? fmt::format("{:.3f}x", r.baseline_us / m.median_us)
