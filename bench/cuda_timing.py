@@ -2,9 +2,15 @@
 import torch
 
 
-def times_ms(fn, warmup, repeats):
-    """`warmup` untimed calls of fn(), then the times in ms of `repeats` calls, each
-    between two CUDA events."""
+def times_ms(fn, warmup, repeats, warmup_ms=0):
+    """`warmup` untimed calls of fn() (and more until `warmup_ms` of them have run: the GPU
+    then runs at the clocks it holds under this load), then the times in ms of `repeats`
+    calls, each between two CUDA events."""
+    import time
+    start = time.monotonic()
+    while (time.monotonic() - start) * 1e3 < warmup_ms:
+        fn()
+        torch.cuda.synchronize()
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()

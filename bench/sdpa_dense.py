@@ -9,7 +9,8 @@ Writes one PERF.md record per L (workload "block-select", impl "torch", params.L
 The backend is cuDNN (PERF.md's "dense = cuDNN SDPA") with k and v repeated to the query
 heads (GQA by repeat_interleave, the copy not timed); when cuDNN refuses, flash attention
 with enable_gqa, then whatever SDPA picks. Each record names the backend used.
-Times: CUDA events, after warm-up, median of 10 (about 25 s in all at 256K).
+Times: CUDA events, after warm-up (2 calls and at least 300 ms of calls), median of 10
+(about 30 s in all at 256K).
 """
 import datetime
 import json
@@ -25,10 +26,13 @@ from cuda_timing import times_ms
 
 HEADS, KV_HEADS, DIM = 32, 8, 128
 WARMUP = 2
+# Untimed calls until this long before each series, as `winnow bench block-select
+# --warmup-ms` does by default: both sides timed at the clocks the GPU holds under load.
+WARMUP_MS = 300
 
 
 def median_ms(fn, repeats):
-    times = times_ms(fn, WARMUP, repeats)
+    times = times_ms(fn, WARMUP, repeats, WARMUP_MS)
     return statistics.median(times), min(times), max(times)
 
 
@@ -120,7 +124,7 @@ def main():
                 "tflops": round(flop / med / 1e9, 2), "gbps": 0, "floor_ms": None,
                 "ratio_to_floor": None, "extra_mem_bytes": extra, "exact": None,
                 "fallbacks": 0, "backend": name, "torch": torch.__version__,
-                "repeats": repeats, "warmup": WARMUP, "gpu": gpu, "commit": rev, "date": date,
+                "repeats": repeats, "warmup": WARMUP, "warmup_ms": WARMUP_MS, "gpu": gpu, "commit": rev, "date": date,
             }
             line = json.dumps(rec)
             print(line, flush=True)

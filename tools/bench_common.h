@@ -66,15 +66,24 @@ class Event {
   CUevent e_ = nullptr;
 };
 
-// `warmup` untimed launches, then `repeats` launches each between two CUDA events. Runs
-// longer than a second are reported on stderr as they end, prefixed by `label`.
+// `warmup` untimed launches (and more until `warmup_ms` of them have run: the GPU then
+// runs at the clocks it holds under this load), then `repeats` launches each between two
+// CUDA events. Runs longer than a second are reported on stderr as they end, prefixed by
+// `label`.
 template <class Launch>
 Timing time_launches(const Launch& launch, int warmup, int repeats,
-                     const std::string& label = "winnow bench") {
+                     const std::string& label = "winnow bench", double warmup_ms = 0) {
   const rt::DriverApi& cu = rt::driver();
   CUstream stream = nullptr;
   Event a, b;
   std::vector<float> times;
+  if (warmup_ms > 0) {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() < warmup_ms) {
+      launch(stream);
+      rt::check(cu.cuStreamSynchronize(stream), "cuStreamSynchronize");
+    }
+  }
   for (int i = 0; i < warmup + repeats; ++i) {
     rt::check(cu.cuEventRecord(a.get(), stream), "cuEventRecord");
     launch(stream);

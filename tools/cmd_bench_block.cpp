@@ -41,6 +41,10 @@ Options:
   --no-winnow-dense skip winnow's attention over the dense index
   --no-check        skip the exactness check (a run with block scores, CPU rule)
   --repeats N       timed runs [10]       --warmup N     untimed runs [2]
+  --warmup-ms MS    and untimed runs until MS milliseconds of them have run, before each
+                    timed series [300]: every series (and bench/sdpa_dense.py's dense
+                    baseline, which warms up alike) is timed at the clocks the GPU holds
+                    under load, not at those it starts with after idling
   --seed N          inputs seed [1]       --out FILE     append the records to FILE
   --ceilings FILE   accepted and ignored (the floor is density x dense time)
 )";
@@ -57,6 +61,7 @@ struct BlockBenchArgs {
   std::string dense_path, out_path;
   bool winnow_dense = true, check = true;
   int repeats = 10, warmup = 2;
+  double warmup_ms = 300;
   uint64_t seed = 1;
   // "score_wgmma" when block-select's score pass runs the sm_90a wgmma kernel
   // (WINNOW_BLOCK_SCORE_WGMMA=1), "attention_wgmma" when the attention op does
@@ -107,12 +112,14 @@ bool parse_block_args(int argc, char** argv, BlockBenchArgs& a) {
     else if (flag == "--no-check") args.no_value(), a.check = false;
     else if (flag == "--repeats") a.repeats = args.int_value();
     else if (flag == "--warmup") a.warmup = args.int_value();
+    else if (flag == "--warmup-ms") a.warmup_ms = args.int_value();
     else if (flag == "--seed") a.seed = uint64_t(args.int_value());
     else if (flag == "--out") a.out_path = args.value();
     else if (flag == "--ceilings") args.value();  // device_run.sh passes it; the floor here is density x dense
     else unknown_argument(flag);
   }
-  if (a.repeats < 1 || a.warmup < 0) throw UsageError("--repeats >= 1 and --warmup >= 0");
+  if (a.repeats < 1 || a.warmup < 0 || a.warmup_ms < 0)
+    throw UsageError("--repeats >= 1, --warmup >= 0 and --warmup-ms >= 0");
   for (int64_t L : a.sizes)
     if (L % ops::kBlockSize != 0)
       throw UsageError(fmt::format("--L {} is not a multiple of the block size 128", L));
@@ -161,13 +168,13 @@ std::string record(const BlockBenchArgs& a, const Meta& m, const char* impl,
       "{{\"workload\": \"block-select\", \"impl\": \"{}\", \"params\": {}, \"ms_median\": {:.4f}, "
       "\"ms_min\": {:.4f}, \"ms_max\": {:.4f}, \"tflops\": {:.2f}, \"gbps\": 0, "
       "\"floor_ms\": {}, \"ratio_to_floor\": {}, \"extra_mem_bytes\": {}, \"exact\": {}, "
-      "\"fallbacks\": 0{}{}, \"repeats\": {}, \"warmup\": {}, \"gpu\": {}, \"commit\": \"{}\", "
+      "\"fallbacks\": 0{}{}, \"repeats\": {}, \"warmup\": {}, \"warmup_ms\": {}, \"gpu\": {}, \"commit\": \"{}\", "
       "\"date\": \"{}\"}}",
       impl, params_json, t.median, t.min, t.max, flop / t.median / 1e9,
       floor_ms > 0 ? fmt::format("{:.4f}", floor_ms) : "null",
       floor_ms > 0 ? fmt::format("{:.4f}", t.median / floor_ms) : "null", extra, json_bool(exact),
       extra_fields, a.variant.empty() ? "" : fmt::format(", \"variant\": {}", json_string(a.variant)),
-      a.repeats, a.warmup, json_string(m.gpu), m.commit, m.date);
+      a.repeats, a.warmup, a.warmup_ms, json_string(m.gpu), m.commit, m.date);
 }
 
 struct Row {
@@ -253,7 +260,7 @@ int bench_block_main(int argc, char** argv) {
         ops::execute_block_select(*select, dev, dense_rule, index, nullptr);
         const Timing t = time_launches(
             [&](CUstream s) { ops::execute_block_attention(*attention, dev, index, out, s); },
-            a.warmup, a.repeats);
+            a.warmup, a.repeats, "winnow bench", a.warmup_ms);
         const double flop = 4.0 * 128 * attention_pairs(p.heads * winnow::triangle(nb), p.heads, nb);
         lines.push_back(record(a, meta, "winnow-dense", params(a, L, std::nullopt, input), t, flop,
                                0, extra, std::nullopt, ", \"density\": 1"));
@@ -267,18 +274,18 @@ int bench_block_main(int argc, char** argv) {
         rule.alpha = alpha;
         const Timing ti = time_launches(
             [&](CUstream s) { ops::execute_block_select(*select, dev, rule, index, s); },
-            a.warmup, a.repeats);
+            a.warmup, a.repeats, "winnow bench", a.warmup_ms);
         const ops::BlockIndex got = ops::download_index(p, index);
         const double density = got.density(p.heads, nb);
         const Timing ta = time_launches(
             [&](CUstream s) { ops::execute_block_attention(*attention, dev, index, out, s); },
-            a.warmup, a.repeats);
+            a.warmup, a.repeats, "winnow bench", a.warmup_ms);
         const Timing tw = time_launches(
             [&](CUstream s) {
               ops::execute_block_select(*select, dev, rule, index, s);
               ops::execute_block_attention(*attention, dev, index, out, s);
             },
-            a.warmup, a.repeats);
+            a.warmup, a.repeats, "winnow bench", a.warmup_ms);
         std::optional<bool> exact;
         if (a.check) {
           ops::BlockIndexBuffers scored = ops::make_index_buffers(*select, L, true);
