@@ -65,6 +65,17 @@ TEST_CASE("winnow bench names every workload, block-select and jit included", "[
   CHECK_THAT(r.output, Contains("block-select has its own options: name it first"));
 }
 
+TEST_CASE("winnow bench block-select: the steady-state warm-up is an option and is checked", "[tool]") {
+  ToolRun r = run_tool("bench block-select --help");
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Contains("--warmup-ms MS") && Contains("[300]"));
+  r = run_tool("bench block-select --warmup-ms -1");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Contains("--warmup-ms >= 0"));
+  r = run_tool("bench block-select --warmup-ms");
+  CHECK(r.exit_code == 2);
+}
+
 TEST_CASE("winnow bench dsa-decode: help, argument errors, and a GPU asked for", "[tool][decode]") {
   ToolRun r = run_tool("bench dsa-decode --help");
   CHECK(r.exit_code == 0);
