@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
-#include <sstream>
 
 #include "ops/validate.h"
+#include "runtime/knob_text.h"
 
 namespace winnow::ops {
 
@@ -19,22 +19,10 @@ std::string TopkPoint::text() const {
 }
 
 std::optional<TopkPoint> parse_topk_point(const std::string& text) {
+  const auto knobs = rt::parse_knob_text(text);
+  if (!knobs) return std::nullopt;
   TopkPoint p;
-  std::istringstream in(text);
-  std::string word;
-  std::set<std::string> seen;
-  while (in >> word) {
-    const auto eq = word.find('=');
-    if (eq == std::string::npos) return std::nullopt;
-    const std::string name = word.substr(0, eq);
-    int value = 0;
-    try {
-      std::size_t used = 0;
-      value = std::stoi(word.substr(eq + 1), &used);
-      if (used != word.size() - eq - 1) return std::nullopt;
-    } catch (const std::exception&) {
-      return std::nullopt;
-    }
+  for (const auto& [name, value] : *knobs) {
     int* field = name == "rows_per_cta"         ? &p.rows_per_cta
                  : name == "key_tile"           ? &p.key_tile
                  : name == "bins"               ? &p.bins
@@ -45,11 +33,11 @@ std::optional<TopkPoint> parse_topk_point(const std::string& text) {
                  : name == "stages"             ? &p.stages
                  : name == "pipeline"           ? &p.pipeline
                                                 : nullptr;
-    if (field == nullptr || !seen.insert(name).second) return std::nullopt;
+    if (field == nullptr) return std::nullopt;
     *field = value;
   }
   // Every knob once; pipeline= may be missing (records from before it: 0).
-  if (seen.size() != 9 && (seen.size() != 8 || seen.count("pipeline"))) return std::nullopt;
+  if (knobs->size() != 9 && (knobs->size() != 8 || knobs->count("pipeline"))) return std::nullopt;
   return p;
 }
 

@@ -7,6 +7,7 @@
 #include "runtime/env.h"
 #include "runtime/log.h"
 #include "runtime/sha256.h"
+#include "runtime/tuned_run.h"
 
 namespace winnow::ops {
 
@@ -66,28 +67,14 @@ TopkTuneResult tune_topk(const TopkSpace& space, rt::tune::CandidateCompiler& co
   std::vector<rt::tune::Candidate> all;
   for (const TopkCandidate& c : out.space.candidates)
     all.push_back({c.point.text(), c.predicted_us, c.baseline, c.family});
-  out.run = rt::tune::run_tuner(all, compiler, timer, settings);
-  for (const rt::tune::Measurement& m : out.run.tried) {
-    std::string times;
-    for (double t : m.timings_us) times += fmt::format("{}{:.3f}", times.empty() ? "" : ",", t);
-    out.timings += fmt::format("{} | {} | {}{}\n", all[m.candidate].params,
-                               rt::tune::outcome_name(m.outcome), times,
-                               m.error.empty() ? "" : " | " + m.error);
-  }
-  if (out.run.baseline >= 0)
-    out.baseline_us = out.run.tried[std::size_t(out.run.baseline)].median_us;
-  if (out.run.best < 0) return out;
-  const rt::tune::Measurement& best = out.run.tried[std::size_t(out.run.best)];
-  out.best = out.space.candidates[best.candidate].point;
-  out.best_us = best.median_us;
-  if (db) {
-    rt::TunedRecord r;
-    r.params = out.best->text();
-    r.time_us = out.best_us;
-    r.heuristic_us = out.baseline_us;
-    r.timings = out.timings;
-    out.stored = db->store(key, r);
-  }
+  rt::tune::TunedRun t = rt::tune::tune_and_store(all, compiler, timer, settings, db, key);
+  out.run = std::move(t.run);
+  out.baseline_us = t.baseline_us;
+  out.timings = std::move(t.timings);
+  if (t.best < 0) return out;
+  out.best = out.space.candidates[std::size_t(t.best)].point;
+  out.best_us = t.best_us;
+  out.stored = t.stored;
   return out;
 }
 

@@ -57,3 +57,19 @@ TEST_CASE("winnow tune: --show and --clear work, tuning needs a GPU", "[tool][tu
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Contains("winnow tune --show"));
 }
+
+TEST_CASE("winnow tune block-select: its options, checked; tuning needs a GPU", "[tool][tune]") {
+  auto r = run_tool("tune --help");
+  CHECK_THAT(r.output, Contains("block-select (its whole call"));
+  r = run_tool("tune block-select --k 2048");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Contains("block-select takes --T (its length), not --k"));
+  r = run_tool("tune block-select dsa-prefill");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Contains("one workload at a time"));
+  if (!winnow::rt::gpu_available()) {
+    r = run_tool("tune block-select --T 128K");
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.output, Contains("tuning times candidate plans on a GPU, and there is none"));
+  }
+}

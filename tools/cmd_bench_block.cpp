@@ -14,11 +14,15 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <memory>
+#include <optional>
 #include <sstream>
 
 #include "compiler/build_id.h"
+#include "ops/block_tuning.h"
 #include "testing/block_harness.h"
 #include "ops/topk.h"
+#include "runtime/tuning_db.h"
 #include "tools/bench_common.h"
 #include "tools/commands.h"
 
@@ -40,6 +44,10 @@ Options:
   --dense FILE      JSON lines from bench/sdpa_dense.py (torch SDPA, impl "torch")
   --no-winnow-dense skip winnow's attention over the dense index
   --no-check        skip the exactness check (a run with block scores, CPU rule)
+  --no-tuned        no "winnow-tuned" record: by default, where the tuning database
+                    (winnow tune block-select) has a plan for the length that differs
+                    from the heuristic one, its whole call is timed beside "winnow"
+                    ("ratio_to_winnow": tuned / heuristic)
   --repeats N       timed runs [10]       --warmup N     untimed runs [2]
   --warmup-ms MS    and untimed runs until MS milliseconds of them have run, before each
                     timed series [300]: every series (and bench/sdpa_dense.py's dense
@@ -59,7 +67,7 @@ struct BlockBenchArgs {
   std::vector<ops::BlockInput> inputs = {ops::BlockInput::Structured, ops::BlockInput::Random};
   int heads = 32, kv_heads = 8;
   std::string dense_path, out_path;
-  bool winnow_dense = true, check = true;
+  bool winnow_dense = true, check = true, tuned = true;
   int repeats = 10, warmup = 2;
   double warmup_ms = 300;
   uint64_t seed = 1;
@@ -110,6 +118,7 @@ bool parse_block_args(int argc, char** argv, BlockBenchArgs& a) {
     else if (flag == "--dense") a.dense_path = args.value();
     else if (flag == "--no-winnow-dense") args.no_value(), a.winnow_dense = false;
     else if (flag == "--no-check") args.no_value(), a.check = false;
+    else if (flag == "--no-tuned") args.no_value(), a.tuned = false;
     else if (flag == "--repeats") a.repeats = args.int_value();
     else if (flag == "--warmup") a.warmup = args.int_value();
     else if (flag == "--warmup-ms") a.warmup_ms = args.int_value();
@@ -233,8 +242,27 @@ int bench_block_main(int argc, char** argv) {
 
   std::vector<Row> table;
   bool all_exact = true;
+  const rt::TuningDb db(rt::default_cache_dir());
+  const ops::BlockPoint heuristic{select->plan_text().find("score_wgmma=1") != std::string::npos ? 1 : 0,
+                                  attention->plan_text().find("attention_wgmma=1") != std::string::npos ? 1 : 0};
   for (int64_t L : a.sizes) {
     const int64_t nb = ops::block_count(L);
+    // The tuned plan for this length, where the database has one other than the heuristic.
+    std::optional<ops::BlockPoint> tuned;
+    std::unique_ptr<ops::BlockSelectOp> tuned_select;
+    std::unique_ptr<ops::BlockAttentionOp> tuned_attention;
+    if (a.tuned) {
+      const auto found = ops::find_tuned_block_point(db, ops::block_tuning_key(p, &ctx, *be, L), p, &ctx);
+      if (found && !(found->point == heuristic)) {
+        tuned = found->point;
+        const ops::BlockProblem tp = ops::with_point(p, *tuned);
+        tuned_select = ops::BlockSelectOp::create(tp, &ctx);
+        tuned_select->build(cache, *be);
+        tuned_attention = ops::BlockAttentionOp::create(tp, &ctx);
+        tuned_attention->build(cache, *be);
+        fmt::print(stderr, "L={}: the tuned plan {} (heuristic {})\n", L, tuned->text(), heuristic.text());
+      }
+    }
     for (ops::BlockInput input : a.inputs) {
       const char* input_name = ops::block_input_name(input);
       t0 = std::chrono::steady_clock::now();
@@ -314,6 +342,33 @@ int bench_block_main(int argc, char** argv) {
                                 v2->second, ti.median / v2->second);
         lines.push_back(record(a, meta, "winnow", params(a, L, alpha, input), tw, flop, floor_ms,
                                extra, exact, fields));
+        if (tuned) {
+          // The same call on the tuned plan's kernels, its own index buffers; exact when its
+          // index is the rule on its own scores.
+          ops::BlockIndexBuffers tindex = ops::make_index_buffers(*tuned_select, L, false);
+          const Timing tt = time_launches(
+              [&](CUstream s) {
+                ops::execute_block_select(*tuned_select, dev, rule, tindex, s);
+                ops::execute_block_attention(*tuned_attention, dev, tindex, out, s);
+              },
+              a.warmup, a.repeats, "winnow bench", a.warmup_ms);
+          std::optional<bool> texact;
+          if (a.check) {
+            ops::BlockIndexBuffers scored = ops::make_index_buffers(*tuned_select, L, true);
+            ops::execute_block_select(*tuned_select, dev, rule, scored, nullptr);
+            rt::check(rt::driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize");
+            const std::vector<float> ts = ops::download_block_scores(p, scored);
+            const ops::BlockIndex want = ops::build_block_index(p, nb, ts.data(), rule);
+            const ops::BlockIndex have = ops::download_index(p, scored);
+            texact = want.offsets == have.offsets && want.indices == have.indices;
+            all_exact = all_exact && *texact;
+          }
+          lines.push_back(record(a, meta, "winnow-tuned", params(a, L, alpha, input), tt, flop,
+                                 floor_ms, extra, texact,
+                                 fmt::format(", \"tuned_point\": \"{}\", \"ratio_to_winnow\": {:.4f}",
+                                             tuned->text(), tt.median / tw.median)));
+          table.push_back({L, input_name, "winnow-tuned", alpha, 0, 0, tt.median, density, dense_ms, texact});
+        }
         table.push_back({L, input_name, "winnow", alpha, ti.median, ta.median, tw.median, density,
                          dense_ms, exact});
         fmt::print(stderr, "L={} {} alpha={}: index {:.3f} ms, attention {:.3f} ms, whole {:.3f} "

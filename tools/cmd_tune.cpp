@@ -8,7 +8,9 @@
 #include <string>
 
 #include "compiler/backend/backend.h"
+#include "ops/block_tuning.h"
 #include "ops/topk_tuning.h"
+#include "tools/block_tune_timer.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/kernel_cache.h"
 #include "runtime/tuning_db.h"
@@ -31,7 +33,10 @@ database (<cache folder>/tuning/tuning.sqlite3), where plan builds with the poli
 TUNED_IF_PRESENT (the default) find it for every size of the same bucket: rows, keys and k
 rounded up to a power of two (keys at least 1024).
 
-Workloads: dsa-prefill, dsa-prefill-causal, dsa-glm, csa-1m, knn-ip, knn-l2, knn-cosine.
+Workloads: dsa-prefill, dsa-prefill-causal, dsa-glm, csa-1m, knn-ip, knn-l2, knn-cosine,
+block-select (its whole call, the index then the attention, on `structured` input of
+length --T with 32 query and 8 KV heads, d = 128: which kernel each step runs,
+ops/block_space.h; --k and --Q do not apply).
 
 Options:
   --T SIZE        keys T (dsa), the sequence length S (csa) or the corpus N (knn)
@@ -56,6 +61,7 @@ struct TuneArgs {
   double budget_s = 60;
   int top = 12, repeats = 10, warmup = 3;
   bool show = false, clear = false, help = false;
+  bool block = false;  // block-select (not a topk workload)
   std::string op;
 };
 
@@ -80,11 +86,14 @@ TuneArgs parse(int argc, char** argv) {
     else if (flag == "--clear") { args.no_value(); a.clear = true; }
     else if (flag == "--op") a.op = args.value();
     else if (flag.rfind("--", 0) == 0) unknown_argument(flag);
-    else if (a.workload) throw UsageError("one workload at a time (got '" + flag + "' too)");
+    else if (a.workload || a.block) throw UsageError("one workload at a time (got '" + flag + "' too)");
+    else if (flag == "block-select") a.block = true;
     else if (!(a.workload = workload_named(flag)))
       throw UsageError("unknown workload '" + flag + "' (winnow tune --help lists them)");
   }
-  if (a.show + a.clear + (a.workload != nullptr) != 1)
+  if (a.block && (a.k > 0 || a.queries > 0 || a.dtype))
+    throw UsageError("block-select takes --T (its length), not --k, --Q or --q-dtype");
+  if (a.show + a.clear + (a.workload != nullptr || a.block) != 1)
     throw UsageError("give a workload to tune, or --show, or --clear");
   if (!a.op.empty() && !a.show) throw UsageError("--op goes with --show");
   if (a.budget_s <= 0) throw UsageError("--budget-s must be positive");
@@ -162,6 +171,90 @@ void progress_line(std::size_t done, std::size_t total, double seconds) {
   if (done == total) fmt::print(stderr, "\n");
 }
 
+// The table of the candidates tried and the winner's line; the exit code (0: stored).
+// candidate(i): candidate i's predicted cost, whether it is the heuristic plan, its point.
+struct CandidateLine {
+  double predicted_us;
+  bool baseline;
+  std::string point;
+};
+template <class CandidateOf>
+int report(const rt::tune::Result& run, double baseline_us, double best_us, bool stored,
+           const CandidateOf& candidate) {
+  fmt::print("{:>4} {:>12} {:>12} {:>8}  {:<14} {}\n", "#", "predicted us", "median us",
+             "vs heur.", "outcome", "point / launch");
+  for (std::size_t j = 0; j < run.tried.size(); ++j) {
+    const rt::tune::Measurement& m = run.tried[j];
+    const CandidateLine c = candidate(m.candidate);
+    const bool timed = m.outcome == rt::tune::Outcome::Timed || m.outcome == rt::tune::Outcome::Dropped;
+    fmt::print("{:>4} {:>12.1f} {:>12} {:>8}  {:<14} {}{}\n", j, c.predicted_us,
+               timed ? fmt::format("{:.1f}", m.median_us) : "-",
+               timed && baseline_us > 0 ? fmt::format("{:.3f}x", baseline_us / m.median_us) : "-",
+               std::string(rt::tune::outcome_name(m.outcome)) + (int(j) == run.best ? " *" : ""),
+               c.baseline ? "heuristic " : "", c.point);
+    if (!m.info.empty()) fmt::print("{:>53}{}\n", "", m.info);
+    if (!m.error.empty()) fmt::print("{:>53}{}\n", "", m.error);
+  }
+  if (run.best < 0) {
+    fmt::print(stderr, "winnow tune: no candidate could be timed\n");
+    return 1;
+  }
+  const CandidateLine w = candidate(run.tried[std::size_t(run.best)].candidate);
+  fmt::print("winner: {} at {:.1f} us ({:.3f}x the heuristic plan's {:.1f} us), {} in {:.1f} s\n",
+             w.point, best_us, baseline_us > 0 ? baseline_us / best_us : 0, baseline_us,
+             stored ? "stored" : "NOT stored", run.seconds);
+  return stored ? 0 : 1;
+}
+
+void print_space(std::size_t considered, std::size_t pruned, const std::string& first_pruned,
+                 std::size_t duplicates, std::size_t candidates, const char* note) {
+  fmt::print("space: {} points, {} pruned by the limits ({}), {} duplicates, {} candidates{}\n",
+             considered, pruned, first_pruned.empty() ? "-" : "e.g. " + first_pruned, duplicates,
+             candidates, note);
+}
+
+int tune_topk_workload(const TuneArgs& a, const rt::TuningDb& db, const rt::Context& ctx,
+                       rt::CubinCache& cache, const backend::Backend& be,
+                       const rt::tune::Settings& s) {
+  ops::TopkShape shape;
+  const ops::TopkProblem p = problem_of(a, *a.workload, ctx, &shape);
+  fmt::print(stderr, "winnow tune {}: {} rows x {} keys, k = {}, {} on {}\n", a.workload->name,
+             shape.rows, shape.num_keys, p.k, ops::dtype_name(p.q_dtype), ctx.info().name);
+  const ops::TopkTuneResult r = ops::tune_topk_on_device(p, ctx, cache, be, shape, s, &db);
+  print_space(r.space.considered, r.space.pruned, r.space.first_pruned_reason, r.space.duplicates,
+              r.space.candidates.size(),
+              r.space.retrieval_mode ? " (retrieval mode: its knobs are not in the space yet)" : "");
+  return report(r.run, r.baseline_us, r.best_us, r.stored, [&](std::size_t i) {
+    const ops::TopkCandidate& c = r.space.candidates[i];
+    return CandidateLine{c.predicted_us, c.baseline, c.point.text()};
+  });
+}
+
+// block-select's problem as `winnow bench block-select` runs it (32 / 8 heads, d = 128).
+int tune_block_select(const TuneArgs& a, const rt::TuningDb& db, const rt::Context& ctx,
+                      rt::CubinCache& cache, const backend::Backend& be,
+                      const rt::tune::Settings& s) {
+  const int64_t L = a.size > 0 ? a.size : 131072;
+  if (L % ops::kBlockSize != 0)
+    throw UsageError(fmt::format("block-select's --T must be a multiple of {}", ops::kBlockSize));
+  ops::BlockProblem p;
+  p.max_seq_len = std::max<int64_t>(p.max_seq_len, L);
+  p.arch = ops::device_arch(ctx);
+  fmt::print(stderr, "winnow tune block-select: L = {}, heads {}/{}, d {} on {}\n", L, p.heads,
+             p.kv_heads, p.head_dim, ctx.info().name);
+  const ops::BlockSpace space = ops::block_space(p, &ctx, L);
+  ops::BlockCandidateCompiler compiler(p, space.candidates, cache, be);
+  BlockTuneTimer timer(p, space.candidates, ctx, cache, be, L);
+  const ops::BlockTuneResult r =
+      ops::tune_block(space, compiler, timer, s, &db, ops::block_tuning_key(p, &ctx, be, L));
+  print_space(space.considered, space.pruned, space.first_pruned_reason, space.duplicates,
+              space.candidates.size(), "");
+  return report(r.tuned.run, r.tuned.baseline_us, r.tuned.best_us, r.tuned.stored, [&](std::size_t i) {
+    const ops::BlockCandidate& c = r.space.candidates[i];
+    return CandidateLine{c.predicted_us, c.baseline, c.point.text()};
+  });
+}
+
 int tune(const TuneArgs& a, const rt::TuningDb& db) {
   std::string why;
   if (!rt::gpu_available(&why)) {
@@ -172,8 +265,6 @@ int tune(const TuneArgs& a, const rt::TuningDb& db) {
     return 1;
   }
   rt::Context ctx(0);
-  ops::TopkShape shape;
-  const ops::TopkProblem p = problem_of(a, *a.workload, ctx, &shape);
   rt::CubinCache cache{rt::DiskStore(rt::default_cache_dir())};
   const auto be = backend::make_nvrtc_backend();
   rt::tune::Settings s;
@@ -182,38 +273,8 @@ int tune(const TuneArgs& a, const rt::TuningDb& db) {
   s.warmup = a.warmup;
   s.budget_s = a.budget_s;
   s.progress = progress_line;
-  fmt::print(stderr, "winnow tune {}: {} rows x {} keys, k = {}, {} on {}\n", a.workload->name,
-             shape.rows, shape.num_keys, p.k, ops::dtype_name(p.q_dtype), ctx.info().name);
-  const ops::TopkTuneResult r = ops::tune_topk_on_device(p, ctx, cache, *be, shape, s, &db);
-  fmt::print("space: {} points, {} pruned by the limits ({}), {} duplicates, {} candidates{}\n",
-             r.space.considered, r.space.pruned,
-             r.space.first_pruned_reason.empty() ? "-" : "e.g. " + r.space.first_pruned_reason,
-             r.space.duplicates, r.space.candidates.size(),
-             r.space.retrieval_mode ? " (retrieval mode: its knobs are not in the space yet)" : "");
-  fmt::print("{:>4} {:>12} {:>12} {:>8}  {:<14} {}\n", "#", "predicted us", "median us",
-             "vs heur.", "outcome", "point / launch");
-  for (std::size_t j = 0; j < r.run.tried.size(); ++j) {
-    const rt::tune::Measurement& m = r.run.tried[j];
-    const ops::TopkCandidate& c = r.space.candidates[m.candidate];
-    const bool timed = m.outcome == rt::tune::Outcome::Timed || m.outcome == rt::tune::Outcome::Dropped;
-    fmt::print("{:>4} {:>12.1f} {:>12} {:>8}  {:<14} {}{}\n", j, c.predicted_us,
-               timed ? fmt::format("{:.1f}", m.median_us) : "-",
-               timed && r.baseline_us > 0 ? fmt::format("{:.3f}x", r.baseline_us / m.median_us)
-                                          : "-",
-               std::string(rt::tune::outcome_name(m.outcome)) +
-                   (int(j) == r.run.best ? " *" : ""),
-               c.baseline ? "heuristic " : "", c.point.text());
-    if (!m.info.empty()) fmt::print("{:>53}{}\n", "", m.info);
-    if (!m.error.empty()) fmt::print("{:>53}{}\n", "", m.error);
-  }
-  if (!r.best) {
-    fmt::print(stderr, "winnow tune: no candidate could be timed\n");
-    return 1;
-  }
-  fmt::print("winner: {} at {:.1f} us ({:.3f}x the heuristic plan's {:.1f} us), {} in {:.1f} s\n",
-             r.best->text(), r.best_us, r.baseline_us > 0 ? r.baseline_us / r.best_us : 0,
-             r.baseline_us, r.stored ? "stored" : "NOT stored", r.run.seconds);
-  return r.stored ? 0 : 1;
+  return a.block ? tune_block_select(a, db, ctx, cache, *be, s)
+                 : tune_topk_workload(a, db, ctx, cache, *be, s);
 }
 
 }  // namespace
