@@ -98,7 +98,9 @@ __device__ __forceinline__ void tile_row_stats(const float (&v)[4 * NT], float (
   }
 }
 
-template <class C, class S>
+// kTwoSets (WINNOW_BLOCK_SCORE_TWO_SETS=1, opt-in, not yet measured): two accumulator sets
+// per warpgroup, one CTA per SM (registers: WINNOW_BLOCK_SCORE_MAXNREG).
+template <class C, class S, bool kTwoSets = WINNOW_BLOCK_SCORE_TWO_SETS != 0>
 __device__ void block_score_wgmma(const BlockSelectParams& p, const TmaMap* pooled_map,
                                   unsigned char* smem) {
   constexpr int D = C::kDim, T = C::kTile, NT = T / 8, ATOMS = D * 2 / 128;
@@ -148,9 +150,10 @@ __device__ void block_score_wgmma(const BlockSelectParams& p, const TmaMap* pool
   const u32 qlo = wgmma_desc_lo(base);
   float m[2] = {minus_infinity(), minus_infinity()}, l[2] = {0.0f, 0.0f};
   RingSlot slot = ring_slot(0, STAGES);
-  // The tile of use `use` into d (pass 1: A = the warpgroup's q rows, B = the tile; pass 2:
-  // A = the warpgroup's 64 blocks of the tile, B = the 128 q rows), then the stage released.
-  auto multiply = [&](int use, bool second, float (&d)[T / 2]) {
+  // The tile in the current stage into d (pass 1: A = the warpgroup's q rows, B = the tile;
+  // pass 2: A = the warpgroup's 64 blocks of the tile, B = the 128 q rows), issued and
+  // committed, not waited for.
+  auto issue_mma = [&](bool second, float (&d)[T / 2]) {
     mbarrier_wait(full + slot.stage, slot.parity);
     const u32 klo = wgmma_desc_lo(base + L.stage_off(slot.stage));
     wgmma_fence();
@@ -161,51 +164,32 @@ __device__ void block_score_wgmma(const BlockSelectParams& p, const TmaMap* pool
       wgmma_m64n<T, kElemBF16>(d, second ? kd : qd, second ? qd : kd, ks > 0);
     }
     wgmma_commit();
-    wgmma_wait<0>();
-    wgmma_pin(d);
-    __syncwarp();  // the warp's MMAs on the stage are complete
+  };
+  // After the warp's MMAs on the current stage are complete: the stage counted as released
+  // (its next load issued by the warp that counts last), the next stage current.
+  auto release = [&](int use) {
+    __syncwarp();
     if (lane == 0) {
       const unsigned before = count_release(released + slot.stage);
       if (before % W == W - 1 && use + STAGES < uses) issue(use + STAGES, slot.stage);
     }
     slot.advance(STAGES);
   };
-
-  // Pass 1: each row's reference maximum and sum of exp2.
-  for (int tile = 0; tile < tiles; ++tile) {
-    float d[T / 2];
-    multiply(tile, false, d);
-    float v[T / 2];
+  // Pass 1's step on a tile's scores d (in place): each row's reference maximum and sum.
+  auto row_stats_of = [&](float (&d)[T / 2], int tile) {
     if ((tile + 1) * T > n) {
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) chunk_raw<S, true>(d + 4 * nt, tile * T + nt * 8 + 2 * t4, n, v + 4 * nt);
+      for (int nt = 0; nt < NT; ++nt) chunk_raw<S, true>(d + 4 * nt, tile * T + nt * 8 + 2 * t4, n, d + 4 * nt);
     } else {
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) chunk_raw<S, false>(d + 4 * nt, 0, n, v + 4 * nt);
+      for (int nt = 0; nt < NT; ++nt) chunk_raw<S, false>(d + 4 * nt, 0, n, d + 4 * nt);
     }
-    tile_row_stats<NT>(v, m, l);
-  }
-  // Each row's statistics over its quad (every row sees block 0, so l > 0), published.
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-#pragma unroll
-    for (int o = 1; o < 4; o <<= 1)
-      merge_softmax_stats(m[r], l[r], __shfl_xor_sync(0xFFFFFFFFu, m[r], o),
-                          __shfl_xor_sync(0xFFFFFFFFu, l[r], o));
-    if (t4 == 0) {
-      const int row = warp * 16 + g + 8 * r;
-      row_stats[2 * row] = m[r];
-      row_stats[2 * row + 1] = __fdiv_rn(1.0f, l[r]);
-    }
-  }
-  __syncthreads();  // every row's statistics, and every q row for pass 2's B operand
-
-  // Pass 2: each block's sum over the 128 rows of exp2(x - m) / l.
-  for (int tile = 0; tile < tiles; ++tile) {
-    float d[T / 2];
-    multiply(tiles + tile, true, d);
-    // d[4 nt + 2 r + c]: block J_r = tile * T + wg * 64 + 16 (warp % 4) + g + 8 r, row
-    // i = 8 nt + 2 t4 + c.
+    tile_row_stats<NT>(d, m, l);
+  };
+  // Pass 2's step on a tile's scores d: d[4 nt + 2 r + c] is block J_r = tile * T + wg * 64 +
+  // 16 (warp % 4) + g + 8 r, row i = 8 nt + 2 t4 + c; each block's sum over the 128 rows of
+  // exp2(x - m) / l, written.
+  auto column_sums_of = [&](const float (&d)[T / 2], int tile) {
     float s[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
@@ -227,7 +211,73 @@ __device__ void block_score_wgmma(const BlockSelectParams& p, const TmaMap* pool
       const int J = tile * T + wg * 64 + 16 * (warp & 3) + g + 8 * r;
       if (t4 == 0 && J < n) block_scores[J] = s[r];
     }
+  };
+  // One pass over the tiles (uses use0..), step(d, tile) on each. (Acc: the accumulators'
+  // type named outside the generic lambda, which GCC 12's host compile needs.)
+  using Acc = float[T / 2];
+  auto pass = [&](bool second, int use0, auto&& step) {
+    if (!kTwoSets) {
+      for (int tile = 0; tile < tiles; ++tile) {
+        Acc d;
+        issue_mma(second, d);
+        wgmma_wait<0>();
+        wgmma_pin(d);
+        release(use0 + tile);
+        step(d, tile);
+      }
+    } else {
+      // Two accumulator sets: tile t + 1's MMAs run under tile t's step, and are waited for
+      // in the same branch that issued them (ptxas serialises a group in flight across the
+      // loop's back edge).
+      Acc a, b;
+      issue_mma(second, a);
+      wgmma_wait<0>();
+      wgmma_pin(a);
+      release(use0);
+      for (int tile = 0; tile < tiles; tile += 2) {
+        if (tile + 1 < tiles) {
+          issue_mma(second, b);
+          step(a, tile);
+          wgmma_wait<0>();
+          wgmma_pin(b);
+          release(use0 + tile + 1);
+        } else {
+          step(a, tile);
+          break;
+        }
+        if (tile + 2 < tiles) {
+          issue_mma(second, a);
+          step(b, tile + 1);
+          wgmma_wait<0>();
+          wgmma_pin(a);
+          release(use0 + tile + 2);
+        } else {
+          step(b, tile + 1);
+          break;
+        }
+      }
+    }
+  };
+
+  // Pass 1: each row's reference maximum and sum of exp2.
+  pass(false, 0, row_stats_of);
+  // Each row's statistics over its quad (every row sees block 0, so l > 0), published.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+#pragma unroll
+    for (int o = 1; o < 4; o <<= 1)
+      merge_softmax_stats(m[r], l[r], __shfl_xor_sync(0xFFFFFFFFu, m[r], o),
+                          __shfl_xor_sync(0xFFFFFFFFu, l[r], o));
+    if (t4 == 0) {
+      const int row = warp * 16 + g + 8 * r;
+      row_stats[2 * row] = m[r];
+      row_stats[2 * row + 1] = __fdiv_rn(1.0f, l[r]);
+    }
   }
+  __syncthreads();  // every row's statistics, and every q row for pass 2's B operand
+
+  // Pass 2: each block's sum over the 128 rows of exp2(x - m) / l.
+  pass(true, tiles, column_sums_of);
   __syncthreads();  // every block score is written
   keep_blocks<C::kThreads>(p, I, h, n, lane, warp, block_scores, keep, fscratch, iscratch);
 }

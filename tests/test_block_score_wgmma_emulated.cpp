@@ -22,7 +22,7 @@ using namespace winnow;
 
 namespace {
 
-constexpr int kMaxBlocks = 160;
+constexpr int kMaxBlocks = 288;  // the three-tile case: 259 blocks
 
 // H query heads on G KV heads (4 on 2; 2 on 1 where the rows are long: the emulation's
 // time goes by CTAs).
@@ -53,7 +53,7 @@ struct Selected {
 // block_pool, then the score pass (the wgmma one, or the mma.sync kernel), block_offsets and
 // block_compact, emulated. rows > 0: the score pass of the first `rows` CTAs only (the
 // largest query blocks), no index (the CTAs' time is the emulation's).
-template <int D, bool kWgmma, int kHeads, int kKvHeads>
+template <int D, bool kWgmma, int kHeads, int kKvHeads, bool kTwoSets = false>
 Selected run_select(const ops::BlockProblem& prob, const ops::BlockData& data,
                     const ops::BlockSelectRule& rule, int rows = 0) {
   const int64_t L = data.seq_len, nb = ops::block_count(L);
@@ -91,7 +91,8 @@ Selected run_select(const ops::BlockProblem& prob, const ops::BlockData& data,
     unsigned char* base = smem.data() + (1024 - reinterpret_cast<uintptr_t>(smem.data()) % 1024) % 1024;
     winnow_emu::shared_window = base;
     winnow_emu::launch_regs = 0;  // no setmaxnreg
-    winnow_emu::launch(ctas, 1, C::kThreads, [&] { block_score_wgmma<C, EmuScore<D>>(p, &map, base); });
+    winnow_emu::launch(ctas, 1, C::kThreads,
+                       [&] { block_score_wgmma<C, EmuScore<D>, kTwoSets>(p, &map, base); });
     winnow_emu::shared_window = nullptr;
   }
   if (rows > 0) return r;
@@ -173,21 +174,25 @@ TEST_CASE("emulated wgmma block scores equal the mma.sync kernel's and the refer
   check_input<64>(6 * 128, kind, rule_with(0.1f, 3));
 }
 
-TEST_CASE("emulated wgmma block scores: two tiles of 128, the second partial (d = 64)", "[emu][block]") {
-  INFO("seed " << test::test_seed());
-  // 130 blocks, the score pass of the largest two query blocks of both heads only (129 and
-  // 128: two tiles, the second holding 2 and 1 blocks): the ring's stages reused, pass 1's
-  // reference moved across tiles, pass 2's blocks of the second tile.
+namespace {
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+
+// The score pass of the largest two query blocks of both heads only (nb - 1 and nb - 2),
+// with `nb` blocks at d = 64: the ring's stages reused, pass 1's reference moved across
+// tiles, pass 2's blocks of the later tiles; against the mma.sync pass and the reference.
+template <bool kTwoSets>
+void check_largest_rows(int64_t nb, ops::BlockInput kind) {
   constexpr int H = 2, G = 1, D = 64;
-  const int64_t L = 130 * 128, nb = 130;
+  const int64_t L = nb * 128;
   ops::BlockProblem prob = test::small_block_problem(H, G, L);
   prob.head_dim = D;
-  const auto kind = GENERATE(ops::BlockInput::Structured, ops::BlockInput::Random);
-  INFO("input " << ops::block_input_name(kind));
-  const auto data = ops::make_block_data(prob, L, kind, test::test_seed() + 130);
+  const auto data = ops::make_block_data(prob, L, kind, test::test_seed() + uint64_t(nb));
   const ops::BlockSelectRule rule = rule_with(0.1f, 4);
   const Selected mma = run_select<D, false, H, G>(prob, data, rule, 2 * H);
-  const Selected wg = run_select<D, true, H, G>(prob, data, rule, 2 * H);
+  const Selected wg = run_select<D, true, H, G, kTwoSets>(prob, data, rule, 2 * H);
   const std::vector<double> ref = ops::reference_block_scores(prob, data.decoded());
   double vs_mma = 0, worst = 0;
   int64_t compared = 0;
@@ -203,9 +208,34 @@ TEST_CASE("emulated wgmma block scores: two tiles of 128, the second partial (d 
   }
   INFO(compared << " scores; largest difference from the mma.sync kernel's " << vs_mma
                 << ", from the reference " << worst);
-  CHECK(compared == H * (130 + 129));
+  CHECK(compared == H * (2 * nb - 1));
   CHECK(vs_mma < 2e-5);
   CHECK(worst < 1e-4);
+}
+
+}  // namespace
+
+TEST_CASE("emulated wgmma block scores: two tiles of 128, the second partial (d = 64)", "[emu][block]") {
+  INFO("seed " << test::test_seed());
+  // 130 blocks: rows 129 and 128 hold two tiles, the second with 2 and 1 blocks.
+  const auto kind = GENERATE(ops::BlockInput::Structured, ops::BlockInput::Random);
+  INFO("input " << ops::block_input_name(kind));
+  check_largest_rows<false>(130, kind);
+}
+
+TEST_CASE("emulated wgmma block scores with two accumulator sets over one to three tiles", "[emu][block]") {
+  INFO("seed " << test::test_seed());
+  // WINNOW_BLOCK_SCORE_TWO_SETS=1's loop: a single tile (7 blocks: the whole problem, the
+  // index too), two tiles (130) and three (259: rows 258 and 257, the third tile partial).
+  check_largest_rows<true>(130, ops::BlockInput::Random);
+  check_largest_rows<true>(259, ops::BlockInput::Structured);
+  ops::BlockProblem prob = test::small_block_problem(4, 2, 7 * 128);
+  const auto data = ops::make_block_data(prob, 7 * 128, ops::BlockInput::Random, test::test_seed() + 7);
+  const Selected one = run_select<128, true, 4, 2>(prob, data, rule_with(0.1f, 2));
+  const Selected two = run_select<128, true, 4, 2, true>(prob, data, rule_with(0.1f, 2));
+  CHECK(same_bits(two.scores, one.scores));  // one tile: the same steps in the same order
+  CHECK(two.offsets == one.offsets);
+  CHECK(two.indices == one.indices);
 }
 
 TEST_CASE("emulated wgmma block scores: 130 blocks in two tiles of 128 (d = 128)", "[emu][block][.]") {
