@@ -58,7 +58,7 @@ TEST_CASE("winnow tune: --show and --clear work, tuning needs a GPU", "[tool][tu
   CHECK_THAT(r.output, Contains("winnow tune --show"));
 }
 
-TEST_CASE("winnow tune block-select: its options, checked; tuning needs a GPU", "[tool][tune]") {
+TEST_CASE("winnow tune block-select: its options are checked and tuning needs a GPU", "[tool][tune]") {
   auto r = run_tool("tune --help");
   CHECK_THAT(r.output, Contains("block-select (its whole call"));
   r = run_tool("tune block-select --k 2048");
