@@ -2,32 +2,21 @@
 
 #include <fmt/format.h>
 
-#include "compiler/backend/backend.h"
 #include "compiler/ir/ir.h"
 #include "ops/block_attention.h"
 #include "ops/block_select.h"
-#include "runtime/cuda_driver.h"
-#include "runtime/env.h"
-#include "runtime/log.h"
+#include "ops/tuning_lookup.h"
 #include "runtime/sha256.h"
 
 namespace winnow::ops {
 
 rt::TuningKey block_tuning_key(const BlockProblem& p, const rt::Context* ctx,
                                const backend::Backend& be, int64_t seq_len) {
-  rt::TuningKey k;
-  k.op = "block-select";
+  rt::TuningKey k = device_tuning_key("block-select", p.arch, ctx, be);
   k.score_hash = rt::sha256_hex(ir::print(block_score_program(p.head_dim)));
   k.dtypes = "q=bf16 k=bf16 v=bf16";
   k.window = "causal";
-  k.arch = p.arch.str();
-  k.gpu = ctx ? ctx->info().name : "none";
-  k.sm_count = ctx ? ctx->info().sm_count : 0;
-  k.driver = ctx ? std::to_string(ctx->info().driver_version) : "none";
-  k.compiler = be.name() + " " + be.version();
-  if (const std::string env = rt::cache_relevant_env(); !env.empty())
-    k.compiler += " env=" + rt::sha256_hex(env).substr(0, 16);
-  // Query heads, KV heads folded into the head count's text, head dim; rows = keys = L.
+  // Query heads and head dim, rows = keys = L by bucket, then the KV heads.
   k.shape = rt::shape_bucket(p.heads, p.head_dim, seq_len, seq_len) + fmt::format(".g{}", p.kv_heads);
   k.k_bucket = 0;
   return k;
@@ -35,22 +24,11 @@ rt::TuningKey block_tuning_key(const BlockProblem& p, const rt::Context* ctx,
 
 std::optional<TunedBlockPoint> find_tuned_block_point(const rt::TuningDb& db, const rt::TuningKey& key,
                                                       const BlockProblem& p, const rt::Context* ctx) {
-  std::optional<rt::TunedRecord> r = db.find(key);
-  if (!r) return std::nullopt;
-  const std::optional<BlockPoint> point = parse_block_point(r->params);
-  if (!point) {
-    rt::log(rt::LogLevel::Warn, fmt::format("the tuning database's block-select plan \"{}\" is not "
-                                            "one this winnow reads; using the heuristic plan",
-                                            r->params));
-    return std::nullopt;
-  }
-  if (std::string why = block_point_refusal(p, *point, ctx); !why.empty()) {
-    rt::log(rt::LogLevel::Warn, fmt::format("the tuning database's block-select plan \"{}\" no "
-                                            "longer fits ({}); using the heuristic plan",
-                                            r->params, why));
-    return std::nullopt;
-  }
-  return TunedBlockPoint{*point, *r};
+  const auto found = find_tuned<BlockPoint>(
+      db, key, "block-select plan", parse_block_point,
+      [&](const BlockPoint& point) { return block_point_refusal(p, point, ctx); });
+  if (!found) return std::nullopt;
+  return TunedBlockPoint{found->first, found->second};
 }
 
 void BlockCandidateCompiler::compile(std::size_t i) {

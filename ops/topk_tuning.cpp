@@ -4,8 +4,7 @@
 
 #include "compiler/ir/ir.h"
 #include "ops/topk_device_timer.h"
-#include "runtime/env.h"
-#include "runtime/log.h"
+#include "ops/tuning_lookup.h"
 #include "runtime/sha256.h"
 #include "runtime/tuned_run.h"
 
@@ -13,21 +12,12 @@ namespace winnow::ops {
 
 rt::TuningKey topk_tuning_key(const TopkProblem& p, const rt::Context* ctx,
                               const backend::Backend& be, const TopkShape& shape) {
-  rt::TuningKey k;
-  k.op = "topk";
+  rt::TuningKey k = device_tuning_key("topk", p.arch, ctx, be);
   // The canonical program (as the op lowers it), so equal programs share plans.
   k.score_hash = rt::sha256_hex(ir::print(p.score));
   k.dtypes = fmt::format("q={} k={}", dtype_name(p.q_dtype), dtype_name(p.k_dtype));
   k.window = p.window == WindowKind::Causal ? fmt::format("causal/{}", p.causal_ratio)
                                             : window_name(p.window);
-  k.arch = p.arch.str();
-  k.gpu = ctx ? ctx->info().name : "none";
-  k.sm_count = ctx ? ctx->info().sm_count : 0;
-  k.driver = ctx ? std::to_string(ctx->info().driver_version) : "none";
-  k.compiler = be.name() + " " + be.version();
-  // Cache-relevant variables (WINNOW_NVRTC_OPTIONS, ...) change the kernels that were timed.
-  if (const std::string env = rt::cache_relevant_env(); !env.empty())
-    k.compiler += " env=" + rt::sha256_hex(env).substr(0, 16);
   k.shape = rt::shape_bucket(p.heads, p.head_dim, shape.rows, shape.num_keys);
   k.k_bucket = rt::k_bucket(p.k);
   return k;
@@ -35,22 +25,11 @@ rt::TuningKey topk_tuning_key(const TopkProblem& p, const rt::Context* ctx,
 
 std::optional<TunedPoint> find_tuned_point(const rt::TuningDb& db, const rt::TuningKey& key,
                                            const TopkProblem& p, const rt::Context* ctx) {
-  std::optional<rt::TunedRecord> r = db.find(key);
-  if (!r) return std::nullopt;
-  const std::optional<TopkPoint> point = parse_topk_point(r->params);
-  if (!point) {
-    rt::log(rt::LogLevel::Warn, fmt::format("the tuning database's plan \"{}\" is not one this "
-                                            "winnow reads; using the heuristic plan",
-                                            r->params));
-    return std::nullopt;
-  }
-  if (std::string why = topk_point_refusal(p, *point, ctx); !why.empty()) {
-    rt::log(rt::LogLevel::Warn, fmt::format("the tuning database's plan \"{}\" no longer fits "
-                                            "({}); using the heuristic plan",
-                                            r->params, why));
-    return std::nullopt;
-  }
-  return TunedPoint{*point, *r};
+  const auto found = find_tuned<TopkPoint>(
+      db, key, "plan", parse_topk_point,
+      [&](const TopkPoint& point) { return topk_point_refusal(p, point, ctx); });
+  if (!found) return std::nullopt;
+  return TunedPoint{found->first, found->second};
 }
 
 void TopkCandidateCompiler::compile(std::size_t i) {

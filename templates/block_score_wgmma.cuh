@@ -175,16 +175,17 @@ __device__ void block_score_wgmma(const BlockSelectParams& p, const TmaMap* pool
     }
     slot.advance(STAGES);
   };
-  // Pass 1's step on a tile's scores d (in place): each row's reference maximum and sum.
-  auto row_stats_of = [&](float (&d)[T / 2], int tile) {
+  // Pass 1's step on a tile's scores d: each row's reference maximum and sum.
+  auto row_stats_of = [&](const float (&d)[T / 2], int tile) {
+    float v[T / 2];
     if ((tile + 1) * T > n) {
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) chunk_raw<S, true>(d + 4 * nt, tile * T + nt * 8 + 2 * t4, n, d + 4 * nt);
+      for (int nt = 0; nt < NT; ++nt) chunk_raw<S, true>(d + 4 * nt, tile * T + nt * 8 + 2 * t4, n, v + 4 * nt);
     } else {
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) chunk_raw<S, false>(d + 4 * nt, 0, n, d + 4 * nt);
+      for (int nt = 0; nt < NT; ++nt) chunk_raw<S, false>(d + 4 * nt, 0, n, v + 4 * nt);
     }
-    tile_row_stats<NT>(d, m, l);
+    tile_row_stats<NT>(v, m, l);
   };
   // Pass 2's step on a tile's scores d: d[4 nt + 2 r + c] is block J_r = tile * T + wg * 64 +
   // 16 (warp % 4) + g + 8 r, row i = 8 nt + 2 t4 + c; each block's sum over the 128 rows of
@@ -261,17 +262,15 @@ __device__ void block_score_wgmma(const BlockSelectParams& p, const TmaMap* pool
 
   // Pass 1: each row's reference maximum and sum of exp2.
   pass(false, 0, row_stats_of);
-  // Each row's statistics over its quad (every row sees block 0, so l > 0), published.
+  // Each row's statistics over its quad and 1 / l, published.
+  float inv[2];
+  quad_row_stats(m, l, inv);
+  if (t4 == 0) {
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-#pragma unroll
-    for (int o = 1; o < 4; o <<= 1)
-      merge_softmax_stats(m[r], l[r], __shfl_xor_sync(0xFFFFFFFFu, m[r], o),
-                          __shfl_xor_sync(0xFFFFFFFFu, l[r], o));
-    if (t4 == 0) {
+    for (int r = 0; r < 2; ++r) {
       const int row = warp * 16 + g + 8 * r;
       row_stats[2 * row] = m[r];
-      row_stats[2 * row + 1] = __fdiv_rn(1.0f, l[r]);
+      row_stats[2 * row + 1] = inv[r];
     }
   }
   __syncthreads();  // every row's statistics, and every q row for pass 2's B operand

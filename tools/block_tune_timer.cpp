@@ -5,6 +5,7 @@
 #include "compiler/backend/backend.h"
 #include "runtime/cuda_driver.h"
 #include "testing/block_harness.h"
+#include "tools/bench_common.h"
 
 namespace winnow::tools {
 
@@ -59,24 +60,14 @@ double BlockTuneTimer::run_us(std::size_t i) {
   const rt::DriverApi& cu = rt::driver();
   rt::check(cu.cuMemsetD32Async(m.flush.ptr(), i & 0xFF, m.flush.size() / 4, m.stream),
             "cuMemsetD32Async (L2 flush)");
-  CUevent start = nullptr, stop = nullptr;
-  rt::check(cu.cuEventCreate(&start, 0), "cuEventCreate");
-  rt::check(cu.cuEventCreate(&stop, 0), "cuEventCreate");
+  Event start, stop;
+  rt::check(cu.cuEventRecord(start.get(), m.stream), "cuEventRecord");
+  ops::execute_block_select(*m.select, m.inputs, ops::BlockSelectRule{}, m.index, m.stream);
+  ops::execute_block_attention(*m.attention, m.inputs, m.index, m.out, m.stream);
+  rt::check(cu.cuEventRecord(stop.get(), m.stream), "cuEventRecord");
+  rt::check(cu.cuEventSynchronize(stop.get()), "cuEventSynchronize");
   float ms = 0;
-  try {
-    rt::check(cu.cuEventRecord(start, m.stream), "cuEventRecord");
-    ops::execute_block_select(*m.select, m.inputs, ops::BlockSelectRule{}, m.index, m.stream);
-    ops::execute_block_attention(*m.attention, m.inputs, m.index, m.out, m.stream);
-    rt::check(cu.cuEventRecord(stop, m.stream), "cuEventRecord");
-    rt::check(cu.cuEventSynchronize(stop), "cuEventSynchronize");
-    rt::check(cu.cuEventElapsedTime(&ms, start, stop), "cuEventElapsedTime");
-  } catch (...) {
-    cu.cuEventDestroy(start);
-    cu.cuEventDestroy(stop);
-    throw;
-  }
-  cu.cuEventDestroy(start);
-  cu.cuEventDestroy(stop);
+  rt::check(cu.cuEventElapsedTime(&ms, start.get(), stop.get()), "cuEventElapsedTime");
   return double(ms) * 1000.0;
 }
 

@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <utility>
 
 #include "compiler/build_id.h"
 #include "ops/block_tuning.h"
@@ -314,16 +315,21 @@ int bench_block_main(int argc, char** argv) {
               ops::execute_block_attention(*attention, dev, index, out, s);
             },
             a.warmup, a.repeats, "winnow bench", a.warmup_ms);
-        std::optional<bool> exact;
-        if (a.check) {
-          ops::BlockIndexBuffers scored = ops::make_index_buffers(*select, L, true);
-          ops::execute_block_select(*select, dev, rule, scored, nullptr);
+        // A run of `op` with block scores: its index, and whether it is the CPU rule on them.
+        auto rule_on_own_scores = [&](const ops::BlockSelectOp& op) {
+          ops::BlockIndexBuffers scored = ops::make_index_buffers(op, L, true);
+          ops::execute_block_select(op, dev, rule, scored, nullptr);
           rt::check(rt::driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize");
           const std::vector<float> s = ops::download_block_scores(p, scored);
           const ops::BlockIndex want = ops::build_block_index(p, nb, s.data(), rule);
-          const ops::BlockIndex again = ops::download_index(p, scored);
-          exact = want.offsets == got.offsets && want.indices == got.indices &&
-                  again.offsets == got.offsets && again.indices == got.indices;
+          ops::BlockIndex have = ops::download_index(p, scored);
+          const bool same = want.offsets == have.offsets && want.indices == have.indices;
+          return std::pair<bool, ops::BlockIndex>{same, std::move(have)};
+        };
+        std::optional<bool> exact;
+        if (a.check) {
+          const auto [rule_holds, again] = rule_on_own_scores(*select);
+          exact = rule_holds && again.offsets == got.offsets && again.indices == got.indices;
           all_exact = all_exact && *exact;
         }
         const double floor_ms = density * dense_ms;
@@ -354,13 +360,7 @@ int bench_block_main(int argc, char** argv) {
               a.warmup, a.repeats, "winnow bench", a.warmup_ms);
           std::optional<bool> texact;
           if (a.check) {
-            ops::BlockIndexBuffers scored = ops::make_index_buffers(*tuned_select, L, true);
-            ops::execute_block_select(*tuned_select, dev, rule, scored, nullptr);
-            rt::check(rt::driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize");
-            const std::vector<float> ts = ops::download_block_scores(p, scored);
-            const ops::BlockIndex want = ops::build_block_index(p, nb, ts.data(), rule);
-            const ops::BlockIndex have = ops::download_index(p, scored);
-            texact = want.offsets == have.offsets && want.indices == have.indices;
+            texact = rule_on_own_scores(*tuned_select).first;
             all_exact = all_exact && *texact;
           }
           lines.push_back(record(a, meta, "winnow-tuned", params(a, L, alpha, input), tt, flop,
