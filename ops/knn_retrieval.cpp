@@ -25,6 +25,20 @@ struct KnnRetrieval::Impl {
   bool programmatic = true;  // WINNOW_KNN_PDL=0: every launch waits for the one before it
 };
 
+namespace {
+
+// The problem's knobs as the retrieval mode reads them (ops/topk_space.h).
+plan::KnnKnobs knn_knobs(const TopkProblem& p) {
+  plan::KnnKnobs k;
+  k.stages = p.plan_knobs.stages;
+  k.capacity = p.candidate_capacity;
+  k.sample_keys = std::max(p.sample_size, 0);
+  k.ctas_per_sm = p.max_ctas_per_sm;
+  return k;
+}
+
+}  // namespace
+
 std::string KnnRetrieval::unsuited(const TopkProblem& p, const plan::KernelSpec& spec) {
   // The default since session 11 (its [gpu][knn] cases passed in whole-suite runs, and it
   // measured 6-11x faster than the topk kernel in the same runs, bench/NOTES.md); "0" keeps the
@@ -36,10 +50,11 @@ std::string KnnRetrieval::unsuited(const TopkProblem& p, const plan::KernelSpec&
   }
   std::string why = plan::knn_unsuited(spec, int(p.window));
   if (!why.empty()) return why;
+  if (p.sample_size == 0) return "sample_size = 0 (no sample; the retrieval mode needs one)";
   if (p.max_workspace_bytes > 0) {
     plan::KnnPlan kp;
     std::string none;
-    if (plan::choose_knn_plan(spec, kDefaultSmemLimit, &kp, &none) &&
+    if (plan::choose_knn_plan(spec, kDefaultSmemLimit, &kp, &none, knn_knobs(p)) &&
         size_t(kp.workspace_bytes()) > p.max_workspace_bytes)
       return "a workspace bound below the retrieval mode's";
   }
@@ -54,7 +69,7 @@ KnnRetrieval::KnnRetrieval(const TopkProblem& p, const plan::KernelSpec& spec,
   m.ctx = ctx;
   const long smem_limit = ctx ? ctx->info().max_smem_optin : kDefaultSmemLimit;
   std::string why;
-  if (!plan::choose_knn_plan(spec, smem_limit, &m.plan, &why, p.plan_knobs.stages))
+  if (!plan::choose_knn_plan(spec, smem_limit, &m.plan, &why, knn_knobs(p)))
     throw NotSupported(why);
   m.generated = codegen::emit_knn(p.score, m.plan);
   if (const auto v = rt::env_get("WINNOW_KNN_TIGHTEN")) {
@@ -98,7 +113,10 @@ void KnnRetrieval::build(rt::CubinCache& cache, const backend::Backend& be, std:
                                    "of shared memory, {} registers per thread)",
                                    m.plan.stream_smem, m.stream->num_registers()));
   }
-  m.grid = m.ctx->info().sm_count;  // one CTA per SM: the persistent stream
+  // The persistent stream: one CTA per SM, or the plan's count where that many fit.
+  const int per_sm = std::max(1, std::min(m.plan.ctas_per_sm,
+                                          m.stream->max_blocks_per_sm(winnow::kKnnStreamThreads)));
+  m.grid = m.ctx->info().sm_count * per_sm;
 }
 
 size_t KnnRetrieval::workspace_bytes() const {
@@ -137,7 +155,8 @@ void KnnRetrieval::execute(const TopkInputs& in, const CallShape& shape,
   const int eb = dtype_bytes(m.problem.k_dtype);
   CUtensorMap kmap = key_tensor_map(in.k, shape.num_keys, m.problem.head_dim * eb, winnow::kKnnKeyTile);
   const winnow::KnnSample sample =
-      winnow::knn_sample(shape.num_keys, m.plan.k, m.plan.capacity, m.plan.sample_cap);
+      winnow::knn_sample(shape.num_keys, m.plan.k, m.plan.capacity, m.plan.sample_cap,
+                         m.plan.sample_keys);
   const int key_tiles = int((shape.num_keys + winnow::kKnnKeyTile - 1) / winnow::kKnnKeyTile);
   const unsigned stream_grid = unsigned(std::max(1, std::min(m.grid, key_tiles)));
   for (int64_t first = 0; first < shape.rows; first += winnow::kKnnQueries) {

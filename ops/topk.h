@@ -44,7 +44,10 @@ struct TopkProblem {
   int causal_ratio = 1;
   int64_t causal_offset = 0;
   backend::Arch arch;          // the target; ops::device_arch() gives the device's
-  int candidate_capacity = 0;  // per row; 0: default
+  // Per row; 0: default. The retrieval mode (ops/knn_retrieval.h) reads both as its own
+  // (its list's capacity, rounded up to a multiple of 1024 and to at least max(2 k, 1024);
+  // the keys it samples), and sample_size 0 keeps a problem out of it.
+  int candidate_capacity = 0;
   int sample_size = -1;        // -1: default (max(2048, k)), 0: none
   bool allow_tensor_cores = true;  // false: CUDA-core dots (tests cover both paths)
   // Parts each row's window is cut into, scored by different CTAs and merged exactly:
@@ -55,7 +58,8 @@ struct TopkProblem {
   // (each takes more row blocks in turn); build() fails if one CTA does not fit.
   size_t max_workspace_bytes = 0;
   // A tuned point's fixed rows per CTA, key tile and bins (0: the heuristic's), and a cap
-  // on resident CTAs per SM (0: as many as fit). ops/topk_space.h lists the valid ones.
+  // on resident CTAs per SM (0: as many as fit; the retrieval mode's persistent stream:
+  // 0 is one per SM, n is n where they fit). ops/topk_space.h lists the valid ones.
   plan::PlanKnobs plan_knobs;
   int max_ctas_per_sm = 0;
   // Sharded keys (issue 19, ops/shard_merge.h): K's rows are the global keys

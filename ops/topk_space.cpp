@@ -8,6 +8,7 @@
 
 #include "ops/validate.h"
 #include "runtime/knob_text.h"
+#include "winnow/knn_workspace.cuh"
 
 namespace winnow::ops {
 
@@ -197,11 +198,27 @@ TopkSpace topk_space(const TopkProblem& p, const rt::Context* ctx, const TopkSha
   add(base, true);
   if (p.mode != Mode::TopK) return space;
   if (space.retrieval_mode) {
-    for (int stages = 2; stages <= 8; ++stages) {
+    // No cost model ranks these (all predicted equal, so the shortlist keeps this order):
+    // each knob alone first, around the heuristic's plan, then their combinations.
+    const int cap = winnow::knn_capacity(p.k);
+    const std::vector<int> capacities = {0, std::max(cap / 2, std::max(2 * p.k, 1024)), 2 * cap};
+    const std::vector<int> samples = {-1, 4096, 16384, winnow::kKnnMaxSampleCap};
+    const auto point_with = [&](int stages, int capacity, int sample, int ctas) {
       TopkPoint point = base;
       point.stages = stages;
-      add(point, false);
-    }
+      point.candidate_capacity = capacity;
+      point.sample_size = sample;
+      point.max_ctas_per_sm = ctas;
+      return point;
+    };
+    for (int stages = 2; stages <= 8; ++stages) add(point_with(stages, 0, -1, 0), false);
+    for (int capacity : capacities) add(point_with(0, capacity, -1, 0), false);
+    for (int sample : samples) add(point_with(0, 0, sample, 0), false);
+    add(point_with(0, 0, -1, 2), false);
+    for (int stages : {0, 2, 3, 4, 5, 6, 7, 8})
+      for (int capacity : capacities)
+        for (int sample : samples)
+          for (int ctas : {0, 2}) add(point_with(stages, capacity, sample, ctas), false);
     return space;
   }
 

@@ -75,6 +75,15 @@ std::string what_of(const std::exception_ptr& e) {
   }
 }
 
+// Seconds a candidate's runs are expected to take: the baseline's median per run (0 while
+// it is not timed).
+double expected_s(const Result& r, const Settings& settings) {
+  if (r.baseline < 0) return 0;
+  const Measurement& b = r.tried[std::size_t(r.baseline)];
+  if (b.outcome != Outcome::Timed) return 0;
+  return double(settings.warmup + settings.repeats) * b.median_us * 1e-6;
+}
+
 }  // namespace
 
 Result run_tuner(const std::vector<Candidate>& all, CandidateCompiler& compiler, Timer& timer,
@@ -126,8 +135,9 @@ Result run_tuner(const std::vector<Candidate>& all, CandidateCompiler& compiler,
     if (compile_error[j]) {
       m.outcome = Outcome::CompileFailed;
       m.error = what_of(compile_error[j]);
-    } else if (elapsed() > settings.budget_s && !all[m.candidate].baseline) {
-      m.outcome = Outcome::OverBudget;
+    } else if (!all[m.candidate].baseline &&
+               elapsed() + expected_s(r, settings) > settings.budget_s) {
+      m.outcome = Outcome::OverBudget;  // it would not finish within the budget
     } else {
       try {
         timer.prepare(m.candidate);
@@ -138,20 +148,31 @@ Result run_tuner(const std::vector<Candidate>& all, CandidateCompiler& compiler,
         const double limit = settings.drop_ratio > 0 && baseline_timed && !all[m.candidate].baseline
                                  ? settings.drop_ratio * r.tried[std::size_t(r.baseline)].median_us
                                  : 0;
-        std::vector<double> warm;
-        for (int w = 0; w < settings.warmup; ++w) {
-          warm.push_back(timer.run_us(m.candidate));
-          if (limit > 0 && w >= 1 && warm[std::size_t(w) - 1] > limit && warm[std::size_t(w)] > limit) break;
+        // Every run, warm-up first. A candidate other than the baseline stops before a run
+        // that its last one says would end past the budget (over budget: its runs so far
+        // kept), and after two runs in a row past the limit (dropped).
+        const bool baseline = all[m.candidate].baseline;
+        std::vector<double> runs;
+        m.outcome = Outcome::Timed;
+        for (int i = 0; i < settings.warmup + settings.repeats; ++i) {
+          if (!baseline && !runs.empty() && elapsed() + runs.back() * 1e-6 > settings.budget_s) {
+            m.outcome = Outcome::OverBudget;
+            break;
+          }
+          runs.push_back(timer.run_us(m.candidate));
+          const std::size_t n = runs.size();
+          if (limit > 0 && n >= 2 && runs[n - 2] > limit && runs[n - 1] > limit) {
+            m.outcome = Outcome::Dropped;
+            break;
+          }
         }
-        if (warm.size() >= 2 && limit > 0 && warm[warm.size() - 2] > limit && warm.back() > limit) {
-          m.timings_us = warm;
-          m.median_us = median(warm);
-          m.outcome = Outcome::Dropped;
+        const std::size_t warm = std::min(runs.size(), std::size_t(std::max(settings.warmup, 0)));
+        if (m.outcome == Outcome::Timed) {
+          m.timings_us.assign(runs.begin() + std::ptrdiff_t(warm), runs.end());
         } else {
-          for (int i = 0; i < settings.repeats; ++i) m.timings_us.push_back(timer.run_us(m.candidate));
-          m.median_us = median(m.timings_us);
-          m.outcome = Outcome::Timed;
+          m.timings_us = runs;  // it cannot win: what it ran, warm-up included
         }
+        m.median_us = median(m.timings_us);
       } catch (...) {
         m.outcome = Outcome::LaunchFailed;
         m.error = what_of(std::current_exception());

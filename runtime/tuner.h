@@ -48,17 +48,20 @@ struct Settings {
   int warmup = 3;                // runs before the timed ones, not kept
   int repeats = 10;              // timed runs: R
   unsigned compile_threads = 0;  // 0: the host's cores
-  double budget_s = 60;          // wall clock for the whole loop; what is left untimed is
-                                 // recorded as skipped
-  double drop_ratio = 3;         // a candidate whose warm-up runs are this much slower than
-                                 // the baseline is dropped (0: never), so that one slow
-                                 // point does not spend the budget
+  double budget_s = 60;          // wall clock for the whole loop (the baseline always
+                                 // runs); a candidate that would end past it is not
+                                 // started or is stopped (Outcome::OverBudget)
+  double drop_ratio = 3;         // a candidate two of whose runs in a row are this much
+                                 // slower than the baseline is dropped (0: never), so that
+                                 // one slow point does not spend the budget
   // Called after each candidate is compiled or timed: (done, total, seconds so far).
   std::function<void(std::size_t, std::size_t, double)> progress;
 };
 
-// Dropped: two warm-up runs in a row slower than Settings::drop_ratio x the baseline's
-// median; its warm-up runs are kept as its timings (it cannot win).
+// Dropped: two runs in a row slower than Settings::drop_ratio x the baseline's median.
+// OverBudget: not started, because the baseline's median times its runs would end past
+// the budget, or stopped before a run that its last one says would end past it. Both keep
+// the runs they made as their timings (warm-up included); neither can win.
 enum class Outcome { Timed, CompileFailed, LaunchFailed, OverBudget, Dropped };
 const char* outcome_name(Outcome o);
 

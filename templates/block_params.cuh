@@ -118,16 +118,16 @@ struct BlockSelectWgmmaParams {
 // Its CTA: two math warpgroups of 64 query rows (8 warps of 16, as the mma.sync kernel's),
 // no producer warp (the warp that releases a ring stage last issues its next load). Its
 // registers are capped at 128 a thread (__maxnreg__), so that two CTAs fit an SM
-// (2 x 8 warps x 128 x 32 = 65536). WINNOW_BLOCK_SCORE_TWO_SETS=1 (an NVRTC define, opt-in,
-// not yet measured): two accumulator sets per warpgroup, one CTA per SM, up to 255.
+// (2 x 8 warps x 128 x 32 = 65536). WINNOW_BLOCK_SCORE_PINGPONG=1 (an NVRTC define, opt-in
+// until measured): the warpgroups issue their MMAs in turn.
 enum : int {
   kWgmmaScoreThreads = 256,
+  kWgmmaScoreRegs = 128,
   kWgmmaScoreTile = 128
 };
-#ifndef WINNOW_BLOCK_SCORE_TWO_SETS
-#define WINNOW_BLOCK_SCORE_TWO_SETS 0
+#ifndef WINNOW_BLOCK_SCORE_PINGPONG
+#define WINNOW_BLOCK_SCORE_PINGPONG 0
 #endif
-#define WINNOW_BLOCK_SCORE_MAXNREG (WINNOW_BLOCK_SCORE_TWO_SETS ? 255 : 128)
 
 // Its shared memory (1024-byte aligned): the q tile (128 rows, swizzled), a ring of kStages
 // stages of `tile` pooled keys (d * 2 / 128 swizzled atoms of tile rows x 128 bytes each),

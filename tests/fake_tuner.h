@@ -44,6 +44,7 @@ class FakeTimer : public rt::tune::Timer {
   std::set<std::size_t> fail_prepare, fail_run;
   std::map<std::size_t, int> runs;  // run_us calls per candidate (warm-up included)
   std::vector<std::size_t> prepared, released;
+  bool sleep = false;  // each run also takes its time on the wall clock (budget tests)
 
   void prepare(std::size_t i) override {
     prepared.push_back(i);
@@ -53,7 +54,9 @@ class FakeTimer : public rt::tune::Timer {
     const int r = runs[i]++;
     if (fail_run.count(i)) throw std::runtime_error("fake launch error " + std::to_string(i));
     const std::vector<double>& t = times.at(i);
-    return t[std::size_t(r) % t.size()];
+    const double us = t[std::size_t(r) % t.size()];
+    if (sleep) std::this_thread::sleep_for(std::chrono::microseconds(int64_t(us)));
+    return us;
   }
   void release(std::size_t i) override { released.push_back(i); }
   std::string describe(std::size_t i) override { return "fake launch " + std::to_string(i); }

@@ -96,6 +96,30 @@ TEST_CASE("knn retrieval: heavy ties and all-equal scores take counted fallback 
   if (levels == 1 && winnow::knn_capacity(k) < keys) CHECK(r.fallback_rows == 64);
 }
 
+TEST_CASE("knn retrieval: a tuned point's capacity, sample and CTAs per SM, exact", "[gpu][knn]") {
+  WINNOW_REQUIRE_GPU();
+  test::ScopedEnv on("WINNOW_KNN_RETRIEVAL", "1");
+  INFO("seed " << test::test_seed());
+  // The knobs of ops/topk_space.h's retrieval space: half and twice the list, a small and
+  // the largest sample, two stream CTAs per SM (d = 128: they fit), each with few levels of
+  // scores so that the smaller list overflows and takes the fallback rounds.
+  struct Knobs {
+    int capacity, sample, ctas;
+  };
+  const Knobs kn = GENERATE(Knobs{2048, -1, 0}, Knobs{8192, 4096, 0}, Knobs{0, 65408, 2},
+                            Knobs{1024, 512, 2});
+  INFO("capacity " << kn.capacity << " sample " << kn.sample << " ctas " << kn.ctas);
+  auto p = single_head(ir::ip(), 128, 300, ops::DType::BF16);
+  p.candidate_capacity = kn.capacity;
+  p.sample_size = kn.sample;
+  p.max_ctas_per_sm = kn.ctas;
+  p.sorted = true;
+  require_retrieval(p);
+  ops::DataOptions opt;
+  opt.levels = 64;
+  run_and_check(p, 70, test::sized(200003, 50000), opt, {0, 69}, true);
+}
+
 TEST_CASE("knn retrieval: NaN and inf scores rank as torch.topk ranks them", "[gpu][knn]") {
   WINNOW_REQUIRE_GPU();
   test::ScopedEnv on("WINNOW_KNN_RETRIEVAL", "1");

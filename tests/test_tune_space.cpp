@@ -143,34 +143,58 @@ TEST_CASE("tunable space: pruned by the limits, baseline first, no duplicates", 
   }
 }
 
-TEST_CASE("tunable space: the retrieval mode's ring stages", "[tune]") {
+TEST_CASE("tunable space: the retrieval mode's stages, capacity, sample and CTAs", "[tune]") {
   test::ScopedEnv retrieval{"WINNOW_KNN_RETRIEVAL", "1"};
   ops::TopkProblem p = dsa_problem();
   p.score = ops::find_builtin_score(WINNOW_SCORE_IP)->program(false);
   p.heads = 1;
-  p.head_dim = 768;
+  p.head_dim = GENERATE(768, 128);
+  INFO("d " << p.head_dim);
   p.q_dtype = p.k_dtype = ops::DType::F16;
   p.window = ops::WindowKind::Dense;
   p.k = 128;
   REQUIRE(ops::TopkOp::create(p, nullptr)->retrieval_mode());
   const ops::TopkSpace space = ops::topk_space(p, nullptr, {64, 1 << 20});
   CHECK(space.retrieval_mode);
-  CHECK(space.considered == 7);
+  // Each knob alone (7 stages, 3 capacities, 4 samples, 2 CTAs), then 8 x 3 x 4 x 2.
+  CHECK(space.considered == 7 + 3 + 4 + 1 + 8 * 3 * 4 * 2);
+  CHECK(space.candidates.size() + space.pruned + space.duplicates == space.considered + 1);
   REQUIRE(space.candidates.size() >= 2);
-  std::set<int> stages;
+  std::set<std::string> texts;
   for (const ops::TopkCandidate& c : space.candidates) {
     INFO(c.plan_text);
-    CHECK_THAT(c.plan_text, Catch::Contains("knn dim=768"));
-    if (!c.baseline) CHECK(stages.insert(c.point.stages).second);
+    CHECK_THAT(c.plan_text, Catch::Contains("knn dim=" + std::to_string(p.head_dim)));
+    CHECK(texts.insert(c.plan_text + std::to_string(c.point.max_ctas_per_sm)).second);
   }
-  // The heuristic takes the most stages that fit, so that point is the baseline's duplicate.
-  CHECK(space.duplicates == 1);
-  CHECK(space.candidates.size() + space.pruned + space.duplicates == 8);
+  // The knobs alone come first, right after the baseline: the shortlist keeps that order.
+  const auto has = [&](const std::string& what) {
+    return std::any_of(space.candidates.begin(), space.candidates.end(),
+                       [&](const ops::TopkCandidate& c) { return c.plan_text.find(what) != std::string::npos; });
+  };
+  CHECK(has("capacity=2048 "));  // half of 4 max(k, 1024)
+  CHECK(has("capacity=8192 "));
+  CHECK(has("sample_keys=4096 "));
+  CHECK(has("sample_keys=65408 "));
+  // Two stream CTAs of d = 768 (the 64 queries alone take 96 KB) never fit an SM; of d =
+  // 128 they do, with fewer stages.
+  CHECK(has("ctas_per_sm=2 ") == (p.head_dim == 128));
   ops::TopkProblem bad = p;
   bad.plan_knobs.stages = 1;
   CHECK_THROWS_WITH(ops::TopkOp::create(bad, nullptr), Catch::Contains("stages = 1 must be in 2..8"));
   bad.plan_knobs.stages = 3;
   CHECK_THAT(ops::TopkOp::create(bad, nullptr)->plan_text(), Catch::Contains("stages=3"));
+  // A capacity is rounded up to a multiple of 1024 and to at least max(2 k, 1024); a sample
+  // to whole tiles; no sample at all keeps the problem out of the mode.
+  ops::TopkProblem knobs = p;
+  knobs.candidate_capacity = 3000;
+  knobs.sample_size = 5000;
+  const auto op = ops::TopkOp::create(knobs, nullptr);
+  CHECK_THAT(op->plan_text(), Catch::Contains("capacity=3072 "));
+  CHECK_THAT(op->plan_text(), Catch::Contains("sample_keys=5120 "));
+  knobs.candidate_capacity = 1;
+  CHECK_THAT(ops::TopkOp::create(knobs, nullptr)->plan_text(), Catch::Contains("capacity=1024 "));
+  knobs.sample_size = 0;
+  CHECK_FALSE(ops::TopkOp::create(knobs, nullptr)->retrieval_mode());
 }
 
 TEST_CASE("tunable space: the cost model prefers fewer key re-reads", "[tune]") {

@@ -93,7 +93,7 @@ TEST_CASE("tuner: picks the lowest median and keeps every timing", "[tune]") {
   CHECK(timer.released.size() == 5);
 }
 
-TEST_CASE("tuner: a candidate slower than drop_ratio x the baseline in two warm-up runs is dropped", "[tune]") {
+TEST_CASE("tuner: a candidate slower than drop_ratio x the baseline in two runs in a row is dropped", "[tune]") {
   const auto all = five();
   test::FakeCompiler compiler;
   test::FakeTimer timer;
@@ -192,4 +192,45 @@ TEST_CASE("tuner: past the budget only the baseline is timed", "[tune]") {
   CHECK(r.tried[std::size_t(r.best)].candidate == 0);
   CHECK(progress.size() == 10);
   CHECK(progress.back() == 10);
+}
+
+TEST_CASE("tuner: a candidate that would end past the budget is not started", "[tune]") {
+  const auto all = five();
+  test::FakeCompiler compiler;
+  test::FakeTimer timer;
+  timer.sleep = true;
+  // The baseline's 7 runs take 0.21 s of the 0.3 s budget: another 7 x 30 ms would end past
+  // it, so no other candidate runs at all.
+  timer.times = {{0, {30000}}, {1, {1}}, {2, {1}}, {3, {1}}, {4, {1}}};
+  rt::tune::Settings s = quick();
+  s.budget_s = 0.3;
+  s.drop_ratio = 0;
+  const rt::tune::Result r = rt::tune::run_tuner(all, compiler, timer, s);
+  CHECK(of(r, 0).outcome == Outcome::Timed);
+  for (std::size_t i : {1, 2, 3, 4}) {
+    INFO("candidate " << i);
+    CHECK(of(r, i).outcome == Outcome::OverBudget);
+    CHECK(timer.runs[i] == 0);
+  }
+}
+
+TEST_CASE("tuner: a candidate is stopped before a run that would end past the budget", "[tune]") {
+  const auto all = five();
+  test::FakeCompiler compiler;
+  test::FakeTimer timer;
+  timer.sleep = true;
+  // Candidate 3 (the cheapest predicted, timed right after the 1 ms baseline) takes 150 ms a
+  // run: at most three of its seven fit the 0.5 s budget; it stops with what it ran.
+  timer.times = {{0, {1000}}, {1, {1}}, {2, {1}}, {3, {150000}}, {4, {1}}};
+  rt::tune::Settings s = quick();
+  s.budget_s = 0.5;
+  s.drop_ratio = 0;
+  const rt::tune::Result r = rt::tune::run_tuner(all, compiler, timer, s);
+  REQUIRE(r.tried[1].candidate == 3);
+  const rt::tune::Measurement& m = of(r, 3);
+  CHECK(m.outcome == Outcome::OverBudget);
+  CHECK(timer.runs[3] >= 1);
+  CHECK(timer.runs[3] <= 3);
+  CHECK(m.timings_us.size() == std::size_t(timer.runs[3]));
+  CHECK(r.tried[std::size_t(r.best)].candidate != 3);
 }

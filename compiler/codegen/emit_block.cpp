@@ -25,19 +25,18 @@ GeneratedKernel emit_block_select(const ir::Expr& score, const plan::BlockSpec& 
   // The score entry: the mma.sync kernel, or the sm_90a wgmma one (its CTA: two math
   // warpgroups, no producer warp; the pooled keys' tensor map in its arguments); the other
   // three entries are the same for both. The wgmma entry's registers are capped by
-  // __maxnreg__ at WINNOW_BLOCK_SCORE_MAXNREG (block_params.cuh: 128, two CTAs of 256
-  // threads per SM).
+  // __maxnreg__ at kWgmmaScoreRegs (block_params.cuh: 128, two CTAs of 256 threads per SM).
   plan::BlockPlan cp = plan;
   std::string score_entry;
   if (plan.score_wgmma) {
     cp.threads = winnow::kWgmmaScoreThreads;
     score_entry = fmt::format(
-        "extern \"C\" __global__ void __maxnreg__(WINNOW_BLOCK_SCORE_MAXNREG)\n"
+        "extern \"C\" __global__ void __maxnreg__({})\n"
         "{}(const __grid_constant__ winnow::BlockSelectWgmmaParams p) {{\n"
         "  extern __shared__ __align__(1024) unsigned char smem[];  // swizzled wgmma tiles\n"
         "  winnow::block_score_wgmma<WinnowBlockConfig, WinnowScore>(p.s, &p.pooled_map, smem);\n"
         "}}\n",
-        kBlockScoreEntry);
+        int(winnow::kWgmmaScoreRegs), kBlockScoreEntry);
   } else {
     score_entry = fmt::format(
         "extern \"C\" __global__ void __launch_bounds__({}) {}(const winnow::BlockSelectParams p) {{\n"

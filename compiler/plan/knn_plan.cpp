@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "winnow/knn_workspace.cuh"
 
 namespace winnow::plan {
@@ -22,7 +24,8 @@ std::string knn_unsuited(const KernelSpec& s, int window) {
 }
 
 bool choose_knn_plan(const KernelSpec& s, long smem_limit, KnnPlan* out, std::string* why,
-                     int stages) {
+                     const KnnKnobs& knobs) {
+  const int stages = knobs.stages;
   KnnPlan p;
   p.dim = s.head_dim;
   p.elem = s.k_type;
@@ -30,9 +33,23 @@ bool choose_knn_plan(const KernelSpec& s, long smem_limit, KnnPlan* out, std::st
   p.materialize = s.materialize;
   p.sorted = s.sorted;
   p.capacity = winnow::knn_capacity(p.k);
+  if (knobs.capacity > 0) {
+    const int least = std::max(2 * p.k, 1024);
+    p.capacity = (std::max(knobs.capacity, least) + 1023) / 1024 * 1024;
+  }
   p.sample_cap = winnow::kKnnMaxSampleCap;
+  if (knobs.sample_keys > 0) {
+    const int tile = winnow::kKnnKeyTile;
+    p.sample_keys = std::min((knobs.sample_keys + tile - 1) / tile * tile, p.sample_cap);
+  }
   p.select_stage = winnow::knn_select_stage_bytes(p.k, smem_limit);
   p.select_smem = winnow::knn_select_smem_bytes(p.k) + p.select_stage;
+  p.ctas_per_sm = std::max(knobs.ctas_per_sm, 1);
+  if (p.ctas_per_sm > 1) {
+    // That many stream CTAs share the SM's shared memory (the per-block limit plus the
+    // 1 KB the driver reserves per block is the SM's).
+    smem_limit = std::min(smem_limit, (smem_limit + 1024) / p.ctas_per_sm - 1024);
+  }
   if (stages > 0 && (stages < 2 || stages > winnow::kKnnMaxStages)) {
     *why = fmt::format("stages = {} is outside 2..{}", stages, winnow::kKnnMaxStages);
     return false;
@@ -49,18 +66,20 @@ bool choose_knn_plan(const KernelSpec& s, long smem_limit, KnnPlan* out, std::st
   }
   const int least = stages > 0 ? stages : 2;
   *why = fmt::format("d = {} with {} stages needs {} bytes of shared memory for the retrieval "
-                     "mode, more than the {} the target allows",
+                     "mode, more than the {} the target allows{}",
                      s.head_dim, least, winnow::KnnStreamSmem{p.dim * 2, least}.bytes(),
-                     smem_limit);
+                     smem_limit,
+                     p.ctas_per_sm > 1 ? fmt::format(" each of {} CTAs per SM", p.ctas_per_sm) : "");
   return false;
 }
 
 std::string describe(const KnnPlan& p) {
   return fmt::format(
       "knn dim={} elem={} topk={} mode={} sorted={} stages={} capacity={} sample_cap={} "
-      "rounds={} stream_smem={} select_smem={}\n",
+      "sample_keys={} ctas_per_sm={} rounds={} stream_smem={} select_smem={}\n",
       p.dim, elem_name(p.elem), p.k, p.materialize ? "materialize" : "topk", p.sorted,
-      p.stages, p.capacity, p.sample_cap, p.rounds, p.stream_smem, p.select_smem);
+      p.stages, p.capacity, p.sample_cap, p.sample_keys, p.ctas_per_sm, p.rounds, p.stream_smem,
+      p.select_smem);
 }
 
 }  // namespace winnow::plan

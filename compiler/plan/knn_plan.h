@@ -16,6 +16,8 @@ struct KnnPlan {
   int stages = 4;          // key-chunk ring stages
   int capacity = 4096;     // CandidateList entries per query
   int sample_cap = 0;      // sample slots per query
+  int sample_keys = 0;     // keys sampled (0: the rule's, winnow::knn_sample)
+  int ctas_per_sm = 1;     // CTAs of the persistent stream per SM (at most as fit)
   int rounds = 3;          // fallback rounds after the first filter
   long stream_smem = 0, select_smem = 0;  // dynamic shared memory of the kernels
   long select_stage = 0;  // of select_smem, the staging (knn_select_stage_bytes)
@@ -27,11 +29,19 @@ struct KnnPlan {
 // allowed.
 std::string knn_unsuited(const KernelSpec& spec, int window);
 
+// A tuned point's knobs (0: the heuristic's): ring stages; list capacity per query (rounded
+// up to a multiple of 1024 and to at least max(2 k, 1024)); sample keys (whole 128-key
+// tiles, at most winnow::kKnnMaxSampleCap); CTAs of the stream per SM (the stages are then
+// chosen to fit that many in the SM's shared memory).
+struct KnnKnobs {
+  int stages = 0, capacity = 0, sample_keys = 0, ctas_per_sm = 0;
+};
+
 // The plan for the spec within `smem_limit` bytes of shared memory per block; false (and
-// `why`) when none fits. stages > 0: exactly that many ring stages (a tuned point), or
-// false when they do not fit; 0: the most that fit.
+// `why`) when none fits. knobs.stages > 0: exactly that many ring stages, or false when
+// they do not fit; 0: the most that fit.
 bool choose_knn_plan(const KernelSpec& spec, long smem_limit, KnnPlan* out, std::string* why,
-                     int stages = 0);
+                     const KnnKnobs& knobs = {});
 
 std::string describe(const KnnPlan& plan);
 
