@@ -44,9 +44,9 @@ struct TopkProblem {
   int causal_ratio = 1;
   int64_t causal_offset = 0;
   backend::Arch arch;          // the target; ops::device_arch() gives the device's
-  // Per row; 0: default. The retrieval mode (ops/knn_retrieval.h) reads both as its own
-  // (its list's capacity, rounded up to a multiple of 1024 and to at least max(2 k, 1024);
-  // the keys it samples), and sample_size 0 keeps a problem out of it.
+  // Per row; 0: default. The retrieval mode (ops/knn_retrieval.h) reads both as lower
+  // bounds of its own (its list's capacity, rounded up to a multiple of 1024, and the keys
+  // it samples, never below its defaults), and sample_size 0 keeps a problem out of it.
   int candidate_capacity = 0;
   int sample_size = -1;        // -1: default (max(2048, k)), 0: none
   bool allow_tensor_cores = true;  // false: CUDA-core dots (tests cover both paths)

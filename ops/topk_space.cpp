@@ -200,9 +200,9 @@ TopkSpace topk_space(const TopkProblem& p, const rt::Context* ctx, const TopkSha
   if (space.retrieval_mode) {
     // No cost model ranks these (all predicted equal, so the shortlist keeps this order):
     // each knob alone first, around the heuristic's plan, then their combinations.
-    const int cap = winnow::knn_capacity(p.k);
-    const std::vector<int> capacities = {0, std::max(cap / 2, std::max(2 * p.k, 1024)), 2 * cap};
-    const std::vector<int> samples = {-1, 4096, 16384, winnow::kKnnMaxSampleCap};
+    // Capacity and sample only upward (knn_plan.h: less of either takes exactness margin).
+    const std::vector<int> capacities = {0, 2 * winnow::knn_capacity(p.k)};
+    const std::vector<int> samples = {-1, 16384, winnow::kKnnMaxSampleCap};
     const auto point_with = [&](int stages, int capacity, int sample, int ctas) {
       TopkPoint point = base;
       point.stages = stages;

@@ -118,16 +118,12 @@ struct BlockSelectWgmmaParams {
 // Its CTA: two math warpgroups of 64 query rows (8 warps of 16, as the mma.sync kernel's),
 // no producer warp (the warp that releases a ring stage last issues its next load). Its
 // registers are capped at 128 a thread (__maxnreg__), so that two CTAs fit an SM
-// (2 x 8 warps x 128 x 32 = 65536). WINNOW_BLOCK_SCORE_PINGPONG=1 (an NVRTC define, opt-in
-// until measured): the warpgroups issue their MMAs in turn.
+// (2 x 8 warps x 128 x 32 = 65536).
 enum : int {
   kWgmmaScoreThreads = 256,
   kWgmmaScoreRegs = 128,
   kWgmmaScoreTile = 128
 };
-#ifndef WINNOW_BLOCK_SCORE_PINGPONG
-#define WINNOW_BLOCK_SCORE_PINGPONG 0
-#endif
 
 // Its shared memory (1024-byte aligned): the q tile (128 rows, swizzled), a ring of kStages
 // stages of `tile` pooled keys (d * 2 / 128 swizzled atoms of tile rows x 128 bytes each),

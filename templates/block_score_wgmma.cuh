@@ -98,11 +98,7 @@ __device__ __forceinline__ void tile_row_stats(const float (&v)[4 * NT], float (
   }
 }
 
-// kPingPong (WINNOW_BLOCK_SCORE_PINGPONG=1, opt-in until measured): the two warpgroups take
-// turns issuing their MMAs (FlashAttention-3's ping-pong, named barriers 3 and 4), so that
-// one's exponentials run while the other's MMAs are on the tensor cores. Only the order in
-// which the warpgroups issue changes: every score takes the same steps in the same order.
-template <class C, class S, bool kPingPong = WINNOW_BLOCK_SCORE_PINGPONG != 0>
+template <class C, class S>
 __device__ void block_score_wgmma(const BlockSelectParams& p, const TmaMap* pooled_map,
                                   unsigned char* smem) {
   constexpr int D = C::kDim, T = C::kTile, NT = T / 8, ATOMS = D * 2 / 128;
@@ -216,30 +212,15 @@ __device__ void block_score_wgmma(const BlockSelectParams& p, const TmaMap* pool
     }
   };
   // One pass over the tiles (uses use0..), step(d, tile) on each. (Acc: the accumulators'
-  // type named outside the generic lambda, which GCC 12's host compile needs.)
-  // Ping-pong: warpgroup w issues a tile's MMAs after syncing on barrier 3 + w and then
-  // arrives on the other's, so the two issue in turn: 0, 1, 0, 1, ... across both passes.
-  // Warpgroup 0 goes first without waiting, and warpgroup 1 does not arrive after its last
-  // issue: each barrier then sees as many arrivals as syncs (none left pending at exit).
+  // type named outside the generic lambda, which GCC 12's host compile needs.) Each
+  // warpgroup's MMAs and its exponentials run one after the other; the other CTA on the SM
+  // fills the gaps (two overlaps were built, measured and removed: bench/NOTES.md, sessions
+  // 22-23).
   using Acc = float[T / 2];
   auto pass = [&](bool second, int use0, auto&& step) {
     for (int tile = 0; tile < tiles; ++tile) {
       Acc d;
-      if (kPingPong && (second || tile > 0 || wg == 1)) {
-        if (wg == 0) {
-          named_barrier_sync<3, 2 * 128>();
-        } else {
-          named_barrier_sync<4, 2 * 128>();
-        }
-      }
       issue_mma(second, d);
-      if (kPingPong && !(second && tile == tiles - 1 && wg == 1)) {
-        if (wg == 0) {
-          named_barrier_arrive<4, 2 * 128>();
-        } else {
-          named_barrier_arrive<3, 2 * 128>();
-        }
-      }
       wgmma_wait<0>();
       wgmma_pin(d);
       release(use0 + tile);

@@ -104,8 +104,9 @@ WINNOW_HD constexpr long knn_select_stage_bytes(int k, long smem_limit) {
 // score. The rank aims the expected survivors N rank / valid at sqrt(k capacity), the
 // geometric middle of [k, capacity]: fewer than k (a fallback round) or more than the
 // capacity (another) are then several standard deviations away. No sample (tiles 0,
-// threshold 0) when the whole corpus fits the list. sample_keys > 0 (a tuned plan's): that
-// many keys (whole tiles, at most max_cap) in place of the rule's 16 N / max(k, 1024).
+// threshold 0) when the whole corpus fits the list. sample_keys > 0 (a tuned plan's): at
+// least that many keys (whole tiles, at most max_cap), never fewer than the rule's
+// 16 N / max(k, 1024).
 struct KnnSample {
   int tiles, stride, valid, rank;
 };
@@ -118,7 +119,8 @@ WINNOW_HD KnnSample knn_sample(long long num_keys, int k, int capacity, int max_
   // 16 N / max(k, 1024) keys: the rank is then 11 at k = 128 and 32 at k >= 1024 (N = 1M),
   // still several standard deviations from k and the capacity; 32 N / .. spent 32 us
   // sampling and 42 us selecting at N = 1M (session 12's ncu).
-  long long want = ((sample_keys > 0 ? sample_keys : 16 * num_keys / kk) + kKnnKeyTile - 1) / kKnnKeyTile;
+  const long long rule = 16 * num_keys / kk;
+  long long want = ((sample_keys > rule ? sample_keys : rule) + kKnnKeyTile - 1) / kKnnKeyTile;
   long long tiles = want < max_cap / kKnnKeyTile ? want : max_cap / kKnnKeyTile;
   if (tiles > key_tiles) tiles = key_tiles;
   if (tiles < 1) tiles = 1;

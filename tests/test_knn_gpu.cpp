@@ -100,13 +100,14 @@ TEST_CASE("knn retrieval: a tuned point's capacity, sample and CTAs per SM, exac
   WINNOW_REQUIRE_GPU();
   test::ScopedEnv on("WINNOW_KNN_RETRIEVAL", "1");
   INFO("seed " << test::test_seed());
-  // The knobs of ops/topk_space.h's retrieval space: half and twice the list, a small and
-  // the largest sample, two stream CTAs per SM (d = 128: they fit), each with few levels of
-  // scores so that the smaller list overflows and takes the fallback rounds.
+  // The knobs of ops/topk_space.h's retrieval space: twice the list, larger samples, two
+  // stream CTAs per SM (d = 128: they fit), on scores of few levels (heavy ties: the lists
+  // overflow and take the fallback rounds). Below-default capacities and samples are
+  // raised to the defaults (capacity 1024 reads as 4096).
   struct Knobs {
     int capacity, sample, ctas;
   };
-  const Knobs kn = GENERATE(Knobs{2048, -1, 0}, Knobs{8192, 4096, 0}, Knobs{0, 65408, 2},
+  const Knobs kn = GENERATE(Knobs{8192, -1, 0}, Knobs{0, 16384, 0}, Knobs{0, 65408, 2},
                             Knobs{1024, 512, 2});
   INFO("capacity " << kn.capacity << " sample " << kn.sample << " ctas " << kn.ctas);
   auto p = single_head(ir::ip(), 128, 300, ops::DType::BF16);

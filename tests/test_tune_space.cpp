@@ -19,6 +19,7 @@
 #include "ops/validate.h"
 #include "tests/cache_support.h"
 #include "tests/fake_tuner.h"
+#include "winnow/knn_workspace.cuh"
 
 using namespace winnow;
 
@@ -156,8 +157,8 @@ TEST_CASE("tunable space: the retrieval mode's stages, capacity, sample and CTAs
   REQUIRE(ops::TopkOp::create(p, nullptr)->retrieval_mode());
   const ops::TopkSpace space = ops::topk_space(p, nullptr, {64, 1 << 20});
   CHECK(space.retrieval_mode);
-  // Each knob alone (7 stages, 3 capacities, 4 samples, 2 CTAs), then 8 x 3 x 4 x 2.
-  CHECK(space.considered == 7 + 3 + 4 + 1 + 8 * 3 * 4 * 2);
+  // Each knob alone (7 stages, 2 capacities, 3 samples, 2 CTAs), then 8 x 2 x 3 x 2.
+  CHECK(space.considered == 7 + 2 + 3 + 1 + 8 * 2 * 3 * 2);
   CHECK(space.candidates.size() + space.pruned + space.duplicates == space.considered + 1);
   REQUIRE(space.candidates.size() >= 2);
   std::set<std::string> texts;
@@ -171,9 +172,9 @@ TEST_CASE("tunable space: the retrieval mode's stages, capacity, sample and CTAs
     return std::any_of(space.candidates.begin(), space.candidates.end(),
                        [&](const ops::TopkCandidate& c) { return c.plan_text.find(what) != std::string::npos; });
   };
-  CHECK(has("capacity=2048 "));  // half of 4 max(k, 1024)
-  CHECK(has("capacity=8192 "));
-  CHECK(has("sample_keys=4096 "));
+  CHECK(has("capacity=8192 "));  // twice 4 max(k, 1024)
+  CHECK_FALSE(has("capacity=2048 "));
+  CHECK(has("sample_keys=16384 "));
   CHECK(has("sample_keys=65408 "));
   // Two stream CTAs of d = 768 (the 64 queries alone take 96 KB) never fit an SM; of d =
   // 128 they do, with fewer stages.
@@ -183,16 +184,20 @@ TEST_CASE("tunable space: the retrieval mode's stages, capacity, sample and CTAs
   CHECK_THROWS_WITH(ops::TopkOp::create(bad, nullptr), Catch::Contains("stages = 1 must be in 2..8"));
   bad.plan_knobs.stages = 3;
   CHECK_THAT(ops::TopkOp::create(bad, nullptr)->plan_text(), Catch::Contains("stages=3"));
-  // A capacity is rounded up to a multiple of 1024 and to at least max(2 k, 1024); a sample
-  // to whole tiles; no sample at all keeps the problem out of the mode.
+  // A capacity above the default is rounded up to a multiple of 1024, one below it is the
+  // default; a sample is whole tiles; no sample at all keeps the problem out of the mode.
   ops::TopkProblem knobs = p;
-  knobs.candidate_capacity = 3000;
+  knobs.candidate_capacity = 5000;
   knobs.sample_size = 5000;
   const auto op = ops::TopkOp::create(knobs, nullptr);
-  CHECK_THAT(op->plan_text(), Catch::Contains("capacity=3072 "));
+  CHECK_THAT(op->plan_text(), Catch::Contains("capacity=5120 "));
   CHECK_THAT(op->plan_text(), Catch::Contains("sample_keys=5120 "));
   knobs.candidate_capacity = 1;
-  CHECK_THAT(ops::TopkOp::create(knobs, nullptr)->plan_text(), Catch::Contains("capacity=1024 "));
+  CHECK_THAT(ops::TopkOp::create(knobs, nullptr)->plan_text(), Catch::Contains("capacity=4096 "));
+  // The sample is never below the rule's 16 N / max(k, 1024) keys.
+  CHECK(winnow::knn_sample(1 << 20, 128, 4096, winnow::kKnnMaxSampleCap, 512).tiles ==
+        winnow::knn_sample(1 << 20, 128, 4096, winnow::kKnnMaxSampleCap).tiles);
+  CHECK(winnow::knn_sample(1 << 20, 128, 4096, winnow::kKnnMaxSampleCap, 32768).tiles == 256);
   knobs.sample_size = 0;
   CHECK_FALSE(ops::TopkOp::create(knobs, nullptr)->retrieval_mode());
 }

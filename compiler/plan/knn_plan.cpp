@@ -33,10 +33,9 @@ bool choose_knn_plan(const KernelSpec& s, long smem_limit, KnnPlan* out, std::st
   p.materialize = s.materialize;
   p.sorted = s.sorted;
   p.capacity = winnow::knn_capacity(p.k);
-  if (knobs.capacity > 0) {
-    const int least = std::max(2 * p.k, 1024);
-    p.capacity = (std::max(knobs.capacity, least) + 1023) / 1024 * 1024;
-  }
+  // Never fewer entries than the default: the fallback rounds converge by the ratio of
+  // the capacity to k (knn_select.cuh), so a smaller list is less exact-safe, not faster.
+  if (knobs.capacity > p.capacity) p.capacity = (knobs.capacity + 1023) / 1024 * 1024;
   p.sample_cap = winnow::kKnnMaxSampleCap;
   if (knobs.sample_keys > 0) {
     const int tile = winnow::kKnnKeyTile;

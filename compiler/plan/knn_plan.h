@@ -29,10 +29,12 @@ struct KnnPlan {
 // allowed.
 std::string knn_unsuited(const KernelSpec& spec, int window);
 
-// A tuned point's knobs (0: the heuristic's): ring stages; list capacity per query (rounded
-// up to a multiple of 1024 and to at least max(2 k, 1024)); sample keys (whole 128-key
-// tiles, at most winnow::kKnnMaxSampleCap); CTAs of the stream per SM (the stages are then
-// chosen to fit that many in the SM's shared memory).
+// A tuned point's knobs (0: the heuristic's): ring stages; list capacity per query (never
+// below the default winnow::knn_capacity(k); rounded up to a multiple of 1024); keys
+// sampled at least (never fewer than the rule's; whole 128-key tiles, at most
+// winnow::kKnnMaxSampleCap); CTAs of the stream per SM (the stages are then chosen to fit
+// that many in the SM's shared memory). The first two only add margin to the first
+// threshold and the fallback rounds, which a smaller list or sample would take away.
 struct KnnKnobs {
   int stages = 0, capacity = 0, sample_keys = 0, ctas_per_sm = 0;
 };
