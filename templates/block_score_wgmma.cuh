@@ -60,6 +60,17 @@ __device__ __forceinline__ unsigned count_release(unsigned* counter) {
 
 constexpr float kLog2e = 1.4426950408889634f;
 
+// The exponentials of column group nt (8 columns of a tile's 128): the first
+// WINNOW_BLOCK_SCORE_POLY_EXP groups of 16 on the FMA pipe (exp2_poly), the rest on MUFU
+// (exp2_approx). An NVRTC define, 0 (all on MUFU) until measured: ncu shows MUFU.EX2 and
+// the HGMMAs stalled on the MIO queue they share (bench/NOTES.md, session 23).
+#ifndef WINNOW_BLOCK_SCORE_POLY_EXP
+#define WINNOW_BLOCK_SCORE_POLY_EXP 0
+#endif
+__device__ __forceinline__ float index_exp2(int nt, float x) {
+  return nt < WINNOW_BLOCK_SCORE_POLY_EXP ? exp2_poly(x) : exp2_approx(x);
+}
+
 // The score program on 4 accumulators (kBounded: -inf for the blocks at or past n; J0: the
 // block of c[0] and c[2], J0 + 1 that of c[1] and c[3]).
 template <class S, bool kBounded>
@@ -92,8 +103,8 @@ __device__ __forceinline__ void tile_row_stats(const float (&v)[4 * NT], float (
     float s = 0.0f;
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
-      s = __fadd_rn(s, __fadd_rn(exp2_approx(__fmaf_rn(v[4 * nt + 2 * r], kLog2e, -mb)),
-                                 exp2_approx(__fmaf_rn(v[4 * nt + 2 * r + 1], kLog2e, -mb))));
+      s = __fadd_rn(s, __fadd_rn(index_exp2(nt, __fmaf_rn(v[4 * nt + 2 * r], kLog2e, -mb)),
+                                 index_exp2(nt, __fmaf_rn(v[4 * nt + 2 * r + 1], kLog2e, -mb))));
     l[r] = __fadd_rn(l[r], s);
   }
 }
@@ -198,8 +209,8 @@ __device__ void block_score_wgmma(const BlockSelectParams& p, const TmaMap* pool
       chunk_raw<S, false>(d + 4 * nt, 0, n, v);
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const float p0 = __fmul_rn(exp2_approx(__fmaf_rn(v[2 * r], kLog2e, -mi[0])), inv[0]);
-        const float p1 = __fmul_rn(exp2_approx(__fmaf_rn(v[2 * r + 1], kLog2e, -mi[1])), inv[1]);
+        const float p0 = __fmul_rn(index_exp2(nt, __fmaf_rn(v[2 * r], kLog2e, -mi[0])), inv[0]);
+        const float p1 = __fmul_rn(index_exp2(nt, __fmaf_rn(v[2 * r + 1], kLog2e, -mi[1])), inv[1]);
         s[r] = __fadd_rn(s[r], __fadd_rn(p0, p1));
       }
     }

@@ -17,6 +17,7 @@
 #include "winnow/block_params.cuh"
 #include "winnow/element_decode.cuh"
 #include "winnow/mma_sync.cuh"
+#include "winnow/portable.cuh"
 #include "winnow/score_ops.cuh"
 
 namespace winnow {
@@ -37,6 +38,24 @@ __device__ __forceinline__ float exp2_approx(float x) {
   const float y = exp2f(x);
   return y < 1.17549435e-38f ? 0.0f : y;
 #endif
+}
+
+// exp2 on the FMA and integer pipes, not the special-function unit (FlashAttention-4's
+// trick, for a pass whose exponentials outnumber what MUFU issues beside the MMAs): x =
+// r + f with r = round(x) and |f| <= 1/2, 2^f by a degree-5 polynomial (relative error
+// below 2.2e-7, as ex2.approx's about 2^-22; exp2(0) = 1), 2^r added to the exponent bits. As
+// exp2_approx: 0 below 2^-126 (and for -inf), NaN for NaN. For x <= 127.
+__device__ __forceinline__ float exp2_poly(float x) {
+  const float t = __fadd_rn(x, 12582912.0f);  // 1.5 x 2^23: round(x) in the low bits
+  const float f = __fsub_rn(x, __fsub_rn(t, 12582912.0f));
+  float p = 1.3218672247603536e-3f;  // relative least squares with p(0) = 1 exactly
+  p = __fmaf_rn(p, f, 9.671698324382305e-3f);
+  p = __fmaf_rn(p, f, 5.550893023610115e-2f);
+  p = __fmaf_rn(p, f, 2.4022237956523895e-1f);
+  p = __fmaf_rn(p, f, 6.931468844413757e-1f);
+  p = __fmaf_rn(p, f, 1.0f);
+  const float y = bits_float(float_bits(p) + (float_bits(t) << 23));
+  return x >= -126.0f ? y : (x != x ? x : 0.0f);
 }
 
 // exp2(a - base) with -inf - -inf taken as 0 (an empty running max).

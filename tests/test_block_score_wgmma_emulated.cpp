@@ -253,3 +253,26 @@ TEST_CASE("emulated wgmma block scores: ties keep the reference's index", "[emu]
                 << " min " << rule.min_blocks);
   check_wgmma_select<128>(L, data, rule, true);
 }
+
+TEST_CASE("exp2 on the FMA pipe: within 2.2e-7 of exp2, 0 below 2^-126, NaN for NaN", "[emu][block]") {
+  // exp2_poly (block_select_kernel.cuh) against the double exp2 at every 1/1024 from -126 to
+  // 127 and random points between, where the index passes call it.
+  std::mt19937_64 rng(test::test_seed());
+  std::uniform_real_distribution<float> u(-126.0f, 127.0f);
+  double worst = 0;
+  int64_t checked = 0;
+  const auto check = [&](float x) {
+    const double want = std::exp2(double(x)), got = exp2_poly(x);
+    worst = std::max(worst, std::fabs(got / want - 1.0));
+    ++checked;
+  };
+  for (int i = -126 * 1024; i <= 127 * 1024; ++i) check(float(i) / 1024.0f);
+  for (int i = 0; i < 1000000; ++i) check(u(rng));
+  INFO(checked << " points, largest relative error " << worst);
+  CHECK(worst < 2.2e-7);
+  CHECK(exp2_poly(0.0f) == 1.0f);
+  CHECK(exp2_poly(minus_infinity()) == 0.0f);
+  CHECK(exp2_poly(-126.5f) == 0.0f);
+  CHECK(exp2_poly(-1000.0f) == 0.0f);
+  CHECK(std::isnan(exp2_poly(std::nanf(""))));
+}
