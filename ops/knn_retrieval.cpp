@@ -34,6 +34,11 @@ plan::KnnKnobs knn_knobs(const TopkProblem& p) {
   k.capacity = p.candidate_capacity;
   k.sample_keys = std::max(p.sample_size, 0);
   k.ctas_per_sm = p.max_ctas_per_sm;
+  if (const auto v = rt::env_get("WINNOW_KNN_RADIX")) {
+    if (*v != "0" && *v != "1")
+      throw InvalidArgument(fmt::format("WINNOW_KNN_RADIX is '{}': expected 0 or 1", *v));
+    k.radix = *v == "1";
+  }
   return k;
 }
 
@@ -192,6 +197,7 @@ void KnnRetrieval::execute(const TopkInputs& in, const CallShape& shape,
       continue;
     }
     p.rows = reinterpret_cast<winnow::KnnRowState*>(base + layout.rows_offset());
+    p.hist = reinterpret_cast<unsigned*>(base + layout.hist_offset());
     p.lists = reinterpret_cast<unsigned long long*>(base + layout.lists_offset());
     p.samples = reinterpret_cast<unsigned*>(base + layout.samples_offset());
     p.sample_tiles = sample.tiles;

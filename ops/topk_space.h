@@ -22,7 +22,7 @@
 // Problems in the retrieval mode (ops/knn_retrieval.h) have their own plan (plan::KnnKnobs):
 //   stages              2..8                key-chunk ring stages (KnnStreamSmem must fit)
 //   candidate_capacity  default (4 max(k, 1024)), twice: each query's list
-//   sample_size         default (16 N / max(k, 1024)), at least 16384, 65408: keys sampled
+//   sample_size         default (16 N / max(k, 1024)), at least 16384, the most (63360)
 //   max_ctas_per_sm     default (1: the persistent stream), 2 (where two fit)
 // and the other knobs stay the problem's. The cost model below knows the topk kernel only:
 // retrieval points are ranked equal, each knob alone first, then the combinations.

@@ -12,7 +12,7 @@
 namespace winnow::rt {
 namespace {
 
-constexpr std::array<EnvVar, 17> kRegistry{{
+constexpr std::array<EnvVar, 18> kRegistry{{
     {"HOME", false, "home folder: the cache defaults to $HOME/.cache/winnow"},
     {"TMPDIR", false, "without HOME the cache is $TMPDIR/winnow-cache-<uid> (default /tmp)"},
     // The backend's name and exact version are in every key already (ops/jit_module.cpp).
@@ -34,6 +34,10 @@ constexpr std::array<EnvVar, 17> kRegistry{{
     {"WINNOW_KNN_PDL", false,
      "\"0\" launches each of the retrieval mode's kernels after the one before it has "
      "completed (the default \"1\": programmatic dependent launch)"},
+    // Changes the plan, which is part of the key (the describe() text): no key input.
+    {"WINNOW_KNN_RADIX", false,
+     "\"1\" gives the retrieval mode's exact fallback radix rounds that always converge "
+     "(opt-in until run on a GPU; the default \"0\": three rounds from the stored entries)"},
     // Picks between two kernels that have their own keys: no key input needed.
     {"WINNOW_KNN_RETRIEVAL", false,
      "\"0\" keeps one-head dense fp16/bf16 top-k (knn) on the topk kernel instead of the "

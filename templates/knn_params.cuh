@@ -10,7 +10,8 @@ struct KnnRowState {
   u64 threshold;  // RankKeys at or above it are appended to the query's CandidateList
   u32 count;      // keys that passed (may exceed the capacity: then the list overflowed)
   u32 retry;      // the exact fallback runs another round for this query
-  u32 pad[4];
+  u32 fixed;      // the radix refinement's known top bits of the threshold (knn_refine)
+  u32 pad[3];
 };
 
 // Counter words at the start of the workspace: [0] rows that took the exact fallback and
@@ -33,6 +34,7 @@ struct KnnParams {
   long long out_scores_stride;
   unsigned* counters;
   KnnRowState* rows;       // [kKnnQueries]
+  u32* hist;               // [kKnnQueries][kKnnDigits] (radix fallback rounds)
   u64* lists;              // [kKnnQueries][capacity] RankKeys
   u32* samples;            // [kKnnQueries][sample_cap] order keys of the sample's scores
   int queries;             // in this pass (<= kKnnQueries)

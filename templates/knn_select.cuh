@@ -7,7 +7,12 @@
 // threshold: after an overflow the k-th best of the stored entries (a subset of the
 // corpus, so its k-th best is at or below the true k-th best), after too few survivors 0
 // (every key). Rows still failing after the last round are counted in
-// counters[kKnnUnresolvedRows] and written as -1.
+// counters[kKnnUnresolvedRows] and written as -1. The stored entries are the first
+// survivors to arrive, so those rounds need not converge (bench/NOTES.md, session 23).
+// With C::kRadix (WINNOW_KNN_RADIX=1) the rounds after the first instead refine the
+// threshold by the histogram of their survivors' next digit (knn_refine): each fixes
+// kKnnDigitBits more bits of the need-th best RankKey, keeping at least need survivors, so
+// every row is answered within kKnnRadixRounds rounds (C::kRounds), whatever its keys.
 #pragma once
 #include "winnow/batched_copy.cuh"
 #include "winnow/bitonic_sort.cuh"
@@ -145,12 +150,35 @@ __device__ void knn_select(const KnnParams& p, unsigned char* smem) {
   }
   // The fallback: a new threshold and another round.
   u64 thr = 0;
-  if (count > cap) thr = max(old_threshold, radix_kth<KnnSelectCta>(s, u32(K), scan));
+  u32 fixed = 0;
+  u32* hist = p.hist + (long long)r * kKnnDigits;
+  if (C::kRadix && p.round > 0) {
+    // A radix round (its count is at least need, and over the capacity): the next digit of
+    // the need-th best RankKey from the round's histogram, staged in shared memory.
+    u32* h = static_cast<u32*>(s.stage(KP));
+    for (int i = threadIdx.x; i < kKnnDigits; i += kKnnSelectThreads) h[i] = hist[i];
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const KnnRefined next = knn_refine(h, count, need, old_threshold, rs->fixed);
+      s.sel[0] = next.threshold;
+      s.taken[0] = next.fixed;
+    }
+    __syncthreads();
+    thr = s.sel[0];
+    fixed = s.taken[0];
+  } else if (count > cap) {
+    thr = max(old_threshold, radix_kth<KnnSelectCta>(s, u32(K), scan));
+  }
   __syncthreads();  // every pass over the list is done before it is cleared
   knn_clear_marked(p, r);
+  // The next round's histogram starts at zero.
+  if (C::kRadix) {
+    for (int i = threadIdx.x; i < kKnnDigits; i += kKnnSelectThreads) hist[i] = 0u;
+  }
   if (threadIdx.x == 0) {
     if (p.round == 0) atomicAdd(p.counters + kKnnFallbackRows, 1u);
     rs->threshold = thr;
+    rs->fixed = fixed;
     rs->count = 0;
     rs->retry = 1;
     atomicAdd(p.counters + kKnnRoundRows + p.round + 1, 1u);

@@ -228,6 +228,7 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
   float* qsq = reinterpret_cast<float*>(smem + L.qsq_off());
   float* wq = reinterpret_cast<float*>(smem + L.w_off());
   float* pf = reinterpret_cast<float*>(smem + L.prefilter_off());
+  u32* fixed = reinterpret_cast<u32*>(smem + L.fixed_off());
   u32* stage_counts = reinterpret_cast<u32*>(smem + L.stage_count_off());
   u64* stage_keys = reinterpret_cast<u64*>(smem + L.stage_keys_off());
   u64* full = reinterpret_cast<u64*>(smem + L.barriers_off());
@@ -275,6 +276,7 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
     if (!C::kMaterialize && !sample) {
       const KnnRowState rs = p.rows[tid];
       thr[tid] = rs.threshold;
+      fixed[tid] = rs.fixed;
       active = real && (p.round == 0 || rs.retry != 0);
       // The prefilter: score s can pass the exact test (order_key(s) at or above the
       // threshold's order key t) only if !(s < order_key_score(t)), NaN scores included;
@@ -367,7 +369,10 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
   }
   // Tightening (knn_tighten): a lane's pending mark ((query << 4) | (mark + 1), 0: none),
   // and the count of tightenings this warp has taken into its thresholds.
-  const bool tighten = !C::kMaterialize && !sample && p.tighten != 0;
+  // Not in the radix fallback's rounds: their histograms count the survivors of one
+  // threshold.
+  const bool radix = C::kRadix && !C::kMaterialize && !sample && p.round > 0;
+  const bool tighten = !C::kMaterialize && !sample && p.tighten != 0 && !radix;
   const u32 need = u32(min(C::kTopK, p.num_keys));
   int pend = 0;
   u32 seen = 0;
@@ -520,7 +525,12 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
             // A survivor is rare (the threshold aims at sqrt(k capacity) of N per query):
             // no warp vote per score on the common path. It takes a slot of the warp's
             // staging for its query (a shared atomic), or, when the slots are full (ties,
-            // a fallback round), goes straight to the list.
+            // a fallback round), goes straight to the list. In a radix fallback round it
+            // is also counted in its query's histogram (knn_digit: -1 above the group).
+            if (radix) {
+              const int digit = knn_digit(rk, thr[n], fixed[n]);
+              if (digit >= 0) atomicAdd(p.hist + n * kKnnDigits + digit, 1u);
+            }
             const u32 at = atomicAdd(scount + n, 1u);
             if (at < u32(kKnnStageSlots)) {
               skeys[n * kKnnStageSlots + at] = rk;

@@ -25,8 +25,17 @@ inline constexpr int kKnnMaxStages = 8;
 // goes straight to the list.
 inline constexpr int kKnnStageSlots = 4;
 inline constexpr int kKnnMathWarps = 8;
-// The sample region: at most 16 MB less the counters and row states.
-inline constexpr int kKnnMaxSampleCap = 65408;  // multiple of kKnnKeyTile
+// The sample region: at most 16 MB less the counters, the row states and the fallback's
+// histograms.
+inline constexpr int kKnnMaxSampleCap = 63360;  // multiple of kKnnKeyTile
+
+// The exact fallback's radix refinement (WINNOW_KNN_RADIX=1, knn_select.cuh): each round
+// fixes the next kKnnDigitBits bits of the need-th best RankKey from a histogram of the
+// survivors that share the bits fixed so far, so a row is answered after at most
+// ceil(64 / kKnnDigitBits) + 1 fallback rounds whatever the order and the ties of its keys.
+inline constexpr int kKnnDigitBits = 11;
+inline constexpr int kKnnDigits = 1 << kKnnDigitBits;
+inline constexpr int kKnnRadixRounds = (64 + kKnnDigitBits - 1) / kKnnDigitBits + 1;
 
 // CandidateList entries per query: 4 max(k, 1024) (the issue's workspace bound).
 WINNOW_HD int knn_capacity(int k) { return 4 * (k > 1024 ? k : 1024); }
@@ -46,8 +55,12 @@ struct KnnWorkspace {
   int capacity, sample_cap;
   WINNOW_HD static constexpr long long counters_bytes() { return 256; }
   WINNOW_HD constexpr long long rows_offset() const { return counters_bytes(); }
-  WINNOW_HD constexpr long long lists_offset() const {
+  // [kKnnQueries][kKnnDigits] u32: each query's histogram of its fallback round.
+  WINNOW_HD constexpr long long hist_offset() const {
     return rows_offset() + kKnnQueries * (long long)sizeof(KnnRowState);
+  }
+  WINNOW_HD constexpr long long lists_offset() const {
+    return hist_offset() + (long long)kKnnQueries * kKnnDigits * 4;
   }
   WINNOW_HD constexpr long long samples_offset() const {
     return lists_offset() + (long long)kKnnQueries * capacity * 8;
@@ -70,9 +83,11 @@ struct KnnStreamSmem {
   WINNOW_HD constexpr long w_off() const { return qsq_off() + kKnnQueries * 4; }
   // Per-query threshold scores of the filter's prefilter (templates/knn_stream.cuh).
   WINNOW_HD constexpr long prefilter_off() const { return w_off() + kKnnQueries * 4; }
+  // Per-query known top bits of the threshold (KnnRowState::fixed; radix fallback rounds).
+  WINNOW_HD constexpr long fixed_off() const { return prefilter_off() + kKnnQueries * 4; }
   // The survivors' staging: [kKnnMathWarps][kKnnQueries] counts, then as many groups of
   // kKnnStageSlots RankKeys.
-  WINNOW_HD constexpr long stage_count_off() const { return prefilter_off() + kKnnQueries * 4; }
+  WINNOW_HD constexpr long stage_count_off() const { return fixed_off() + kKnnQueries * 4; }
   WINNOW_HD constexpr long stage_keys_off() const {
     return stage_count_off() + long(kKnnMathWarps) * kKnnQueries * 4;
   }
@@ -136,6 +151,43 @@ WINNOW_HD KnnSample knn_sample(long long num_keys, int k, int capacity, int max_
   if (rank > s.valid) rank = s.valid;
   s.rank = int(rank);
   return s;
+}
+
+// The radix refinement's steps, on the host and the device alike. A row's state: the
+// threshold L (every key at or above it is a survivor: at least need of them) and `fixed`,
+// how many top bits of the need-th best RankKey are known (they are L's: 0 at first).
+//
+// The digit that survivor rk adds to the histogram: its next kKnnDigitBits bits (fewer
+// at the end) when its top `fixed` bits are L's, else -1 (it ranks above the group).
+WINNOW_HD int knn_digit(u64 rk, u64 threshold, u32 fixed) {
+  if (fixed >= 64) return -1;
+  if (fixed > 0 && (rk >> (64 - fixed)) != (threshold >> (64 - fixed))) return -1;
+  const u32 rest = 64 - fixed, bits = rest < u32(kKnnDigitBits) ? rest : u32(kKnnDigitBits);
+  return int((rk >> (rest - bits)) & ((1ull << bits) - 1ull));
+}
+
+// From a round's histogram `hist` (of the survivors at or above L whose top `fixed` bits
+// are L's) and its survivor count (at least need): the next L and `fixed`, and how many
+// keys will survive it (at least need; at most need once all 64 bits are fixed).
+struct KnnRefined {
+  u64 threshold;
+  u32 fixed, survivors;
+};
+WINNOW_HD KnnRefined knn_refine(const u32* hist, u32 count, u32 need, u64 threshold, u32 fixed) {
+  const u32 rest = 64 - fixed, bits = rest < u32(kKnnDigitBits) ? rest : u32(kKnnDigitBits);
+  u32 in_group = 0;
+  for (int d = 0; d < (1 << bits); ++d) in_group += hist[d];
+  u32 cum = count - in_group;  // survivors above the group (fewer than need)
+  int d = (1 << bits) - 1;
+  for (; d > 0 && cum + hist[d] < need; --d) cum += hist[d];
+  const u64 prefix = fixed == 0 ? 0ull : threshold >> rest;
+  const u32 after = rest - bits;  // bits still unknown
+  const u64 low = ((prefix << bits) | u64(d)) << after;
+  KnnRefined r;
+  r.threshold = low > threshold ? low : threshold;
+  r.fixed = fixed + bits;
+  r.survivors = cum + hist[d];
+  return r;
 }
 
 }  // namespace winnow

@@ -107,7 +107,7 @@ TEST_CASE("knn retrieval: a tuned point's capacity, sample and CTAs per SM, exac
   struct Knobs {
     int capacity, sample, ctas;
   };
-  const Knobs kn = GENERATE(Knobs{8192, -1, 0}, Knobs{0, 16384, 0}, Knobs{0, 65408, 2},
+  const Knobs kn = GENERATE(Knobs{8192, -1, 0}, Knobs{0, 16384, 0}, Knobs{0, kKnnMaxSampleCap, 2},
                             Knobs{1024, 512, 2});
   INFO("capacity " << kn.capacity << " sample " << kn.sample << " ctas " << kn.ctas);
   auto p = single_head(ir::ip(), 128, 300, ops::DType::BF16);
@@ -119,6 +119,43 @@ TEST_CASE("knn retrieval: a tuned point's capacity, sample and CTAs per SM, exac
   ops::DataOptions opt;
   opt.levels = 64;
   run_and_check(p, 70, test::sized(200003, 50000), opt, {0, 69}, true);
+}
+
+TEST_CASE("knn retrieval: the radix fallback answers an adversarial corpus exactly", "[gpu][knn]") {
+  WINNOW_REQUIRE_GPU();
+  test::ScopedEnv on("WINNOW_KNN_RETRIEVAL", "1");
+  test::ScopedEnv radix("WINNOW_KNN_RADIX", "1");
+  INFO("seed " << test::test_seed());
+  // Every query q = (1, 1/2048, 0, ...); key j scores floor(j / 2048) + (j % 2048) / 2048
+  // (distinct, rising with j), except the keys of the sample's tiles, which score 1000 and
+  // up: the sample's threshold keeps fewer than k, the round after it takes every key, and
+  // the first survivors to arrive (the lowest j) are the worst. The rounds from the stored
+  // entries do not converge on it (tests/test_knn_radix.cpp models the same); the radix
+  // rounds answer every row exactly.
+  const int k = GENERATE(1024, 4096);
+  INFO("k " << k);
+  auto p = single_head(ir::ip(), 128, k, ops::DType::F16);
+  require_retrieval(p);
+  const int64_t keys = test::sized(1 << 20, 1 << 18);
+  const KnnSample sample = knn_sample(keys, k, knn_capacity(k), kKnnMaxSampleCap);
+  REQUIRE(sample.tiles > 0);
+  const ops::RunResult r = run_and_check(p, 64, keys, {}, {0, 63}, true, [&](ops::ProblemData& d) {
+    std::vector<float> q(d.q.values.size(), 0.0f), kv(d.k.values.size(), 0.0f);
+    for (int64_t i = 0; i < d.rows; ++i) {
+      q[size_t(i * 128)] = 1.0f;
+      q[size_t(i * 128 + 1)] = 1.0f / 2048.0f;
+    }
+    for (int64_t j = 0; j < d.num_keys; ++j) {
+      const int64_t tile = j / kKnnKeyTile;
+      const bool sampled = tile % sample.stride == 0 && tile / sample.stride < sample.tiles;
+      kv[size_t(j * 128)] = sampled ? 1000.0f : float(j / 2048);
+      kv[size_t(j * 128 + 1)] = float(j % 2048);
+    }
+    d.q = ops::make_tensor(d.q.dtype, q);
+    d.k = ops::make_tensor(d.k.dtype, kv);
+  });
+  UNSCOPED_INFO("fallback rows " << r.fallback_rows);
+  CHECK(r.fallback_rows == 64);  // every row took the fallback, as built
 }
 
 TEST_CASE("knn retrieval: NaN and inf scores rank as torch.topk ranks them", "[gpu][knn]") {

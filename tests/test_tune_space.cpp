@@ -175,7 +175,7 @@ TEST_CASE("tunable space: the retrieval mode's stages, capacity, sample and CTAs
   CHECK(has("capacity=8192 "));  // twice 4 max(k, 1024)
   CHECK_FALSE(has("capacity=2048 "));
   CHECK(has("sample_keys=16384 "));
-  CHECK(has("sample_keys=65408 "));
+  CHECK(has("sample_keys=63360 "));
   // Two stream CTAs of d = 768 (the 64 queries alone take 96 KB) never fit an SM; of d =
   // 128 they do, with fewer stages.
   CHECK(has("ctas_per_sm=2 ") == (p.head_dim == 128));

@@ -17,6 +17,7 @@ GeneratedKernel emit_knn(const ir::Expr& score, const plan::KnnPlan& plan) {
       "  static constexpr int kStages = {}, kThreads = winnow::kKnnStreamThreads;\n"
       "  static constexpr bool kMaterialize = {}, kSorted = {};\n"
       "  static constexpr int kTopK = {}, kRounds = {};\n"
+      "  static constexpr bool kRadix = {};\n"
       "  static constexpr bool kUsesW = {}, kUsesKScale = {}, kUsesQSq = {}, kUsesKSq = {};\n"
       "}};\n\n"
       "{}\n"
@@ -36,7 +37,7 @@ GeneratedKernel emit_knn(const ir::Expr& score, const plan::KnnPlan& plan) {
       "  winnow::knn_select<WinnowKnnConfig>(p, smem);\n"
       "}}\n",
       plan.dim, int(plan.elem), plan::elem_name(plan.elem), plan.stages, plan.materialize,
-      plan.sorted, plan.k, plan.rounds, u.w, u.kscale, u.qsq, u.ksq,
+      plan.sorted, plan.k, plan.rounds, plan.radix, u.w, u.kscale, u.qsq, u.ksq,
       emit_score_functor(score, 1), kKnnStreamEntry, kKnnThresholdEntry, kKnnSelectEntry);
   g.headers = template_headers();
   return g;

@@ -43,6 +43,15 @@ bool choose_knn_plan(const KernelSpec& s, long smem_limit, KnnPlan* out, std::st
   }
   p.select_stage = winnow::knn_select_stage_bytes(p.k, smem_limit);
   p.select_smem = winnow::knn_select_smem_bytes(p.k) + p.select_stage;
+  if (knobs.radix && !p.materialize) {
+    if (p.select_stage < long(winnow::kKnnDigits) * 4) {
+      *why = fmt::format("the retrieval mode's radix fallback stages {} bytes of histogram; the "
+                         "select kernel has {} to spare", winnow::kKnnDigits * 4, p.select_stage);
+      return false;
+    }
+    p.radix = true;
+    p.rounds = winnow::kKnnRadixRounds;
+  }
   p.ctas_per_sm = std::max(knobs.ctas_per_sm, 1);
   if (p.ctas_per_sm > 1) {
     // That many stream CTAs share the SM's shared memory (the per-block limit plus the
@@ -75,10 +84,10 @@ bool choose_knn_plan(const KernelSpec& s, long smem_limit, KnnPlan* out, std::st
 std::string describe(const KnnPlan& p) {
   return fmt::format(
       "knn dim={} elem={} topk={} mode={} sorted={} stages={} capacity={} sample_cap={} "
-      "sample_keys={} ctas_per_sm={} rounds={} stream_smem={} select_smem={}\n",
+      "sample_keys={} ctas_per_sm={} rounds={} radix={} stream_smem={} select_smem={}\n",
       p.dim, elem_name(p.elem), p.k, p.materialize ? "materialize" : "topk", p.sorted,
-      p.stages, p.capacity, p.sample_cap, p.sample_keys, p.ctas_per_sm, p.rounds, p.stream_smem,
-      p.select_smem);
+      p.stages, p.capacity, p.sample_cap, p.sample_keys, p.ctas_per_sm, p.rounds, p.radix,
+      p.stream_smem, p.select_smem);
 }
 
 }  // namespace winnow::plan

@@ -19,6 +19,7 @@ struct KnnPlan {
   int sample_keys = 0;     // keys sampled (0: the rule's, winnow::knn_sample)
   int ctas_per_sm = 1;     // CTAs of the persistent stream per SM (at most as fit)
   int rounds = 3;          // fallback rounds after the first filter
+  bool radix = false;      // the rounds refine by histograms (winnow::kKnnRadixRounds of them)
   long stream_smem = 0, select_smem = 0;  // dynamic shared memory of the kernels
   long select_stage = 0;  // of select_smem, the staging (knn_select_stage_bytes)
   long long workspace_bytes() const;
@@ -37,6 +38,7 @@ std::string knn_unsuited(const KernelSpec& spec, int window);
 // threshold and the fallback rounds, which a smaller list or sample would take away.
 struct KnnKnobs {
   int stages = 0, capacity = 0, sample_keys = 0, ctas_per_sm = 0;
+  bool radix = false;  // WINNOW_KNN_RADIX=1: the fallback's radix rounds (knn_select.cuh)
 };
 
 // The plan for the spec within `smem_limit` bytes of shared memory per block; false (and
