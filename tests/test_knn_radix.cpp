@@ -162,7 +162,7 @@ TEST_CASE("knn fallback without the radix rounds: ascending ties leave a row una
   CHECK(fixed.answer == exact_best(rks, k));
 }
 
-TEST_CASE("knn radix fallback: the [gpu] case's corpus, from the sample's threshold", "[knn]") {
+TEST_CASE("knn radix fallback: the GPU case's corpus, from the sample's threshold", "[knn]") {
   // The corpus of "knn retrieval: the radix fallback answers an adversarial corpus exactly"
   // (tests/test_knn_gpu.cpp): distinct scores rising with the index, the sample's tiles at
   // 1000 and up; the first threshold as knn_threshold computes it (the rank-th best of the
