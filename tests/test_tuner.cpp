@@ -194,18 +194,27 @@ TEST_CASE("tuner: past the budget only the baseline is timed", "[tune]") {
   CHECK(progress.back() == 10);
 }
 
-TEST_CASE("tuner: a candidate that would end past the budget is not started", "[tune]") {
-  const auto all = five();
+namespace {
+
+// The tuner over five() with every run also taking its time on the wall clock, the budget
+// given and no drop rule.
+rt::tune::Result run_on_clock(test::FakeTimer& timer, double budget_s) {
   test::FakeCompiler compiler;
-  test::FakeTimer timer;
   timer.sleep = true;
+  rt::tune::Settings s = quick();
+  s.budget_s = budget_s;
+  s.drop_ratio = 0;
+  return rt::tune::run_tuner(five(), compiler, timer, s);
+}
+
+}  // namespace
+
+TEST_CASE("tuner: a candidate that would end past the budget is not started", "[tune]") {
   // The baseline's 7 runs take 0.21 s of the 0.3 s budget: another 7 x 30 ms would end past
   // it, so no other candidate runs at all.
+  test::FakeTimer timer;
   timer.times = {{0, {30000}}, {1, {1}}, {2, {1}}, {3, {1}}, {4, {1}}};
-  rt::tune::Settings s = quick();
-  s.budget_s = 0.3;
-  s.drop_ratio = 0;
-  const rt::tune::Result r = rt::tune::run_tuner(all, compiler, timer, s);
+  const rt::tune::Result r = run_on_clock(timer, 0.3);
   CHECK(of(r, 0).outcome == Outcome::Timed);
   for (std::size_t i : {1, 2, 3, 4}) {
     INFO("candidate " << i);
@@ -215,17 +224,11 @@ TEST_CASE("tuner: a candidate that would end past the budget is not started", "[
 }
 
 TEST_CASE("tuner: a candidate is stopped before a run that would end past the budget", "[tune]") {
-  const auto all = five();
-  test::FakeCompiler compiler;
-  test::FakeTimer timer;
-  timer.sleep = true;
   // Candidate 3 (the cheapest predicted, timed right after the 1 ms baseline) takes 150 ms a
   // run: at most three of its seven fit the 0.5 s budget; it stops with what it ran.
+  test::FakeTimer timer;
   timer.times = {{0, {1000}}, {1, {1}}, {2, {1}}, {3, {150000}}, {4, {1}}};
-  rt::tune::Settings s = quick();
-  s.budget_s = 0.5;
-  s.drop_ratio = 0;
-  const rt::tune::Result r = rt::tune::run_tuner(all, compiler, timer, s);
+  const rt::tune::Result r = run_on_clock(timer, 0.5);
   REQUIRE(r.tried[1].candidate == 3);
   const rt::tune::Measurement& m = of(r, 3);
   CHECK(m.outcome == Outcome::OverBudget);
