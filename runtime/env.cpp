@@ -12,7 +12,7 @@
 namespace winnow::rt {
 namespace {
 
-constexpr std::array<EnvVar, 18> kRegistry{{
+constexpr std::array<EnvVar, 19> kRegistry{{
     {"HOME", false, "home folder: the cache defaults to $HOME/.cache/winnow"},
     {"TMPDIR", false, "without HOME the cache is $TMPDIR/winnow-cache-<uid> (default /tmp)"},
     // The backend's name and exact version are in every key already (ops/jit_module.cpp).
@@ -21,6 +21,11 @@ constexpr std::array<EnvVar, 18> kRegistry{{
     {"WINNOW_BLOCK_ATTENTION_WGMMA", false,
      "\"0\" runs block-sparse attention on the mma.sync kernel instead of the sm_90a wgmma "
      "kernel (the default; \"1\" asks for it, an error where the shape does not fit it)"},
+    // Changes the block plan, which is part of the key (the describe() text): no key input.
+    {"WINNOW_BLOCK_ATTENTION_CLUSTER", false,
+     "\"1\" makes the sm_90a wgmma attention kernel share each KV tile across a cluster of 2 "
+     "or 4 heads of a group (TMA multicast) wherever the kernel runs and heads / kv_heads is "
+     "even; off by default until measured"},
     // Changes the block plan, which is part of the key (the describe() text): no key input.
     {"WINNOW_BLOCK_SCORE_WGMMA", false,
      "\"0\" runs block-select's score pass on the mma.sync kernel instead of the sm_90a wgmma "

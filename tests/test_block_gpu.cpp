@@ -337,3 +337,60 @@ TEST_CASE("block-select's wgmma score pass equals the mma.sync one", "[gpu]") {
     CHECK(b.index.indices == want.indices);
   }
 }
+
+// The wgmma attention kernel sharing each KV tile across a cluster of the group's heads
+// (BlockProblem::attention_cluster = 1: clusters of 4 for 32 heads on 8 KV heads, of 2 for
+// 8 on 4) against the kernel whose CTAs load their own tiles, on the same index: bit for
+// bit (each head's kept tiles see the same operations in the same order; the union's other
+// tiles are skipped), and against the reference. Structured input with the default rule
+// (lists differ by head: skipped tiles) and random input with alpha 0 (every block).
+TEST_CASE("block attention sharing KV tiles in a cluster equals the per-head kernel bit for bit", "[gpu]") {
+  WINNOW_REQUIRE_GPU();
+  INFO("seed " << test::test_seed());
+  const int d = GENERATE(128, 64);
+  const int kv = GENERATE(8, 4);
+  const auto kind = GENERATE(ops::BlockInput::Structured, ops::BlockInput::Random);
+  const int heads = kv == 8 ? 32 : 8;
+  const int64_t L = test::sized(4096, 1024), nb = L / 128;
+  INFO("d " << d << ", " << heads << " heads on " << kv << ", input " << ops::block_input_name(kind));
+  auto& f = GpuFixture::get();
+  auto p = test::small_block_problem(heads, kv, L);
+  p.head_dim = d;
+  p.arch = ops::device_arch(*f.ctx);
+  p.attention_wgmma = 1;
+  p.attention_cluster = 0;
+  auto own = ops::BlockAttentionOp::create(p, f.ctx.get());
+  if (own->plan_text().find("attention_wgmma=1") == std::string::npos) {
+    WARN("WINNOW_SKIP: the wgmma attention kernel is sm_90a only; this GPU is " << p.arch.str());
+    return;
+  }
+  own->build(*f.cache, *f.be);
+  p.attention_cluster = 1;
+  auto shared = ops::BlockAttentionOp::create(p, f.ctx.get());
+  REQUIRE_THAT(shared->plan_text(), Catch::Contains(kv == 8 ? "attention_cluster=4" : "attention_cluster=2"));
+  shared->build(*f.cache, *f.be);
+  INFO(shared->launch_info());
+  auto select = ops::BlockSelectOp::create(p, f.ctx.get());
+  select->build(*f.cache, *f.be);
+  const auto data = ops::make_block_data(p, L, kind, test::test_seed() + uint64_t(d + kv));
+  const ops::BlockHostInputs host = data.decoded();
+  const auto dev = ops::upload_block_inputs(data);
+  ops::BlockSelectRule rule;
+  if (kind == ops::BlockInput::Random) rule.alpha = 0.0f;
+  const SelectRun run = run_select(*select, dev, rule);
+  auto out_own = ops::make_attention_output(p, L), out_shared = ops::make_attention_output(p, L);
+  ops::execute_block_attention(*own, dev, run.buffers, out_own, nullptr);
+  ops::execute_block_attention(*shared, dev, run.buffers, out_shared, nullptr);
+  rt::check(rt::driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize");
+  const std::vector<float> a = ops::download_attention(p, L, out_own), b = ops::download_attention(p, L, out_shared);
+  REQUIRE(a.size() == b.size());
+  int64_t differ = 0;
+  for (size_t j = 0; j < a.size(); ++j) differ += std::memcmp(&a[j], &b[j], 4) != 0;
+  INFO("density " << run.index.density(p.heads, nb) << ", " << differ << " of " << a.size() << " outputs differ");
+  CHECK(differ == 0);
+  const std::vector<float> want = ops::reference_block_attention(p, host, run.index, L - 256, L);
+  int64_t bad = 0;
+  for (size_t j = size_t(L - 256) * heads * d; j < want.size(); ++j)  // the last two query blocks
+    bad += !(std::fabs(double(b[j]) - want[j]) <= 1e-2 + 1e-2 * std::fabs(want[j]));
+  CHECK(bad == 0);
+}

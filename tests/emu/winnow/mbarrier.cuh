@@ -18,23 +18,28 @@ inline void mbarrier_init(u64* bar, unsigned arrivals) {
 inline void mbarrier_init_fence() {}
 
 namespace emu_detail {
-inline winnow_emu::Mbarrier& state(unsigned bar) {
-  auto it = winnow_emu::cta->mbars.find(bar);
-  if (it == winnow_emu::cta->mbars.end()) winnow_emu::fail("mbarrier used before mbarrier_init");
+inline winnow_emu::Mbarrier& state(winnow_emu::Cta& c, unsigned bar) {
+  auto it = c.mbars.find(bar);
+  if (it == c.mbars.end()) winnow_emu::fail("mbarrier used before mbarrier_init");
   return it->second;
 }
-// Arrivals and transaction bytes (negative: landed) on barrier `bar`.
-inline void update(unsigned bar, int arrivals, long long bytes) {
-  std::lock_guard<std::mutex> lock(winnow_emu::cta->mbar_mutex);
-  winnow_emu::Mbarrier& m = state(bar);
+inline winnow_emu::Mbarrier& state(unsigned bar) { return state(*winnow_emu::cta, bar); }
+// Arrivals and transaction bytes (negative: landed) on barrier `bar` of CTA `c` (this one,
+// or another of its cluster: tests/emu/winnow/cluster.cuh).
+inline void update(winnow_emu::Cta& c, unsigned bar, int arrivals, long long bytes) {
+  std::lock_guard<std::mutex> lock(c.mbar_mutex);
+  winnow_emu::Mbarrier& m = state(c, bar);
   m.pending -= arrivals;
   m.tx += bytes;
   if (m.pending < 0) winnow_emu::fail("mbarrier: more arrivals than its phase expects");
   if (m.pending == 0 && m.tx == 0) {
     m.phase ^= 1;
     m.pending = m.expected;
-    winnow_emu::cta->mbar_changed.notify_all();
+    c.mbar_changed.notify_all();
   }
+}
+inline void update(unsigned bar, int arrivals, long long bytes) {
+  update(*winnow_emu::cta, bar, arrivals, bytes);
 }
 }  // namespace emu_detail
 

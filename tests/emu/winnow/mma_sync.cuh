@@ -1,7 +1,7 @@
 // CPU stand-in of templates/mma_sync.cuh for tests/emu/cuda_emulation.h: the same
 // functions, with the warp's fragments exchanged between the lane threads and the results
 // placed by the PTX ISA's layouts (mma.m16n8k16 .row.col, ldmatrix .m8n8 .trans); copies
-// are synchronous and shared addresses count from winnow_emu::shared_window.
+// are synchronous and shared addresses count from the CTA's window (winnow_emu::window()).
 #pragma once
 #include "winnow/element_decode.cuh"
 #include "winnow/portable.cuh"
@@ -10,9 +10,9 @@ namespace winnow {
 
 inline unsigned shared_address(const void* smem) {
   const auto* p = static_cast<const unsigned char*>(smem);
-  if (p < winnow_emu::shared_window || p >= winnow_emu::shared_window + (1u << 18))
-    winnow_emu::fail("shared_address of memory outside the CTA's shared window");
-  return unsigned(p - winnow_emu::shared_window);
+  const unsigned char* w = winnow_emu::window();
+  if (p < w || p >= w + (1u << 18)) winnow_emu::fail("shared_address of memory outside the CTA's shared window");
+  return unsigned(p - w);
 }
 
 inline float emu_half(u32 word, int hi) { return decode_bf16((unsigned short)(hi ? word >> 16 : word)); }

@@ -7,6 +7,7 @@
 #pragma once
 #include <cstring>
 
+#include "winnow/cluster.cuh"
 #include "winnow/mbarrier.cuh"
 #include "winnow/portable.cuh"
 #include "winnow/tma_map.cuh"
@@ -33,11 +34,9 @@ inline TmaMap emu_key_tensor_map(const void* k, long long num_keys, long long ro
 
 inline void tma_prefetch(const TmaMap*) {}
 
-inline void tma_load_2d(void* dst, const TmaMap* map, u64* bar, int c0, int c1) {
-  EmuTmaMap e;
-  std::memcpy(&e, map, sizeof e);
-  if (shared_address(dst) % 1024 != 0) winnow_emu::fail("TMA: 128-byte swizzle needs a 1024-byte aligned box");
-  auto* out = static_cast<unsigned char*>(dst);
+namespace emu_detail {
+// The box at (c0, c1) written at `out`, swizzled; returns its bytes.
+inline unsigned tma_box(unsigned char* out, const EmuTmaMap& e, int c0, int c1) {
   for (int r = 0; r < e.box_rows; ++r) {
     for (int b = 0; b < 128; ++b) {
       const long long row = (long long)c1 + r, col = (long long)c0 + b;
@@ -45,7 +44,32 @@ inline void tma_load_2d(void* dst, const TmaMap* map, u64* bar, int c0, int c1) 
       out[r * 128 + (((b >> 4) ^ (r & 7)) << 4) + (b & 15)] = inside ? e.base[row * e.stride + col] : 0;
     }
   }
-  mbarrier_complete_tx(bar, unsigned(128 * e.box_rows));
+  return unsigned(128 * e.box_rows);
+}
+}  // namespace emu_detail
+
+inline void tma_load_2d(void* dst, const TmaMap* map, u64* bar, int c0, int c1) {
+  EmuTmaMap e;
+  std::memcpy(&e, map, sizeof e);
+  if (shared_address(dst) % 1024 != 0) winnow_emu::fail("TMA: 128-byte swizzle needs a 1024-byte aligned box");
+  mbarrier_complete_tx(bar, emu_detail::tma_box(static_cast<unsigned char*>(dst), e, c0, c1));
+}
+
+// Multicast: the box lands at dst's offset in each CTA of the cluster named in `ctas` and
+// completes its bytes on the barrier at bar's offset in each.
+inline void tma_load_2d_multicast(void* dst, const TmaMap* map, u64* bar, int c0, int c1,
+                                  unsigned short ctas) {
+  EmuTmaMap e;
+  std::memcpy(&e, map, sizeof e);
+  const unsigned off = shared_address(dst), bar_off = shared_address(bar);
+  if (off % 1024 != 0) winnow_emu::fail("TMA: 128-byte swizzle needs a 1024-byte aligned box");
+  if (ctas == 0) winnow_emu::fail("TMA multicast: an empty CTA mask");
+  for (unsigned r = 0; r < 16; ++r) {
+    if (!(ctas >> r & 1u)) continue;
+    winnow_emu::Cta& c = emu_detail::cluster_cta(r);
+    unsigned char* w = winnow_emu::cluster ? winnow_emu::cluster->windows[r] : winnow_emu::window();
+    emu_detail::update(c, bar_off, 0, -(long long)emu_detail::tma_box(w + off, e, c0, c1));
+  }
 }
 
 }  // namespace winnow

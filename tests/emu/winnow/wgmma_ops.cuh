@@ -56,7 +56,7 @@ inline float wgmma_operand(unsigned long long desc, int row, int k) {
   u32 a = MN_MAJOR ? start + u32(row / 64) * lbo + u32(k / 8) * sbo + u32(k % 8) * 128 + u32(row % 64) * 2
                    : start + u32(row / 8) * sbo + u32(row % 8) * 128 + u32(k * EB);
   a ^= ((a >> 7) & 7u) << 4;
-  const unsigned char* p = winnow_emu::shared_window + a;
+  const unsigned char* p = winnow_emu::window() + a;
   if constexpr (ELEM == kElemE4M3) return decode_e4m3(*p);
   unsigned short h;
   std::memcpy(&h, p, 2);
