@@ -49,9 +49,8 @@ backend::CompileRequest make_compile_request(const codegen::GeneratedKernel& g,
   return req;
 }
 
-CompiledModule compile_cached(rt::CubinCache& cache, const backend::Backend& be,
-                              backend::CompileRequest req, const std::string& stem,
-                              const std::string& program, const std::string& description) {
+rt::CubinId module_id(const backend::Backend& be, const backend::CompileRequest& req,
+                      const std::string& program) {
   rt::ContentKeyInputs in;
   in.build_id = build_id();
   in.template_hashes = template_hashes();
@@ -61,10 +60,21 @@ CompiledModule compile_cached(rt::CubinCache& cache, const backend::Backend& be,
   // The generated stub itself, so a change to the emitter changes the key even when the
   // build id (the commit, read at configure time) is stale.
   in.program = program + req.source;
+  return rt::CubinId{in.arch, rt::content_key(in), in.backend};
+}
+
+bool is_cached(rt::CubinCache& cache, const backend::Backend& be, const backend::CompileRequest& req,
+               const std::string& program) {
+  return cache.find(module_id(be, req, program)).has_value();
+}
+
+CompiledModule compile_cached(rt::CubinCache& cache, const backend::Backend& be,
+                              backend::CompileRequest req, const std::string& stem,
+                              const std::string& program, const std::string& description) {
+  const rt::CubinId id = module_id(be, req, program);
   CompiledModule m;
-  m.key = rt::content_key(in);
+  m.key = id.key;
   req.source_name = fmt::format("{}_{}.cu", stem, m.key.substr(0, 16));
-  const rt::CubinId id{in.arch, m.key, in.backend};
   auto request = std::make_shared<const backend::CompileRequest>(std::move(req));
   const rt::CubinCache::Compile compile = [&be, request] { return be.compile(*request).cubin; };
   const auto t0 = std::chrono::steady_clock::now();
@@ -75,10 +85,10 @@ CompiledModule compile_cached(rt::CubinCache& cache, const backend::Backend& be,
   using From = rt::CubinCache::Result::From;
   if (got.from == From::Compiled) {
     rt::log(rt::LogLevel::Info, fmt::format("compiled {} for {} with {} in {:.0f} ms ({} bytes)",
-                                            stem, in.arch, in.backend, ms, m.cubin.size()));
+                                            stem, id.arch, id.backend, ms, m.cubin.size()));
   } else {
     rt::log(rt::LogLevel::Debug,
-            fmt::format("{} for {} from the {} cache in {:.1f} ms", stem, in.arch,
+            fmt::format("{} for {} from the {} cache in {:.1f} ms", stem, id.arch,
                         got.from == From::Memory ? "memory" : "disk", ms));
   }
   rt::log(rt::LogLevel::Debug, fmt::format("{} key {}", stem, m.key));

@@ -119,6 +119,9 @@ class TopkOp {
   bool retrieval_mode() const;
   std::string plan_text() const;            // the kernel spec and plan, one line each
   const std::string& content_key() const;   // SHA-256 cache key (after build)
+  // What the topk kernel's cache key covers besides the request (the canonical IR and the
+  // plan text): build()'s program, for module_id (meaningless in the retrieval mode).
+  std::string cache_program() const;
   // What build() hands the backend (also for `winnow compile --emit ptx`).
   backend::CompileRequest compile_request() const;
   // Compiles (or loads from the cache) and, when there is a context, loads the module.
@@ -141,8 +144,17 @@ class TopkOp {
   int rows_per_cta() const;
   // The topk kernel's plan (meaningless in the retrieval mode).
   const plan::KernelPlan& kernel_plan() const;
+  // The fast first build (WINNOW_FAST_FIRST_BUILD=1, ops/fast_first_build.h): "full" when
+  // execute launches the full build's kernel (always, without the option or on a cache
+  // hit), else "fast first build (...)" saying where the full build is.
+  std::string build_state() const;
+  // Waits for the full build's compile and switches to its kernel now (instead of at the
+  // first execute after it is ready); true when execute then launches the full kernel.
+  // Not while a stream of this op is being captured.
+  bool finish_build();
   // Validates the tensors against the problem, then launches on `stream`. Never
-  // allocates, synchronises or compiles.
+  // allocates, synchronises or compiles (with the fast first build, the first execute
+  // outside stream capture after the full build is compiled loads its module, once).
   void execute(const TopkInputs& in, const TensorView* out_indices,
                const TensorView* out_scores, void* workspace, size_t workspace_bytes,
                CUstream stream, const CallOptions& options = {}) const;
@@ -150,6 +162,9 @@ class TopkOp {
  private:
   struct Impl;
   explicit TopkOp(std::unique_ptr<Impl> impl);
+  // The fast first build's switch to the full kernel (once per build); returns the kernel
+  // execute launches after it.
+  const rt::LoadedKernel* switch_to_full() const;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -14,27 +14,30 @@ std::string memory_key(const CubinId& id) { return id.arch + "/" + id.key; }
 
 CubinCache::CubinCache(std::optional<DiskStore> disk) : disk_(std::move(disk)) {}
 
-CubinCache::Result CubinCache::get(const CubinId& id, const std::string& description,
-                                   const Compile& compile) {
+std::optional<CubinCache::Result> CubinCache::find(const CubinId& id) {
   const std::string mkey = memory_key(id);
   {
     std::shared_lock lock(mu_);
     if (auto it = memory_.find(mkey); it != memory_.end())
-      return {it->second.cubin, Result::From::Memory};
+      return Result{it->second.cubin, Result::From::Memory};
   }
-  // No lock while reading the disk or compiling: two threads that miss together may
-  // both compile, and they produce the same bytes.
+  // No lock while reading the disk (or, in get(), compiling): two threads that miss
+  // together may both compile, and they produce the same bytes.
   std::optional<std::vector<char>> from_disk;
   if (disk_) from_disk = disk_->load(id);
-  Result result{{}, Result::From::Disk};
-  if (from_disk) {
-    result.cubin = std::move(*from_disk);
-  } else {
-    result = {compile(), Result::From::Compiled};
-    if (disk_) disk_->store(id, result.cubin, description);  // false: memory only
-  }
+  if (!from_disk) return std::nullopt;
   std::unique_lock lock(mu_);
-  memory_.emplace(mkey, Held{result.cubin, result.from == Result::From::Disk});
+  memory_.emplace(mkey, Held{*from_disk, true});
+  return Result{std::move(*from_disk), Result::From::Disk};
+}
+
+CubinCache::Result CubinCache::get(const CubinId& id, const std::string& description,
+                                   const Compile& compile) {
+  if (auto found = find(id)) return std::move(*found);
+  Result result{compile(), Result::From::Compiled};
+  if (disk_) disk_->store(id, result.cubin, description);  // false: memory only
+  std::unique_lock lock(mu_);
+  memory_.emplace(memory_key(id), Held{result.cubin, false});
   return result;
 }
 

@@ -91,6 +91,7 @@ DriverState load_driver() {
   WINNOW_RESOLVE(cuStreamCreate, 2000);
   WINNOW_RESOLVE(cuStreamDestroy, 4000);
   WINNOW_RESOLVE(cuStreamSynchronize, 2000);
+  WINNOW_RESOLVE(cuStreamIsCapturing, 10000);
   WINNOW_RESOLVE(cuEventCreate, 2000);
   WINNOW_RESOLVE(cuEventDestroy, 4000);
   WINNOW_RESOLVE(cuEventRecord, 2000);

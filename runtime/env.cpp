@@ -12,20 +12,20 @@
 namespace winnow::rt {
 namespace {
 
-constexpr std::array<EnvVar, 19> kRegistry{{
+constexpr std::array<EnvVar, 20> kRegistry{{
     {"HOME", false, "home folder: the cache defaults to $HOME/.cache/winnow"},
     {"TMPDIR", false, "without HOME the cache is $TMPDIR/winnow-cache-<uid> (default /tmp)"},
     // The backend's name and exact version are in every key already (ops/jit_module.cpp).
     {"WINNOW_BACKEND", false, "nvrtc (default) or llvm: what compiles the kernels"},
     // Changes the block plan, which is part of the key (the describe() text): no key input.
-    {"WINNOW_BLOCK_ATTENTION_WGMMA", false,
-     "\"0\" runs block-sparse attention on the mma.sync kernel instead of the sm_90a wgmma "
-     "kernel (the default; \"1\" asks for it, an error where the shape does not fit it)"},
-    // Changes the block plan, which is part of the key (the describe() text): no key input.
     {"WINNOW_BLOCK_ATTENTION_CLUSTER", false,
      "\"1\" makes the sm_90a wgmma attention kernel share each KV tile across a cluster of 2 "
      "or 4 heads of a group (TMA multicast) wherever the kernel runs and heads / kv_heads is "
      "even; off by default until measured"},
+    // Changes the block plan, which is part of the key (the describe() text): no key input.
+    {"WINNOW_BLOCK_ATTENTION_WGMMA", false,
+     "\"0\" runs block-sparse attention on the mma.sync kernel instead of the sm_90a wgmma "
+     "kernel (the default; \"1\" asks for it, an error where the shape does not fit it)"},
     // Changes the block plan, which is part of the key (the describe() text): no key input.
     {"WINNOW_BLOCK_SCORE_WGMMA", false,
      "\"0\" runs block-select's score pass on the mma.sync kernel instead of the sm_90a wgmma "
@@ -33,6 +33,11 @@ constexpr std::array<EnvVar, 19> kRegistry{{
     {"WINNOW_CACHE_DIR", false, "where the kernel cache lives"},
     {"WINNOW_DISABLE_DISK_CACHE", false, "\"1\" keeps cubins in memory only"},
     {"WINNOW_DUMP_DIR", false, "where generated sources are written on compile errors and dumps"},
+    // The first tier's options are in its own key; the full build's key is unchanged.
+    {"WINNOW_FAST_FIRST_BUILD", false,
+     "\"1\": a topk plan missing from the cache is first compiled with NVRTC's -Ofc=max "
+     "(a usable kernel sooner) while the full build compiles in the background; execute switches "
+     "to it once ready, outside stream capture (opt-in until its kernels are measured on a GPU)"},
     // The arch is part of every key already, so forcing it needs no extra key input.
     {"WINNOW_FORCE_ARCH", false, "compile for this arch (sm_90a, sm_100a) instead of the device's"},
     // A launch attribute of the same kernels: no key input.

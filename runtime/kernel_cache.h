@@ -43,6 +43,8 @@ class CubinCache {
   };
   using Compile = std::function<std::vector<char>()>;
   Result get(const CubinId& id, const std::string& description, const Compile& compile);
+  // get() without the compiler: the cubin from memory or disk, or nullopt on a miss.
+  std::optional<Result> find(const CubinId& id);
   // The driver refused `refused`, a cubin get() gave for `id`. When it came from disk
   // (a cubin that passed every check but is still bad for this driver) the entry is
   // evicted from memory and disk with one warning and compiled again, and the new cubin
