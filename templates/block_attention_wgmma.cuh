@@ -267,6 +267,15 @@ __device__ void block_attention_wgmma(const BlockAttentionParams& p, const TmaMa
   // whole stages released after P V left it no time). The first tile is peeled, so that
   // every P V issued in the loop is waited for in the same iteration (ptxas serialises the
   // MMAs otherwise).
+  // The last P V still to issue (of the tile at stage `at`), issued and completed.
+  auto finish_pv = [&](const RingSlot& at) {
+    mbarrier_wait(vfull + at.stage, at.parity);
+    wgmma_fence();
+    issue_pv(base + L.stage_off(at.stage) + L.tile_bytes());
+    wgmma_wait<0>();
+    wgmma_pin(o);
+    release(vempty + at.stage);
+  };
   if constexpr (G > 1) {
     // The union of the cluster's lists: a tile this head keeps is computed as above (S of
     // tile t with the P V of the last computed tile); one it does not keep is waited for and
@@ -276,12 +285,7 @@ __device__ void block_attention_wgmma(const BlockAttentionParams& p, const TmaMa
     RingSlot slot = ring_slot(0, STAGES), prev = slot;
     bool pending = false;  // prev's P V is still to issue
     auto finish_pending = [&]() {
-      mbarrier_wait(vfull + prev.stage, prev.parity);
-      wgmma_fence();
-      issue_pv(base + L.stage_off(prev.stage) + L.tile_bytes());
-      wgmma_wait<0>();
-      wgmma_pin(o);
-      release(vempty + prev.stage);
+      finish_pv(prev);
       pending = false;
     };
     int J;
@@ -358,12 +362,7 @@ __device__ void block_attention_wgmma(const BlockAttentionParams& p, const TmaMa
       prev = slot;
       slot.advance(STAGES);
     }
-    mbarrier_wait(vfull + prev.stage, prev.parity);
-    wgmma_fence();
-    issue_pv(base + L.stage_off(prev.stage) + L.tile_bytes());
-    wgmma_wait<0>();
-    wgmma_pin(o);
-    release(vempty + prev.stage);
+    finish_pv(prev);
   }
 
   float inv[2];
