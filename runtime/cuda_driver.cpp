@@ -85,6 +85,7 @@ DriverState load_driver() {
   WINNOW_RESOLVE(cuMemcpyDtoH, 3020);
   WINNOW_RESOLVE(cuMemsetD32Async, 3020);
   WINNOW_RESOLVE(cuMemcpyDtoDAsync, 3020);
+  WINNOW_RESOLVE(cuMemcpyPeer, 4000);
   WINNOW_RESOLVE(cuMemsetD8, 3020);
   WINNOW_RESOLVE(cuMemGetInfo, 3020);
   WINNOW_RESOLVE(cuPointerGetAttribute, 4000);

@@ -39,6 +39,8 @@ NcclState load_nccl() {
   sym("ncclCommCount", &s.api.comm_count);
   sym("ncclCommUserRank", &s.api.comm_user_rank);
   sym("ncclGetErrorString", &s.api.get_error_string);
+  sym("ncclCommInitAll", &s.api.comm_init_all);
+  sym("ncclCommDestroy", &s.api.comm_destroy);
   return s;
 }
 

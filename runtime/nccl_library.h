@@ -3,7 +3,8 @@
 // The few declarations it needs are written here from NCCL's documented C API (nccl.h of
 // NVIDIA's NCCL 2.x, as shipped by PyPI's nvidia-nccl-cu13): ncclComm_t is an opaque
 // pointer, ncclResult_t an int (0 = ncclSuccess), ncclDataType_t an int enum whose
-// ncclUint8 is 1, and ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream).
+// ncclUint8 is 1, ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream),
+// ncclCommInitAll(comms, ndev, devlist) and ncclCommDestroy(comm).
 #pragma once
 #include <cuda.h>
 
@@ -34,6 +35,9 @@ struct NcclApi {
   int (*comm_count)(const void* comm, int* count) = nullptr;
   int (*comm_user_rank)(const void* comm, int* rank) = nullptr;
   const char* (*get_error_string)(int result) = nullptr;
+  // One process driving several GPUs (winnow bench --shards): a communicator per device.
+  int (*comm_init_all)(void** comms, int ndev, const int* devlist) = nullptr;
+  int (*comm_destroy)(void* comm) = nullptr;
 };
 
 // Loads NCCL at the first call that succeeds (thread-safe); throws NcclMissing while it

@@ -49,6 +49,7 @@
 #include "runtime/kernel_cache.h"
 #include "runtime/tuning_db.h"
 #include "tools/bench_common.h"
+#include "tools/bench_shards.h"
 #include "tools/commands.h"
 #include "tools/random_inputs.h"
 #include "tools/workloads.h"
@@ -158,9 +159,14 @@ Options:
                       input (computed once before the runs, as a vector database stores
                       them) instead of summed by the kernel; the floor then reads 4 bytes
                       a key more
-  --shards N          knn-ip and dsa-prefill: the keys split over N GPUs, merged exactly
-                      (issue 19) [1]; needs N GPUs. The N-GPU run itself is not built
-                      yet: with N > 1 the command stops after the GPU count (exit 1)
+  --shards N          knn-ip and dsa-prefill: the keys split over N GPUs of this machine,
+                      each GPU's top-k merged exactly through NCCL (one communicator per
+                      GPU, one thread each; NCCL from WINNOW_NCCL_LIBRARY or
+                      libnccl.so.2), against one GPU over all the keys in the same run,
+                      both timed as host wall time with the stream synchronised; every
+                      GPU's merged rows checked against the one-GPU rows [1]. Needs N
+                      GPUs (exit 1 otherwise); records "winnow-one-gpu" and
+                      "winnow-shards" (params "shards", "speedup", "exact")
 )";
 
 const Workload& find_workload(const std::string& name) {
@@ -976,21 +982,6 @@ std::vector<SizeResult> run_size(const BenchArgs& a, const ops::TopkProblem& bas
   return out;
 }
 
-// --shards N > 1: the GPUs counted (none without a driver), then a refusal either way: too
-// few GPUs, or the N-GPU run, which is not built yet (bench/NOTES.md). Exit status 1.
-int refuse_shards(int shards) {
-  int count = 0;
-  if (rt::gpu_available()) rt::check(rt::driver().cuDeviceGetCount(&count), "cuDeviceGetCount");
-  if (count < shards) {
-    fmt::print(stderr, "winnow bench: --shards {} needs {} GPUs, found {}\n", shards, shards,
-               count);
-    return 1;
-  }
-  fmt::print(stderr, "winnow bench: --shards {}: {} GPUs found, but the sharded bench run is "
-             "not built yet (bench/NOTES.md, issue 19)\n", shards, count);
-  return 1;
-}
-
 }  // namespace
 
 int bench_main(int argc, char** argv) {
@@ -1002,7 +993,21 @@ int bench_main(int argc, char** argv) {
     fmt::print("{}", kHelp);
     return 0;
   }
-  if (a.shards > 1) return refuse_shards(a.shards);
+  if (a.shards > 1) {
+    ShardBenchArgs sa;
+    sa.workload = a.workload;
+    sa.sizes = a.sizes;
+    sa.ks = a.ks;
+    sa.queries = a.queries;
+    sa.head_dim = a.head_dim;
+    sa.dtype = *a.dtype;
+    sa.shards = a.shards;
+    sa.repeats = a.repeats;
+    sa.warmup = a.warmup;
+    sa.seed = a.seed;
+    sa.out_path = a.out_path;
+    return run_bench_shards(sa);
+  }
   if (!bench_gpu_present()) return 1;
   rt::Context ctx(0);
   // The variant: WINNOW_NVRTC_OPTIONS, and WINNOW_TOPK_PIPELINE=1 or 2 (the pipelined or
