@@ -204,6 +204,7 @@ TEST_CASE("winnow bench --shards: bad values, other workloads, and too few GPUs"
       {"knn-ip --shards 2000", "--shards 2000 is outside 1..1024"},
       {"knn-ip --shards two", "--shards"},
       {"knn-l2 --shards 2", "--shards is for knn-ip and dsa-prefill, not knn-l2"},
+      {"knn-l2 --shards 1", "--shards is for knn-ip and dsa-prefill, not knn-l2"},
   };
   for (const Case& c : cases) {
     INFO(c.args);

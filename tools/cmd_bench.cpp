@@ -92,6 +92,7 @@ struct BenchArgs {
   int repeats = 10, warmup = 2;
   uint64_t seed = 1;
   int shards = 1;  // --shards N: keys split over N GPUs (knn-ip, dsa-prefill)
+  bool sharded = false;  // --shards given (1 too: the sharded path on one GPU)
   bool key_norms = false;  // --key-norms: knn-l2 / knn-cosine read |k|^2 as an input
   std::string ceilings_path, baselines_path, out_path;
   const Workload& w() const { return *workload; }
@@ -164,9 +165,10 @@ Options:
                       GPU, one thread each; NCCL from WINNOW_NCCL_LIBRARY or
                       libnccl.so.2), against one GPU over all the keys in the same run,
                       both timed as host wall time with the stream synchronised; every
-                      GPU's merged rows checked against the one-GPU rows [1]. Needs N
+                      GPU's merged rows checked against the one-GPU rows. Needs N
                       GPUs (exit 1 otherwise); records "winnow-one-gpu" and
-                      "winnow-shards" (params "shards", "speedup", "exact")
+                      "winnow-shards" (params "shards", "speedup", "exact"). --shards 1
+                      runs that path on one GPU (a merge of one list, NCCL of one rank)
 )";
 
 const Workload& find_workload(const std::string& name) {
@@ -233,7 +235,7 @@ bool parse_args(int argc, char** argv, BenchArgs& a) {
     else if (flag == "--ceilings") a.ceilings_path = args.value();
     else if (flag == "--baselines") a.baselines_path = args.value();
     else if (flag == "--out") a.out_path = args.value();
-    else if (flag == "--shards") a.shards = int(std::min<int64_t>(args.int_value(), 1 << 20));
+    else if (flag == "--shards") a.shards = int(std::min<int64_t>(args.int_value(), 1 << 20)), a.sharded = true;
     else if (!flag.empty() && flag[0] != '-' && !a.workload) a.workload = &find_workload(flag);
     else unknown_argument(flag);
   }
@@ -243,7 +245,7 @@ bool parse_args(int argc, char** argv, BenchArgs& a) {
     throw UsageError("--warmup, --check-rows and --chunk-rows must be >= 0");
   if (a.shards < 1 || a.shards > ops::kMaxShardRanks)
     throw UsageError(fmt::format("--shards {} is outside 1..{}", a.shards, ops::kMaxShardRanks));
-  if (a.shards > 1 && a.w().name != std::string("knn-ip") &&
+  if (a.sharded && a.w().name != std::string("knn-ip") &&
       a.w().name != std::string("dsa-prefill"))
     throw UsageError(fmt::format("--shards is for knn-ip and dsa-prefill, not {}", a.w().name));
   if (a.key_norms && a.w().name != std::string("knn-l2") &&
@@ -993,7 +995,7 @@ int bench_main(int argc, char** argv) {
     fmt::print("{}", kHelp);
     return 0;
   }
-  if (a.shards > 1) {
+  if (a.sharded) {
     ShardBenchArgs sa;
     sa.workload = a.workload;
     sa.sizes = a.sizes;
