@@ -251,7 +251,8 @@ int bench_block_main(int argc, char** argv) {
   bool all_exact = true;
   const rt::TuningDb db(rt::default_cache_dir());
   const ops::BlockPoint heuristic{select->plan_text().find("score_wgmma=1") != std::string::npos ? 1 : 0,
-                                  attention->plan_text().find("attention_wgmma=1") != std::string::npos ? 1 : 0};
+                                  attention->plan_text().find("attention_wgmma=1") != std::string::npos ? 1 : 0,
+                                  attention->plan_text().find("attention_cluster=") != std::string::npos ? 1 : 0};
   for (int64_t L : a.sizes) {
     const int64_t nb = ops::block_count(L);
     // The tuned plan for this length, where the database has one other than the heuristic.
