@@ -176,7 +176,8 @@ void launch(unsigned grid_x, unsigned grid_y, unsigned threads, const Body& body
 // Runs body(smem) as every thread of every CTA of a 1-D grid of clusters of `cluster_x`
 // CTAs (grid_x a multiple of it): the CTAs of one cluster at once, clusters one after
 // another; each CTA gets `smem_bytes` of its own shared memory (1024-byte aligned, filled
-// with 0xA5 so that a read of what no one wrote shows), passed to the body.
+// with 0xA5 so that a read of what no one wrote shows), passed to the body. A kernel with
+// static __shared__ variables cannot run here: they are one variable for every CTA.
 template <class Body>
 void launch_clusters(unsigned grid_x, unsigned cluster_x, unsigned threads, size_t smem_bytes,
                      const Body& body) {
