@@ -1,6 +1,7 @@
 #include "testing/harness.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -159,10 +160,12 @@ RunResult run_op(const Op& op, const TopkProblem& p, const rt::Context& ctx,
     CUevent a, b;
     rt::check(cu.cuEventCreate(&a, 0), "cuEventCreate");
     rt::check(cu.cuEventCreate(&b, 0), "cuEventCreate");
-    std::vector<float> times;
+    std::vector<float> times, host;
     for (int i = 0; i < repeats; ++i) {
       rt::check(cu.cuEventRecord(a, stream), "cuEventRecord");
+      const auto h0 = std::chrono::steady_clock::now();
       op.execute(in, oi, &out_sc, ws.data(), ws.size(), stream);
+      host.push_back(std::chrono::duration<float, std::micro>(std::chrono::steady_clock::now() - h0).count());
       rt::check(cu.cuEventRecord(b, stream), "cuEventRecord");
       rt::check(cu.cuEventSynchronize(b), "cuEventSynchronize");
       float ms = 0;
@@ -175,6 +178,8 @@ RunResult run_op(const Op& op, const TopkProblem& p, const rt::Context& ctx,
     r.ms_min = times.front();
     r.ms_max = times.back();
     r.ms_median = times[times.size() / 2];
+    std::sort(host.begin(), host.end());
+    r.host_us_median = host[host.size() / 2];
   }
   return r;
 }

@@ -52,6 +52,9 @@ struct RunResult {
   uint32_t fallback_rows = 0, bad_windows = 0;
   uint32_t tightenings = 0;  // retrieval mode: thresholds the filter tightened (last pass)
   float ms_median = 0, ms_min = 0, ms_max = 0;  // when timed (repeats > 0)
+  // When timed: the host time of the execute call itself (validation, parameters, launch
+  // enqueue; not the kernel), median over the repeats, in microseconds.
+  float host_us_median = 0;
 };
 
 // Executes once (and `repeats` more times for timing, with CUDA events) on the device.

@@ -1,8 +1,9 @@
 // `winnow bench jit`: how long a new score function waits for its kernel (issue 17). Per
 // (kernel, backend): the cold build (problem -> IR -> plan -> source -> cubin stored in an
 // empty cache folder, and loaded when there is a GPU), then a disk hit (a fresh in-memory
-// cache over that folder). Needs no GPU: without one the kernels are compiled only.
-// execute_host_us is null: no launch is timed yet (it needs inputs on a GPU).
+// cache over that folder). Needs no GPU: without one the kernels are compiled only and
+// execute_host_us is null; with one it is the host time of an execute call on the built
+// plan (testing/harness run_on_device: random inputs of 64 rows x 8192 keys).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +26,7 @@
 #include "runtime/cuda_driver.h"
 #include "runtime/env.h"
 #include "runtime/kernel_cache.h"
+#include "testing/harness.h"
 #include "tools/bench_common.h"
 #include "tools/commands.h"
 
@@ -39,8 +42,9 @@ Times the build of a kernel that no cache holds, the way a new score function me
 problem -> IR -> plan -> generated source -> backend -> cubin in an empty cache folder
 ("cold_s"), then the same plan from that folder by a fresh in-memory cache ("disk_hit_s").
 One JSON record per (kernel, backend) on stdout; a table on stderr. Needs no GPU (the
-kernels are then compiled only and nothing is loaded). execute_host_us is null: this
-version does not launch the kernels.
+kernels are then compiled only and nothing is loaded; execute_host_us is null). With a
+GPU, execute_host_us is the median host time of the execute call (validation, parameters,
+the launch; not the kernel) over 50 calls on random inputs of 64 rows x 8192 keys.
 
 NVRTC 12.9 and later reuse PTX and cubins from the CUDA driver's compute cache where a
 driver is present: this command sets CUDA_CACHE_DISABLE=1 so that every cold build is cold.
@@ -174,6 +178,7 @@ class EmptyCacheDir {
 };
 
 struct JitRun {
+  std::optional<double> execute_host_us;  // with a GPU
   std::vector<double> cold_s;
   std::vector<double> full_s;  // the fast first build's: until the full build is ready
   double disk_hit_s = 0;
@@ -209,6 +214,11 @@ JitRun run_kernel(const ops::TopkProblem& p, const rt::Context* ctx, const backe
     r.disk_hit_s = i == 0 ? disk : std::min(r.disk_hit_s, disk);
     r.cubin_bytes = cold->cubin().size();
     r.key = cold->content_key();
+    if (ctx && i == 0) {
+      std::mt19937_64 rng(uint64_t(i) + 17);
+      const ops::ProblemData d = ops::random_problem(p, 64, 8192, rng);
+      r.execute_host_us = ops::run_on_device(*cold, *ctx, d, 50).host_us_median;
+    }
   }
   return r;
 }
@@ -262,14 +272,15 @@ std::string record(const JitKernel& k, const backend::Arch& arch, const backend:
   return fmt::format(
       "{{\"workload\": \"jit\", \"impl\": \"{}\", \"params\": {}, \"cold_s\": {:.4f}, "
       "\"cold_s_min\": {:.4f}, \"cold_s_max\": {:.4f}, \"cold_s_runs\": [{}], "
-      "\"first_run_loads_backend\": {}, \"disk_hit_s\": {}, \"full_s\": {}, \"execute_host_us\": null, "
+      "\"first_run_loads_backend\": {}, \"disk_hit_s\": {}, \"full_s\": {}, \"execute_host_us\": {}, "
       "\"cubin_bytes\": {}, \"backend_version\": {}, \"nvrtc_options\": {}, \"cpu_cores\": {}, "
       "\"gpu\": {}, \"commit\": \"{}\", \"date\": \"{}\"}}",
       r.full_s.empty() ? be.name() : be.name() + "-fast-first", params, median(r.cold_s),
       *std::min_element(r.cold_s.begin(), r.cold_s.end()), *std::max_element(r.cold_s.begin(), r.cold_s.end()),
       runs, first_in_process ? "true" : "false",
       r.full_s.empty() ? fmt::format("{:.5f}", r.disk_hit_s) : "null",
-      r.full_s.empty() ? "null" : fmt::format("{:.4f}", median(r.full_s)), r.cubin_bytes,
+      r.full_s.empty() ? "null" : fmt::format("{:.4f}", median(r.full_s)),
+      r.execute_host_us ? fmt::format("{:.2f}", *r.execute_host_us) : "null", r.cubin_bytes,
       json_string(be.version()),
       json_string(rt::env_get("WINNOW_NVRTC_OPTIONS").value_or("")),
       std::thread::hardware_concurrency(), gpu.empty() ? "null" : json_string(gpu),
