@@ -6,8 +6,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <random>
+#include <sstream>
 #include <string>
 
 #include "runtime/cuda_driver.h"
@@ -221,4 +224,31 @@ TEST_CASE("winnow bench --shards: bad values, other workloads, and too few GPUs"
     CHECK(r.exit_code == 1);
     CHECK_THAT(r.output, Contains(fmt::format("--shards {} needs {} GPUs, found {}", n, n, count)));
   }
+}
+
+// --compile-only builds the run's kernels into the cache with no GPU; the same problems
+// built again (as a GPU run of the same arguments would) are cache hits with the same keys.
+TEST_CASE("winnow bench --compile-only fills the kernel cache with the run's kernels", "[tool]") {
+  winnow::test::TempDir dir;
+  winnow::test::ScopedEnv cache("WINNOW_CACHE_DIR", dir.path.c_str());
+  ToolRun r = run_tool("bench knn-ip --T 4096 --k 16,64 --d 128 --compile-only");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Contains("N=4096 materialize: "));
+  CHECK_THAT(r.output, Contains("N=4096 k=16: "));
+  CHECK_THAT(r.output, Contains("N=4096 k=64: "));
+  const ToolRun again = run_tool("bench knn-ip --T 4096 --k 16,64 --d 128 --compile-only");
+  REQUIRE(again.exit_code == 0);
+  // The same kernels and keys, printed in the same order ("  N=4096 k=16: <key> (0.1 s)").
+  auto keys = [](const std::string& text) {
+    std::string out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("  N=", 0) == 0) out += line.substr(0, line.find(" (")) + "\n";
+    return out;
+  };
+  const std::string first = keys(r.output);
+  CHECK(std::count(first.begin(), first.end(), '\n') == 3);
+  CHECK(keys(again.output) == first);
+  CHECK(std::distance(std::filesystem::directory_iterator(dir.path), std::filesystem::directory_iterator()) > 0);
 }

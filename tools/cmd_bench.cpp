@@ -40,6 +40,7 @@
 #include "testing/host_data.h"
 #include "testing/reference.h"
 #include "ops/shard_merge.h"
+#include "ops/backend_choice.h"
 #include "ops/stream_topk.h"
 #include "compiler/build_id.h"
 #include "ops/topk.h"
@@ -93,6 +94,7 @@ struct BenchArgs {
   uint64_t seed = 1;
   int shards = 1;  // --shards N: keys split over N GPUs (knn-ip, dsa-prefill)
   bool sharded = false;  // --shards given (1 too: the sharded path on one GPU)
+  bool compile_only = false;  // --compile-only: the run's kernels into the cache, no GPU
   bool key_norms = false;  // --key-norms: knn-l2 / knn-cosine read |k|^2 as an input
   std::string ceilings_path, baselines_path, out_path;
   const Workload& w() const { return *workload; }
@@ -144,6 +146,11 @@ Options:
                       row for S <= 64K, else N random rows recomputed on the CPU [1000]]
   --chunk-rows N      csa: rows per launch of the streaming driver [0: 64 waves of CTAs]
   --no-hint           csa: no sample hint from the previous chunk
+  --compile-only      build the kernels the run would time (the materialize baseline and
+                      the fused plan of every size and k, sm_90a, by $WINNOW_BACKEND) into
+                      the kernel cache and stop; no GPU needed. A cache filled so with the
+                      llvm backend serves a GPU machine without LLVM (WINNOW_BACKEND=llvm
+                      winnow bench ... --no-tuned there, WINNOW_CACHE_DIR the same folder)
   --no-tuned          no "winnow-tuned" record: by default, where the tuning database
                       (winnow tune) has a plan for the size that differs from the
                       heuristic one, it is timed and checked beside "winnow" (its
@@ -230,6 +237,7 @@ bool parse_args(int argc, char** argv, BenchArgs& a) {
     else if (flag == "--chunk-rows") a.chunk_rows = args.int_value();
     else if (flag == "--no-hint") a.hint = false;
     else if (flag == "--no-tuned") a.tuned = false;
+    else if (flag == "--compile-only") a.compile_only = true;
     else if (flag == "--key-norms") a.key_norms = true;
     else if (flag == "--seed") a.seed = uint64_t(args.int_value());
     else if (flag == "--ceilings") a.ceilings_path = args.value();
@@ -984,6 +992,48 @@ std::vector<SizeResult> run_size(const BenchArgs& a, const ops::TopkProblem& bas
   return out;
 }
 
+// --compile-only: every kernel run_size builds (tuned plans aside), compiled into the kernel
+// cache for sm_90a by $WINNOW_BACKEND, with no device: the same problems, so the same keys
+// a GPU run of the same arguments looks up (the plans' shared-memory limit is the default,
+// the H200's; the retrieval mode's grid is not in its key).
+int compile_only_main(const BenchArgs& a) {
+  const auto be = ops::choose_backend(nullptr);
+  rt::CubinCache cache(rt::DiskStore(rt::default_cache_dir()));
+  const ops::TopkProblem base = workload_problem(a.w(), *a.dtype, a.head_dim, backend::parse_arch("sm_90a"));
+  fmt::print(stderr, "winnow bench {} --compile-only: {} {} into {}\n", a.w().name, be->name(),
+             be->version(), rt::default_cache_dir().string());
+  auto built = [&](const std::string& what, const std::string& key, std::chrono::steady_clock::time_point t0) {
+    fmt::print(stderr, "  {}: {} ({:.1f} s)\n", what, key.substr(0, 16), seconds_since(t0));
+  };
+  for (int64_t size : a.sizes) {
+    const Shape s0 = make_shape(a, base, size, int(a.ks.front()));
+    if (!(a.w().family == Family::Csa && size > kCsaMaterializeMax)) {
+      const auto t0 = std::chrono::steady_clock::now();
+      auto op = ops::TopkOp::create(sized(base, s0, ops::Mode::Materialize), nullptr);
+      op->build(cache, *be);
+      built(size_name(a, s0) + " materialize", op->content_key(), t0);
+    }
+    for (int64_t k : a.ks) {
+      const Shape s = make_shape(a, base, size, int(k));
+      const auto t0 = std::chrono::steady_clock::now();
+      if (a.w().family == Family::Csa) {
+        ops::StreamProblem sp;
+        sp.topk = sized(base, s, ops::Mode::TopK);
+        sp.chunk_rows = a.chunk_rows;
+        sp.hint = a.hint;
+        auto op = ops::StreamTopk::create(sp, nullptr);
+        op->build(cache, *be);
+        built(size_label(a, s), op->op().content_key(), t0);
+      } else {
+        auto op = ops::TopkOp::create(sized(base, s, ops::Mode::TopK), nullptr);
+        op->build(cache, *be);
+        built(size_label(a, s), op->content_key(), t0);
+      }
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int bench_main(int argc, char** argv) {
@@ -1010,11 +1060,16 @@ int bench_main(int argc, char** argv) {
     sa.out_path = a.out_path;
     return run_bench_shards(sa);
   }
+  if (a.compile_only) return compile_only_main(a);
   if (!bench_gpu_present()) return 1;
   rt::Context ctx(0);
   // The variant: WINNOW_NVRTC_OPTIONS, and WINNOW_TOPK_PIPELINE=1 or 2 (the pipelined or
   // the filter-warpgroup plan).
   std::string variant = variant_with_nvrtc_options("");
+  // The backend, where not NVRTC (WINNOW_BACKEND=llvm: kernels from a cache that
+  // --compile-only filled where LLVM is installed).
+  const auto be = ops::choose_backend(nullptr);
+  if (be->name() != "nvrtc") variant += (variant.empty() ? "" : " ") + ("WINNOW_BACKEND=" + be->name());
   if (const std::string form = rt::env_get("WINNOW_TOPK_PIPELINE").value_or("");
       form == "1" || form == "2")
     variant += (variant.empty() ? "" : " ") + ("WINNOW_TOPK_PIPELINE=" + form);
@@ -1031,7 +1086,6 @@ int bench_main(int argc, char** argv) {
              meta.ceilings.source());
 
   rt::CubinCache cache(rt::DiskStore(rt::default_cache_dir()));
-  auto be = backend::make_nvrtc_backend();
   const DeviceInputs dev = make_inputs(base, largest, a.seed);
   const rt::TuningDb db(rt::default_cache_dir());
 
