@@ -8,6 +8,7 @@
 
 #include "compiler/build_id.h"
 #include "compiler/codegen/embedded_templates.h"
+#include "ops/compile_record.h"
 #include "ops/errors.h"
 #include "ops/loaded_kernels.h"
 #include "runtime/env.h"
@@ -74,6 +75,7 @@ CompiledModule compile_cached(rt::CubinCache& cache, const backend::Backend& be,
   const rt::CubinId id = module_id(be, req, program);
   CompiledModule m;
   m.key = id.key;
+  record_compile(RecordedCompile{stem, program, description, req}, id.key);
   req.source_name = fmt::format("{}_{}.cu", stem, m.key.substr(0, 16));
   auto request = std::make_shared<const backend::CompileRequest>(std::move(req));
   const rt::CubinCache::Compile compile = [&be, request] { return be.compile(*request).cubin; };

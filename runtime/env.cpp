@@ -12,7 +12,7 @@
 namespace winnow::rt {
 namespace {
 
-constexpr std::array<EnvVar, 20> kRegistry{{
+constexpr std::array<EnvVar, 21> kRegistry{{
     {"HOME", false, "home folder: the cache defaults to $HOME/.cache/winnow"},
     {"TMPDIR", false, "without HOME the cache is $TMPDIR/winnow-cache-<uid> (default /tmp)"},
     // The backend's name and exact version are in every key already (ops/jit_module.cpp).
@@ -61,6 +61,10 @@ constexpr std::array<EnvVar, 20> kRegistry{{
     {"WINNOW_NCCL_LIBRARY", false, "the NCCL library to dlopen (default libnccl.so.2)"},
     {"WINNOW_NVRTC_OPTIONS", true, "extra NVRTC options, whitespace-separated"},
     // Changes the plan, which is part of the key (the describe() text): no key input.
+    // Writes what compiles; changes no kernel: no key input.
+    {"WINNOW_RECORD_COMPILES", false,
+     "a folder: every kernel request (source, options, program) written there once, for "
+     "`winnow cache replay` with another backend on another machine"},
     {"WINNOW_TOPK_PIPELINE", false,
      "\"1\" runs the wgmma path's pipelined form (one CTA per SM, setmaxnreg, two "
      "accumulator sets; opt-in: faster only where the plain form fits one CTA per SM); "

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <filesystem>
 #include <random>
 #include <sstream>
@@ -251,4 +253,39 @@ TEST_CASE("winnow bench --compile-only fills the kernel cache with the run's ker
   CHECK(std::count(first.begin(), first.end(), '\n') == 3);
   CHECK(keys(again.output) == first);
   CHECK(std::distance(std::filesystem::directory_iterator(dir.path), std::filesystem::directory_iterator()) > 0);
+}
+
+// A run recorded (WINNOW_RECORD_COMPILES) and replayed into another cache: the replay
+// builds the same kernels under the same keys (the same backend here); a file that is not
+// a record is reported and fails the replay.
+TEST_CASE("winnow cache replay builds a recorded run's kernels under the same keys", "[tool][cache]") {
+  winnow::test::TempDir rec, first, second;
+  std::string keys;
+  {
+    winnow::test::ScopedEnv record("WINNOW_RECORD_COMPILES", rec.path.c_str());
+    winnow::test::ScopedEnv cache("WINNOW_CACHE_DIR", first.path.c_str());
+    const ToolRun r = run_tool("bench knn-ip --T 4096 --k 16 --d 128 --compile-only");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    keys = r.output;
+  }
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(rec.path)) files += e.path().extension() == ".compile";
+  CHECK(files == 2);
+  ToolRun r = run_tool("cache replay '" + rec.path.string() + "' --dir '" + second.path.string() + "' --backend nvrtc");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Contains("replaying 2 requests with nvrtc"));
+  // Every key the run printed ("N=4096 k=16: <16 hex>") is one the replay built.
+  for (const char* what : {"N=4096 materialize: ", "N=4096 k=16: "}) {
+    const size_t at = keys.find(what);
+    REQUIRE(at != std::string::npos);
+    CHECK_THAT(r.output, Contains(keys.substr(at + std::strlen(what), 16)));
+  }
+  std::ofstream(rec.path / "bad.compile") << "not a record\n";
+  r = run_tool("cache replay '" + rec.path.string() + "' --dir '" + second.path.string() + "'");
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Contains("not a winnow compile record"));
+  CHECK(run_tool("cache replay").exit_code == 2);
+  CHECK(run_tool("cache ls --backend llvm").exit_code == 2);
 }

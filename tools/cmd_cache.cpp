@@ -1,12 +1,17 @@
 // `winnow cache`: the on-disk kernel cache (list, verify, clear).
 #include <fmt/format.h>
 
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "ops/backend_choice.h"
+#include "ops/compile_record.h"
+#include "ops/jit_module.h"
 #include "runtime/kernel_cache.h"
 #include "tools/commands.h"
 
@@ -16,6 +21,7 @@ using winnow::tools::UsageError;
 namespace {
 
 constexpr const char* kHelp = R"(Usage: winnow cache ls|clear|verify [--dir DIR] [--fix]
+       winnow cache replay RECORDS [--dir DIR] [--backend nvrtc|llvm]
 
 The on-disk kernel cache (default $WINNOW_CACHE_DIR, else $XDG_CACHE_HOME/winnow, else
 ~/.cache/winnow).
@@ -24,6 +30,11 @@ The on-disk kernel cache (default $WINNOW_CACHE_DIR, else $XDG_CACHE_HOME/winnow
   clear     remove every entry
   verify    check every entry; exits 1 if any is bad
     --fix   remove the bad entries
+  replay    compile every request recorded in the folder RECORDS (a run under
+            WINNOW_RECORD_COMPILES=RECORDS, possibly on another machine, with the same
+            winnow build) with this machine's backend (--backend, else $WINNOW_BACKEND,
+            else nvrtc) into the cache: e.g. the llvm backend's cubins for a GPU machine
+            that has no LLVM. Exits 1 if a request fails to compile or read
 
 Only entries are removed: a folder <arch>/<64 hex digits> holding kernel.cubin and a
 meta.txt written by winnow. Symlinks (at any level) and anything else are never followed
@@ -59,10 +70,38 @@ void print_skipped(const std::vector<winnow::rt::DiskStore::Skipped>& skipped, c
     fmt::print("{} {}: {}\n", verb, printable(s.path), printable(s.why));
 }
 
+// `winnow cache replay RECORDS`: every recorded request compiled by `be` into the cache.
+int replay(const std::filesystem::path& records, const std::optional<std::string>& dir,
+           const std::optional<std::string>& backend_name) {
+  const auto be = winnow::ops::choose_backend(backend_name ? backend_name->c_str() : nullptr);
+  winnow::rt::CubinCache cache(winnow::rt::DiskStore(dir ? std::filesystem::path(*dir) : winnow::rt::default_cache_dir()));
+  std::vector<std::string> skipped;
+  const auto recorded = winnow::ops::read_recorded_compiles(records, &skipped);
+  for (const std::string& s : skipped) fmt::print("skipped {}\n", printable(s));
+  int failed = int(skipped.size());
+  fmt::print("replaying {} requests with {} {}\n", recorded.size(), be->name(), be->version());
+  for (size_t i = 0; i < recorded.size(); ++i) {
+    const auto& r = recorded[i];
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      const auto m = winnow::ops::compile_cached(cache, *be, r.request, r.stem, r.program, r.description);
+      fmt::print("[{}/{}] {} {} {}: {:.1f} s\n", i + 1, recorded.size(), r.stem, r.request.arch.str(),
+                 m.key.substr(0, 16),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    } catch (const std::exception& e) {
+      ++failed;
+      fmt::print("[{}/{}] {} {}: FAILED: {}\n", i + 1, recorded.size(), r.stem, r.request.arch.str(),
+                 printable(e.what()));
+    }
+    std::fflush(stdout);
+  }
+  return failed ? 1 : 0;
+}
+
 }  // namespace
 
 int run_cache(int argc, char** argv) {
-  std::optional<std::string> action, dir;
+  std::optional<std::string> action, dir, records, backend;
   bool fix = false;
   Args args(argc, argv);
   std::string flag;
@@ -75,14 +114,24 @@ int run_cache(int argc, char** argv) {
     } else if (flag == "--fix") {
       args.no_value();
       fix = true;
-    } else if (!action && (flag == "ls" || flag == "clear" || flag == "verify")) {
+    } else if (flag == "--backend") {
+      backend = args.value();
+    } else if (!action && (flag == "ls" || flag == "clear" || flag == "verify" || flag == "replay")) {
       action = flag;
+    } else if (action && *action == "replay" && !records && !flag.empty() && flag[0] != '-') {
+      records = flag;
     } else {
       winnow::tools::unknown_argument(flag);
     }
   }
-  if (!action) throw UsageError("give an action: ls, clear or verify");
+  if (!action) throw UsageError("give an action: ls, clear, verify or replay");
   if (fix && *action != "verify") throw UsageError("--fix goes with verify");
+  if (backend && *action != "replay") throw UsageError("--backend goes with replay");
+  if (*action == "replay") {
+    if (!records) throw UsageError("replay needs the folder of recorded requests");
+    if (!std::filesystem::is_directory(*records)) throw UsageError("replay: " + *records + " is not a folder");
+    return replay(*records, dir, backend);
+  }
 
   const std::filesystem::path root_path =
       dir ? std::filesystem::path(*dir) : winnow::rt::default_cache_dir();
