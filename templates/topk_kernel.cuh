@@ -59,6 +59,26 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
   constexpr TopkWorkspace W = workspace_of<C>();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 
+  // Every row's window within k keys (one part, index order, no scores asked for): each
+  // of its keys is selected whatever its score, so the outputs are the window's positions
+  // in order, -1 padded, and nothing is scored (a prompt or a decode request shorter than
+  // k). The select would write the same (it orders the chosen keys by index here). Every
+  // thread reads the same row states, so the CTA leaves together, the ring untouched.
+  if constexpr (!C::kSorted) {
+    bool within_k = p.key_splits == 1 && p.out_scores == nullptr;
+    for (int r = 0; r < R && within_k; ++r) within_k = s.rows[r].end - s.rows[r].start <= K;
+    if (within_k) {
+      for (int e = threadIdx.x; e < R * K; e += C::kThreads) {
+        const int r = e / K, i = e % K, row = row0 + r;
+        if (row >= p.rows) continue;
+        const RowState& st = s.rows[r];
+        const int base = C::kAbsolute ? -p.key_offset : st.origin;  // as write_row
+        p.out_indices[row * p.out_indices_stride + i] = i < st.end - st.start ? st.start + i - base : -1;
+      }
+      return;
+    }
+  }
+
   // 1. Sample: the hint keys and a strided subset of each row's window set its bins.
   sample_rows<C, S>(p, s, row0, ws);
   clocks.mark(1);

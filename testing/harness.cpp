@@ -93,10 +93,11 @@ ProblemData random_problem(const TopkProblem& p, int64_t rows, int64_t num_keys,
 namespace {
 
 // Uploads, runs execute(inputs, out_indices, out_scores, workspace, bytes, stream) once
-// (and `repeats` more times, timed), downloads. Op: TopkOp or StreamTopk.
+// (and `repeats` more times, timed), downloads. Op: TopkOp or StreamTopk. scores false:
+// the top-k mode's call asks for indices only (RunResult::scores stays empty).
 template <class Op>
 RunResult run_op(const Op& op, const TopkProblem& p, const rt::Context& ctx,
-                 const ProblemData& d, int repeats) {
+                 const ProblemData& d, int repeats, bool scores) {
   const rt::DriverApi& cu = rt::driver();
   ctx.bind();
   const bool materialize = p.mode == Mode::Materialize;
@@ -132,9 +133,10 @@ RunResult run_op(const Op& op, const TopkProblem& p, const rt::Context& ctx,
   TensorView out_idx = contiguous_view(idx.data(), DType::I32, {d.rows, p.k});
   TensorView out_sc = contiguous_view(sc.data(), DType::F32, {d.rows, out_cols});
   const TensorView* oi = materialize ? nullptr : &out_idx;
+  const TensorView* os = materialize || scores ? &out_sc : nullptr;
 
   CUstream stream = nullptr;
-  op.execute(in, oi, &out_sc, ws.data(), ws.size(), stream);
+  op.execute(in, oi, os, ws.data(), ws.size(), stream);
   rt::check(cu.cuStreamSynchronize(stream), "cuStreamSynchronize");
 
   RunResult r;
@@ -142,8 +144,10 @@ RunResult run_op(const Op& op, const TopkProblem& p, const rt::Context& ctx,
     r.indices.resize(size_t(d.rows) * p.k);
     idx.download(r.indices.data(), r.indices.size() * 4);
   }
-  r.scores.resize(size_t(d.rows) * out_cols);
-  sc.download(r.scores.data(), r.scores.size() * 4);
+  if (os) {
+    r.scores.resize(size_t(d.rows) * out_cols);
+    sc.download(r.scores.data(), r.scores.size() * 4);
+  }
   uint32_t counters[2];
   rt::check(cu.cuMemcpyDtoH(counters, ws.ptr() + op.counter_offset(), sizeof counters),
             "cuMemcpyDtoH (counters)");
@@ -164,7 +168,7 @@ RunResult run_op(const Op& op, const TopkProblem& p, const rt::Context& ctx,
     for (int i = 0; i < repeats; ++i) {
       rt::check(cu.cuEventRecord(a, stream), "cuEventRecord");
       const auto h0 = std::chrono::steady_clock::now();
-      op.execute(in, oi, &out_sc, ws.data(), ws.size(), stream);
+      op.execute(in, oi, os, ws.data(), ws.size(), stream);
       host.push_back(std::chrono::duration<float, std::micro>(std::chrono::steady_clock::now() - h0).count());
       rt::check(cu.cuEventRecord(b, stream), "cuEventRecord");
       rt::check(cu.cuEventSynchronize(b), "cuEventSynchronize");
@@ -187,13 +191,13 @@ RunResult run_op(const Op& op, const TopkProblem& p, const rt::Context& ctx,
 }  // namespace
 
 RunResult run_on_device(const TopkOp& op, const rt::Context& ctx, const ProblemData& d,
-                        int repeats) {
-  return run_op(op, op.problem(), ctx, d, repeats);
+                        int repeats, bool scores) {
+  return run_op(op, op.problem(), ctx, d, repeats, scores);
 }
 
 RunResult run_on_device(const StreamTopk& op, const rt::Context& ctx, const ProblemData& d,
                         int repeats) {
-  return run_op(op, op.problem().topk, ctx, d, repeats);
+  return run_op(op, op.problem().topk, ctx, d, repeats, true);
 }
 
 }  // namespace winnow::ops

@@ -58,8 +58,9 @@ struct RunResult {
 };
 
 // Executes once (and `repeats` more times for timing, with CUDA events) on the device.
+// scores false: the top-k call asks for indices only (RunResult::scores stays empty).
 RunResult run_on_device(const TopkOp& op, const rt::Context& ctx, const ProblemData& data,
-                        int repeats = 0);
+                        int repeats = 0, bool scores = true);
 // The same through the streaming driver (data.sample_hint: the first chunk's hint).
 RunResult run_on_device(const StreamTopk& op, const rt::Context& ctx, const ProblemData& data,
                         int repeats = 0);

@@ -111,9 +111,10 @@ void require_planned_as(const ops::TopkProblem& p) {
 // item left: CTAs run one after another here), as TopkOp::execute would launch it.
 // key_splits > 1: each row's window in that many parts, merged by the last CTA of the
 // row block (here the one CTA that takes every item).
+// scores false: indices only (the kernel's path for index-only calls).
 template <class C>
 ops::RunResult run_emulated(const ops::TopkProblem& p, const ops::ProblemData& d,
-                            int key_splits = 1) {
+                            int key_splits = 1, bool scores = true) {
   require_planned_as<C>(p);
   constexpr int kCtas = 2;
   constexpr TopkWorkspace W = workspace_of<C>();
@@ -142,11 +143,13 @@ ops::RunResult run_emulated(const ops::TopkProblem& p, const ops::ProblemData& d
     prm.out_scores_stride = keys;
   } else {
     r.indices.assign(size_t(rows * p.k), 0x7EEEEEEE);
-    r.scores.assign(size_t(rows * p.k), -1.0f);
     prm.out_indices = r.indices.data();
     prm.out_indices_stride = p.k;
-    prm.out_scores = r.scores.data();
-    prm.out_scores_stride = p.k;
+    if (scores) {
+      r.scores.assign(size_t(rows * p.k), -1.0f);
+      prm.out_scores = r.scores.data();
+      prm.out_scores_stride = p.k;
+    }
   }
   prm.rows = int(rows);
   prm.num_keys = int(keys);
@@ -225,6 +228,34 @@ TEST_CASE(EMU_CASE("range windows, k = window, k > window, empty"), "[emu]") {
   const auto p = emu_problem(300, 1024, 512, ops::WindowKind::Ranges);
   emulate_and_check<EmuFp8<300, 1024, 512, false, 1>, EmuFp8<300, 1024, 512, true, 1>>(
       p, 6, 900, {});
+}
+
+TEST_CASE(EMU_CASE("windows within k and indices only: every key of each window in order"), "[emu]") {
+  INFO("seed " << test::test_seed());
+  // Every row's window holds at most k = 300 keys (one exactly k, one empty, one outside
+  // the keys: a bad window), so an index-only call selects every key without scoring; the
+  // same call with scores takes the full path (checked against the reference above). The
+  // indices must agree; so must the counters.
+  const auto p = emu_problem(300, 1024, 512, ops::WindowKind::Ranges);
+  std::mt19937_64 rng(test::test_seed() ^ 0x51u);
+  ops::ProblemData d = ops::random_problem(p, 6, 900, rng);
+  for (size_t r = 0; r < d.window_start.size(); ++r)
+    d.window_end[r] = std::min(d.window_end[r], d.window_start[r] + 300);
+  d.window_start[0] = 17, d.window_end[0] = 317;   // exactly k
+  d.window_start[1] = 500, d.window_end[1] = 500;  // empty
+  d.window_start[2] = 850, d.window_end[2] = 901;  // past the keys: bad, all -1
+  using C = EmuFp8<300, 1024, 512, false, 1>;
+  const ops::RunResult only = run_emulated<C>(p, d, 1, false);
+  const ops::RunResult full = run_emulated<C>(p, d, 1, true);
+  CHECK(only.indices == full.indices);
+  CHECK(only.bad_windows == 1);
+  CHECK(full.bad_windows == 1);
+  for (int i = 0; i < 300; ++i) {
+    INFO("slot " << i);
+    REQUIRE(only.indices[size_t(i)] == i);  // relative to the window's start, in order
+    REQUIRE(only.indices[size_t(300 + i)] == -1);
+    REQUIRE(only.indices[size_t(600 + i)] == -1);
+  }
 }
 
 TEST_CASE(EMU_CASE("key splits merged exactly"), "[emu]") {
