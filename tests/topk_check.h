@@ -163,6 +163,21 @@ inline ops::TopkProblem relu_mh_problem(int heads, int k, ops::DType t) {
   return p;
 }
 
+// The windows of the top-k kernel's path for windows within k (an index-only call selects
+// every key of each): d's range windows cut to at most k keys, row 0 exactly k keys from
+// `first`, row 1 empty, row 2 running one key past the keys (a bad window: all -1).
+// Returns each row's expected count of real indices.
+inline std::vector<int> windows_within_k(ops::ProblemData& d, int k, int first) {
+  for (size_t r = 0; r < d.window_start.size(); ++r)
+    d.window_end[r] = std::min(d.window_end[r], d.window_start[r] + k);
+  d.window_start[0] = first, d.window_end[0] = first + k;
+  d.window_start[1] = first, d.window_end[1] = first;
+  d.window_start[2] = int(d.num_keys) - 10, d.window_end[2] = int(d.num_keys) + 1;
+  std::vector<int> len;
+  for (size_t r = 0; r < d.window_start.size(); ++r) len.push_back(r == 2 ? 0 : d.window_end[r] - d.window_start[r]);
+  return len;
+}
+
 inline ops::TopkProblem single_head(ir::Expr score, int dim, int k, ops::DType t) {
   ops::TopkProblem p;
   p.score = std::move(score);
