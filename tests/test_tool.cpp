@@ -210,6 +210,7 @@ TEST_CASE("winnow bench --shards: bad values, other workloads, and too few GPUs"
       {"knn-ip --shards two", "--shards"},
       {"knn-l2 --shards 2", "--shards is for knn-ip and dsa-prefill, not knn-l2"},
       {"knn-l2 --shards 1", "--shards is for knn-ip and dsa-prefill, not knn-l2"},
+      {"knn-ip --shards 2 --compile-only", "--compile-only builds one GPU's kernels: not with --shards"},
   };
   for (const Case& c : cases) {
     INFO(c.args);

@@ -256,6 +256,7 @@ bool parse_args(int argc, char** argv, BenchArgs& a) {
   if (a.sharded && a.w().name != std::string("knn-ip") &&
       a.w().name != std::string("dsa-prefill"))
     throw UsageError(fmt::format("--shards is for knn-ip and dsa-prefill, not {}", a.w().name));
+  if (a.compile_only && a.sharded) throw UsageError("--compile-only builds one GPU's kernels: not with --shards");
   if (a.key_norms && a.w().name != std::string("knn-l2") &&
       a.w().name != std::string("knn-cosine"))
     throw UsageError(fmt::format("--key-norms is for knn-l2 and knn-cosine, not {}", a.w().name));
