@@ -24,7 +24,9 @@
 # they printed) so that the one-process suites after it, or in a later visit with the
 # returned caches, run warm. SIDE: one shell command run beside the suites and the warm-up
 # (e.g. a racecheck), its output in side.txt. ONLY_VARIANT=1: only the suite under
-# VARIANT_ENV (not the default and shuffled ones).
+# VARIANT_ENV (not the default and shuffled ones). VARIANT_CACHE: the variant suite's kernel
+# cache (default /tmp/c-variant; /tmp/c-suite shares the prewarmed one: the cache key holds
+# the options, so kernels the variant changes are still its own).
 # Everything under $OUT/v, then $OUT/visit.tar.gz (the folder removed) (and $OUT/caches.tar.gz: each suite's
 # kernel cache (WINNOW_TEST_CACHE_DIR) and the bench's; put it in .devbin/ for the next
 # visit with the same build and the suites run warm).
@@ -72,7 +74,7 @@ if [ "$SPEC" != "-" ]; then
     suite tests_default /tmp/c-suite -- &
     suite tests_rand /tmp/c-suite -- --order rand --rng-seed "$seed" &
   fi
-  [ -n "${VARIANT_ENV:-}" ] && { read -ra venv <<< "$VARIANT_ENV"; suite tests_variant /tmp/c-variant "${venv[@]}" -- & }
+  [ -n "${VARIANT_ENV:-}" ] && { read -ra venv <<< "$VARIANT_ENV"; suite tests_variant "${VARIANT_CACHE:-/tmp/c-variant}" "${venv[@]}" -- & }
   (WINNOW_CACHE_DIR=/tmp/c-c timeout 120 "$B/winnow_c_two_contexts" > "$O/c_two_contexts.txt" 2>&1
    echo "C program rc=$? (77: skipped)" >> "$O/summary.txt") &
 fi
