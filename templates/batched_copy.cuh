@@ -10,7 +10,7 @@
 
 namespace winnow {
 
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) || defined(WINNOW_EMULATED)
 // load(i) returns element i, store(i, v) puts it; both are called for i < n only.
 template <int THREADS, int BATCH, class Load, class Store>
 __device__ __forceinline__ void batched_copy(int n, int tid, Load load, Store store) {

@@ -43,7 +43,7 @@ struct KnnSelectSmem {
   __device__ void* stage(int kp) const { return sel + kp; }
 };
 
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) || defined(WINNOW_EMULATED)
 // Zeroes the first knn_mark(capacity, kKnnMarks - 1) slots of query r's list before a
 // round that may tighten (p.tighten; knn_tighten reads a 0 slot as not yet written).
 __device__ __forceinline__ void knn_clear_marked(const KnnParams& p, int r) {
@@ -51,6 +51,29 @@ __device__ __forceinline__ void knn_clear_marked(const KnnParams& p, int r) {
   u64* list = p.lists + (long long)r * p.capacity;
   const int n = knn_mark(p.capacity, kKnnMarks - 1);
   for (int i = threadIdx.x; i < n; i += kKnnSelectThreads) list[i] = 0ull;
+}
+
+// The order key (index bits zero) of the m-th best (m >= 1) of the n sample order keys at v
+// (0: no score), every index admitted: a row's first threshold. The whole CTA calls it.
+template <class C>
+__device__ u64 knn_sample_threshold(const KnnParams& p, unsigned char* smem, const u32* v, int n,
+                                    u32 m) {
+  const KnnSelectSmem s(smem);
+  // The passes read shared memory for the first ns scores, the rest from global memory
+  // (at N = 5M the 65408 scores of a query exceed the staging: with all of them read from
+  // L2 in every pass the kernel took 83 us, session 16's ncu).
+  u32* staged = static_cast<u32*>(s.stage(next_pow2(C::kTopK)));
+  const int ns = min(n, int(p.stage_bytes / 4));
+  batched_copy<kKnnSelectThreads, 8>(
+      ns, threadIdx.x, [&](int i) { return v[i]; }, [&](int i, u32 x) { staged[i] = x; });
+  __syncthreads();
+  // Only the order key of the m-th best is kept (every index admitted), so the radix
+  // passes stop after the high 32 bits: 4 passes, not 8.
+  const u64 thr = radix_kth<KnnSelectCta, 32>(s, m, [&](auto f) {
+    for (int i = threadIdx.x; i < ns; i += kKnnSelectThreads) f(rank_key(staged[i], i));
+    for (int i = ns + threadIdx.x; i < n; i += kKnnSelectThreads) f(rank_key(v[i], i));
+  });
+  return thr & 0xFFFFFFFF00000000ull;
 }
 
 // The first threshold of query blockIdx.x: the sample's rank-th best score, every index
@@ -62,7 +85,6 @@ __device__ __forceinline__ void knn_clear_marked(const KnnParams& p, int r) {
 template <class C>
 __device__ void knn_threshold(const KnnParams& p, unsigned char* smem) {
   grid_dependency_wait();
-  const KnnSelectSmem s(smem);
   const int r = blockIdx.x;
   if (r == 0) {
     for (int i = p.queries + int(threadIdx.x); i < kKnnQueries; i += kKnnSelectThreads)
@@ -71,25 +93,9 @@ __device__ void knn_threshold(const KnnParams& p, unsigned char* smem) {
   }
   const u32 m = u32(min(p.sample_rank, p.sample_valid));
   u64 thr = 0;
-  if (p.sample_tiles > 0 && m > 0) {
-    const u32* v = p.samples + (long long)r * p.sample_cap;
-    const int n = p.sample_tiles * kKnnKeyTile;
-    // The passes read shared memory for the first ns scores, the rest from global memory
-    // (at N = 5M the 65408 scores of a query exceed the staging: with all of them read from
-    // L2 in every pass the kernel took 83 us, session 16's ncu).
-    u32* staged = static_cast<u32*>(s.stage(next_pow2(C::kTopK)));
-    const int ns = min(n, int(p.stage_bytes / 4));
-    batched_copy<kKnnSelectThreads, 8>(
-        ns, threadIdx.x, [&](int i) { return v[i]; }, [&](int i, u32 x) { staged[i] = x; });
-    __syncthreads();
-    // Only the order key of the rank-th best is kept (every index admitted), so the radix
-    // passes stop after the high 32 bits: 4 passes, not 8.
-    thr = radix_kth<KnnSelectCta, 32>(s, m, [&](auto f) {
-      for (int i = threadIdx.x; i < ns; i += kKnnSelectThreads) f(rank_key(staged[i], i));
-      for (int i = ns + threadIdx.x; i < n; i += kKnnSelectThreads) f(rank_key(v[i], i));
-    });
-    thr &= 0xFFFFFFFF00000000ull;
-  }
+  if (p.sample_tiles > 0 && m > 0)
+    thr = knn_sample_threshold<C>(p, smem, p.samples + (long long)r * p.sample_cap,
+                                  p.sample_tiles * kKnnKeyTile, m);
   if (threadIdx.x == 0) {
     KnnRowState rs{};
     rs.threshold = thr;
@@ -98,19 +104,19 @@ __device__ void knn_threshold(const KnnParams& p, unsigned char* smem) {
   knn_clear_marked(p, r);
 }
 
-// Query blockIdx.x's outputs, or its next fallback round (see the top of the file).
+// Row r's outputs (the need = min(k, keys of its window) best), or its next fallback round
+// (see the top of the file): the retrieval mode's select (knn_select) and the paged decode
+// stream's (templates/paged_stream_select.cuh). The whole CTA calls it, after
+// grid_dependency_wait.
 template <class C>
-__device__ void knn_select(const KnnParams& p, unsigned char* smem) {
+__device__ void knn_select_row(const KnnParams& p, unsigned char* smem, int r, u32 need) {
   constexpr int K = C::kTopK, KP = next_pow2(C::kTopK);
-  grid_dependency_wait();
   const KnnSelectSmem s(smem);
-  const int r = blockIdx.x;
   KnnRowState* rs = p.rows + r;
   if (p.round > 0 && rs->retry == 0) return;  // answered in an earlier round
   const u32 count = rs->count, cap = u32(p.capacity);
   const u64 old_threshold = rs->threshold;
   __syncthreads();  // every thread has read the state before thread 0 rewrites it
-  const u32 need = min(u32(K), u32(p.num_keys));
   const u32 stored = min(count, cap);
   const u64* list = p.lists + (long long)r * p.capacity;
   if (long(stored) * 8 <= p.stage_bytes && count <= cap && count >= need) {
@@ -183,6 +189,13 @@ __device__ void knn_select(const KnnParams& p, unsigned char* smem) {
     rs->retry = 1;
     atomicAdd(p.counters + kKnnRoundRows + p.round + 1, 1u);
   }
+}
+
+// Query blockIdx.x's outputs, or its next fallback round.
+template <class C>
+__device__ void knn_select(const KnnParams& p, unsigned char* smem) {
+  grid_dependency_wait();
+  knn_select_row<C>(p, smem, blockIdx.x, min(u32(C::kTopK), u32(p.num_keys)));
 }
 #endif
 

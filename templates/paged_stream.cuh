@@ -1,0 +1,267 @@
+// The stream path's page stream (templates/paged_stream_params.cuh): a fixed grid whose
+// CTAs take work items (up to kPagedChunkPages pages of one request) from an atomic counter,
+// so that a batch mixing 1K and 1M contexts spreads its pages evenly over the SMs whatever
+// the lengths. The producer warp takes the items and brings each page's 64 keys and 64
+// scales by TMA (one 66-row box of the cache viewed as [num_blocks * 66, 128] bytes) into a
+// ring of two-page stages; math warpgroup h scores page h of a stage on wgmma m64n64 (64
+// keys x 64 heads, the row's q as the B operand in shared memory), one row of the request
+// after another, sums the weighted heads next to the accumulators (wgmma_lane_partials:
+// the fused top-k kernel's bits for the same program) and applies the post step (the key
+// scale). Two uses of the same scoring:
+//   sample pass (knn.sample_pass): every score of the request's sampled pages into the
+//     row's sample slots (order keys, 0 past the row's window);
+//   filter (knn.round r): RankKeys at or above the row's threshold appended to the row's
+//     CandidateList (one atomic per warp and row), and in a radix round (r > 0) counted in
+//     the row's digit histogram (knn_digit); in round r > 0 only requests with a row the
+//     select sent back are streamed, and a launch with none ends at once.
+// A block table entry outside the cache is not loaded; the request is flagged bad.
+#pragma once
+#include "winnow/grid_dependency.cuh"
+#include "winnow/knn_params.cuh"
+#include "winnow/knn_workspace.cuh"
+#include "winnow/mbarrier.cuh"
+#include "winnow/paged_stream_params.cuh"
+#include "winnow/rank_order.cuh"
+#include "winnow/ring_slot.cuh"
+#include "winnow/score_ops.cuh"
+#include "winnow/tile_scoring.cuh"
+#include "winnow/tma.cuh"
+#include "winnow/wgmma_tiles.cuh"
+
+namespace winnow {
+
+#if defined(__CUDA_ARCH__) || defined(WINNOW_EMULATED)
+// Named barrier of the math warpgroups (the producer warp never takes part).
+inline constexpr int kPagedMathBarrier = 1;
+
+// The producer: lane 0 of warp 8. Takes items until the pass has none left, then marks the
+// next stage as the end.
+template <class C>
+__device__ void paged_produce(const PagedStreamParams& ps, const TmaMap* cmap, unsigned char* ring,
+                              PagedStage* meta, u64* full, u64* empty, bool sample, int pass) {
+  constexpr int ST = C::kStages, NN = C::kNextN;
+  const KnnParams& p = ps.knn;
+  const int* item_off = ps.item_offset + (sample ? 0 : ps.batch + 1);
+  const unsigned total = unsigned(item_off[ps.batch]);
+  tma_prefetch(cmap);
+  unsigned pos = 0;
+  for (;;) {
+    const unsigned item = atomicAdd(ps.item_counter + pass, 1u);
+    if (item >= total) break;
+    // The item's request: the last r with item_off[r] <= item.
+    int lo = 0, hi = ps.batch - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (unsigned(item_off[mid]) <= item) lo = mid; else hi = mid - 1;
+    }
+    const int r = lo;
+    if (!sample && p.round > 0) {  // a fallback round streams only what it reruns
+      bool rerun = false;
+      for (int j = 0; j < NN; ++j) rerun = rerun || p.rows[r * NN + j].retry != 0;
+      if (!rerun) continue;
+    }
+    const int pages = ps.req_pages[r], sampled = ps.req_sample_pages[r];
+    const int list = sample ? sampled : pages;
+    const int first = int(item - unsigned(item_off[r])) * kPagedChunkPages;
+    const int count = min(kPagedChunkPages, list - first);
+    for (int s = 0; s < count; s += 2, ++pos) {
+      const RingSlot slot = ring_slot(pos, ST);
+      mbarrier_wait(empty + slot.stage, slot.parity ^ 1u);
+      PagedStage& m = meta[slot.stage];
+      m.request = r;
+      m.first = first + s;
+      m.count = min(2, count - s);
+      long long block[2] = {0, 0};
+      unsigned bytes = 0;
+      for (int h = 0; h < m.count; ++h) {
+        const int page = sample ? paged_sample_page(first + s + h, sampled, pages) : first + s + h;
+        block[h] = ps.block_table[(long long)r * ps.block_table_stride + page];
+        m.page[h] = page;
+        m.ok[h] = block[h] >= 0 && block[h] < ps.num_blocks;
+        if (!m.ok[h]) ps.bad[r] = 1u;
+        bytes += m.ok[h] ? unsigned(kPagedBoxBytes) : 0u;
+      }
+      if (bytes == 0) {
+        mbarrier_arrive(full + slot.stage);
+        continue;
+      }
+      mbarrier_arrive_expect_tx(full + slot.stage, bytes);
+      for (int h = 0; h < m.count; ++h) {
+        if (m.ok[h])
+          tma_load_2d(ring + slot.stage * kPagedStageBytes + h * kPagedHalfBytes, cmap,
+                      full + slot.stage, 0, int(block[h] * kPagedBoxRows));
+      }
+    }
+  }
+  const RingSlot slot = ring_slot(pos, ST);
+  mbarrier_wait(empty + slot.stage, slot.parity ^ 1u);
+  meta[slot.stage].request = -1;
+  mbarrier_arrive(full + slot.stage);
+}
+
+// C: the generated config (kStages, kNextN, kTopK, kRadix, kHeads = 64, kWgmma, kMma, the
+// score's uses); S: the score functor (a head-sum program).
+template <class C, class S>
+__device__ void paged_stream(const PagedStreamParams& ps, const TmaMap* cmap, unsigned char* smem) {
+  constexpr int ST = C::kStages, NN = C::kNextN, H = kPagedHeads;
+  static_assert(C::kHeads == H && S::kHeadSum && C::kWgmma && C::kMma == kElemE4M3,
+                "the stream path: 64 heads of fp8, a head-sum score");
+  const KnnParams& p = ps.knn;
+  const bool sample = p.sample_pass != 0;
+  const int pass = sample ? 0 : 1 + p.round;
+  grid_dependency_wait();
+  // A fallback round with no row to rerun ends at once (the same word for every thread).
+  if (!sample && p.round > 0 && p.counters[kKnnRoundRows + p.round] == 0) return;
+  constexpr PagedStreamSmem L{ST, NN};
+  unsigned char* ring = smem + L.ring_off();
+  unsigned char* qs = smem + L.q_off();
+  float* ws = reinterpret_cast<float*>(smem + L.w_off());
+  u64* thr = reinterpret_cast<u64*>(smem + L.thr_off());
+  u32* fixed = reinterpret_cast<u32*>(smem + L.fixed_off());
+  float* pf = reinterpret_cast<float*>(smem + L.pf_off());
+  u32* active = reinterpret_cast<u32*>(smem + L.active_off());
+  int* visible = reinterpret_cast<int*>(smem + L.visible_off());
+  PagedStage* meta = reinterpret_cast<PagedStage*>(smem + L.meta_off());
+  u64* full = reinterpret_cast<u64*>(smem + L.barriers_off());
+  u64* empty = full + ST;
+  const int tid = threadIdx.x;
+  if (tid == 0) {
+    for (int i = 0; i < ST; ++i) {
+      mbarrier_init(full + i, 1);
+      mbarrier_init(empty + i, 8);  // one arrival per math warp
+    }
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+  const int warp_all = tid >> 5, lane = tid & 31;
+  if (warp_all == 8) {
+    if (lane == 0) paged_produce<C>(ps, cmap, ring, meta, full, empty, sample, pass);
+    return;
+  }
+
+  const int wg = tid >> 7, warp = warp_all & 3, g = lane >> 2, t4 = lane & 3;
+  const bool radix = C::kRadix && !sample && p.round > 0;
+  const int cap = p.capacity;
+  int cur = -1;  // the request whose q rows are in shared memory
+  // The request's q rows, weights and row states into shared memory, by the 256 math
+  // threads, once every math warp is done with the previous request's (its MMAs waited).
+  auto load_request = [&](int r) {
+    named_barrier_sync<kPagedMathBarrier, 256>();
+    const unsigned char* qg = ps.q + (long long)r * ps.q_request_stride;
+    for (int i = tid; i < NN * H * 8; i += 256) {
+      const int j = i / (H * 8), h = (i / 8) % H, c = i % 8;
+      *reinterpret_cast<uint4*>(qs + j * H * kPageDim + swizzled_chunk<H>(h, c)) =
+          *reinterpret_cast<const uint4*>(qg + j * ps.q_query_stride + h * kPageDim + c * 16);
+    }
+    for (int i = tid; i < NN * H; i += 256) {
+      const int j = i / H, h = i % H;
+      const float w = C::kUsesW ? ps.w[(long long)(r * NN + j) * ps.w_row_stride + h] : 0.0f;
+      ws[i] = relus_by_add<C, S>() ? w * 0.5f : w;  // as the fused top-k kernel stores them
+    }
+    if (tid < NN) {
+      const int row = r * NN + tid;
+      const bool filters = (ps.row_flags[row] & kPagedRowFilters) != 0;
+      const KnnRowState rs = p.rows[row];
+      const bool on = filters && (sample || p.round == 0 || rs.retry != 0);
+      active[tid] = on ? 1u : 0u;
+      thr[tid] = rs.threshold;
+      fixed[tid] = rs.fixed;
+      visible[tid] = ps.row_visible[row];
+      // The prefilter (knn_stream.cuh's): a score below the threshold's order key as a
+      // float cannot pass the exact test; 0 admits every score.
+      const u32 t = u32(rs.threshold >> 32);
+      pf[tid] = !on || sample ? __int_as_float(0xFF800000) : t == 0 ? __int_as_float(0xFF800000) : order_key_score(t);
+    }
+    fence_async_smem();  // the q stores, read by wgmma through the async proxy
+    named_barrier_sync<kPagedMathBarrier, 256>();
+  };
+
+  for (unsigned pos = 0;; ++pos) {
+    const RingSlot slot = ring_slot(pos, ST);
+    mbarrier_wait(full + slot.stage, slot.parity);
+    const PagedStage m = meta[slot.stage];
+    if (m.request < 0) break;
+    if (m.request != cur) {
+      load_request(m.request);
+      cur = m.request;
+    }
+    if (wg < m.count && m.ok[wg]) {
+      const unsigned char* half = ring + slot.stage * kPagedStageBytes + wg * kPagedHalfBytes;
+      const int key0 = warp * 16 + g;  // the thread's keys: key0 and key0 + 8 of the page
+      // Key i's scale: byte 4 i of rows 64, 65 of the box (swizzled like every row).
+      auto scale_of = [&](int i) {
+        const int row = kPageKeys + (i >> 5), byte = (4 * i) & 127;
+        return *reinterpret_cast<const float*>(half + row * 128 + ((((byte >> 4) ^ (row & 7))) << 4) +
+                                               (byte & 15));
+      };
+      const float ks0 = C::kUsesKScale ? scale_of(key0) : 1.0f;
+      const float ks1 = C::kUsesKScale ? scale_of(key0 + 8) : 1.0f;
+      const u32 a_lo = wgmma_desc_lo(half);
+      // Lane t4 = 0 takes key0's score, t4 = 1 key0 + 8's (every lane of the quad holds both).
+      const int mine = t4 == 0 ? key0 : t4 == 1 ? key0 + 8 : -1;
+      const int pos_key = m.page[wg] * kPageKeys + mine;
+#pragma unroll 1
+      for (int j = 0; j < NN; ++j) {
+        if (!active[j]) continue;  // the same for the whole CTA
+        float acc[32];
+        const u32 b_lo = wgmma_desc_lo(qs + j * H * kPageDim);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < kPageDim; kk += 32)
+          wgmma_m64n<64, kElemE4M3>(acc, wgmma_desc_from_lo(a_lo, kk),
+                                    wgmma_desc_from_lo(b_lo, swizzled_at<H>(0, kk)), kk > 0 ? 1 : 0);
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_pin(acc);
+        float p0, p1;
+        wgmma_lane_partials<C, S>(
+            acc,
+            [&](int, int jj) { return *reinterpret_cast<const float2*>(ws + j * H + jj * 8 + 2 * t4); },
+            0, ks0, ks1, p0, p1);
+        // (P0 + P1) + (P2 + P3) in every lane of the quad, as wgmma_tile_visits sums.
+        p0 = op_add(p0, __shfl_xor_sync(0xFFFFFFFFu, p0, 1));
+        p1 = op_add(p1, __shfl_xor_sync(0xFFFFFFFFu, p1, 1));
+        const float s0 = op_add(p0, __shfl_xor_sync(0xFFFFFFFFu, p0, 2));
+        const float s1 = op_add(p1, __shfl_xor_sync(0xFFFFFFFFu, p1, 2));
+        ScoreArgs a{};  // post reads no per-head value
+        a.kscale = t4 == 0 ? ks0 : ks1;
+        const float score = S::post(t4 == 0 ? s0 : s1, a);
+        const int row = cur * NN + j;
+        const bool real = mine >= 0 && pos_key < visible[j];
+        if (sample) {
+          if (mine >= 0)
+            p.samples[(long long)row * p.sample_cap + (m.first + wg) * kPageKeys + mine] =
+                real ? order_key(score) : 0u;
+          continue;
+        }
+        bool pass_thr = false;
+        u64 rk = 0;
+        if (real && !(score < pf[j])) {
+          rk = rank_key(order_key(score), pos_key);
+          pass_thr = rk >= thr[j];
+        }
+        if (radix && pass_thr) {
+          const int digit = knn_digit(rk, thr[j], fixed[j]);
+          if (digit >= 0) atomicAdd(p.hist + (long long)row * kKnnDigits + digit, 1u);
+        }
+        // One reservation per warp and row for the warp's survivors.
+        const unsigned b = __ballot_sync(0xFFFFFFFFu, pass_thr);
+        if (b != 0u) {
+          const int leader = __ffs(b) - 1;
+          u32 base = 0;
+          if (lane == leader) base = atomicAdd(&p.rows[row].count, u32(__popc(b)));
+          base = __shfl_sync(0xFFFFFFFFu, base, leader);
+          if (pass_thr) {
+            const u32 at = base + u32(__popc(b & ((1u << lane) - 1u)));
+            if (at < u32(cap)) p.lists[(long long)row * cap + at] = rk;
+          }
+        }
+      }
+    }
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(empty + slot.stage);
+  }
+}
+#endif
+
+}  // namespace winnow

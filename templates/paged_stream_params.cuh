@@ -1,0 +1,132 @@
+// The paged decode op's stream path (WINNOW_PAGED_STREAM=1, issue 18): its run-time
+// arguments, its sizes and the rules that both the host and the kernels follow (which
+// pages a request's sample takes, the sample's rank), one definition for both.
+//
+// The path is the retrieval mode's (templates/knn_stream.cuh, knn_select.cuh) per query
+// row instead of per batch of 64 queries: a sample of each long request's pages sets each
+// row's first threshold, one fixed-grid stream over work items of up to kPagedChunkPages
+// pages of one request (every row of the request scored on each page) appends the keys at
+// or above the row's threshold to the row's CandidateList, and the retrieval mode's exact
+// select and radix fallback rounds (knn_select_row) answer each row. Rows whose window fits
+// in k (unsorted) are every key of the window in position order: never scored.
+#pragma once
+#include "winnow/knn_params.cuh"
+#include "winnow/knn_workspace.cuh"
+#include "winnow/paged_cache.cuh"
+#include "winnow/portable.cuh"
+
+namespace winnow {
+
+// A work item: up to this many pages of one request (the q copy into shared memory is paid
+// once per item at most: 8 pages = 66 KB of keys against at most 32 KB of q).
+inline constexpr int kPagedChunkPages = 8;
+// A ring stage holds two pages, one per math warpgroup (wgmma M = 64 keys = a page); a
+// page's box is its 64 key rows and the 2 rows of its scales (the cache viewed as
+// [num_blocks * 66, 128] bytes), at a 1024-byte aligned place (the 128-byte swizzle).
+inline constexpr int kPagedBoxRows = kPageBytes / 128;  // 66
+inline constexpr int kPagedBoxBytes = kPageBytes;       // 8448
+inline constexpr int kPagedHalfBytes = 9 * 1024;
+inline constexpr int kPagedStageBytes = 2 * kPagedHalfBytes;
+inline constexpr int kPagedStreamThreads = 256 + 32;  // two math warpgroups + the producer
+inline constexpr int kPagedHeads = 64;                // wgmma N: the engines' head count
+// The sample of one request: at most this many pages (8192 keys).
+inline constexpr int kPagedMaxSamplePages = 128;
+inline constexpr int kPagedMinSamplePages = 8;
+// Launches of the stream per call: the sample pass, then round 0 and the radix rounds.
+inline constexpr int kPagedPasses = 2 + kKnnRadixRounds;
+// The prepare kernel: one CTA.
+inline constexpr int kPagedPrepareThreads = 1024;
+
+// Per row flags (row_flags).
+enum : int { kPagedRowFilters = 1, kPagedRowBad = 2 };
+
+struct PagedStreamParams {
+  KnnParams knn;  // counters, row states, lists, histograms, samples, outputs, round
+  const unsigned char* q;        // fp8 [B, next_n, 64, 128]
+  long long q_request_stride;    // bytes
+  long long q_query_stride;      // bytes
+  const float* w;                // [B * next_n, 64] (row stride w_row_stride) or null
+  long long w_row_stride;
+  const int* block_table;
+  long long block_table_stride;  // elements
+  const int* context_lens;       // [B] or [B, next_n]
+  long long lens_stride;         // elements
+  long long num_blocks;
+  int batch, next_n, max_keys, lens_per_query;
+  int k, sorted;
+  // The workspace's per-call state (written by paged_stream_prepare).
+  int* row_visible;         // [B * next_n]: keys the row sees (0 for a bad request)
+  int* row_flags;           // [B * next_n]: kPagedRow*
+  int* req_pages;           // [B]: pages the filter streams (0: no row filters)
+  int* req_sample_pages;    // [B]: pages of the sample (0: none)
+  int* item_offset;         // [2][B + 1]: the sample's, then the filter's work items
+  unsigned* item_counter;   // [kPagedPasses]: the next item of each launch of the stream
+  unsigned* bad;            // [B]: a block table entry outside the cache was met
+};
+
+// The pages of a request's sample: none when no row needs one (its window fits the list),
+// else 16 n / max(k, 1024) keys as the retrieval mode's rule (knn_sample), in whole pages,
+// at least kPagedMinSamplePages and at most kPagedMaxSamplePages (and the request's).
+WINNOW_HD int paged_sample_pages(int n, int pages, int k, int capacity) {
+  if (n <= capacity) return 0;
+  const long long kk = k > 1024 ? k : 1024;
+  long long s = (16 * (long long)n / kk + kPageKeys - 1) / kPageKeys;
+  if (s < kPagedMinSamplePages) s = kPagedMinSamplePages;
+  if (s > kPagedMaxSamplePages) s = kPagedMaxSamplePages;
+  if (s > pages) s = pages;
+  return int(s);
+}
+// The i-th sampled page (of s, spread evenly over the request's `pages`).
+WINNOW_HD int paged_sample_page(int i, int s, int pages) {
+  return int((long long)i * pages / s);
+}
+// Sampled keys that a row seeing v keys sees.
+WINNOW_HD int paged_sample_valid(int s, int pages, int v) {
+  int valid = 0;
+  for (int i = 0; i < s; ++i) {
+    const int left = v - paged_sample_page(i, s, pages) * kPageKeys;
+    valid += left <= 0 ? 0 : left < kPageKeys ? left : kPageKeys;
+  }
+  return valid;
+}
+// The rank of the row's first threshold among its `valid` sampled scores: N rank / valid
+// at sqrt(k capacity) expected survivors, as knn_sample aims (1..valid).
+WINNOW_HD int paged_sample_rank(int k, int capacity, int valid, int v) {
+  double mid = 1.0;  // sqrt(k * capacity) by Newton steps (no libm on the host side here)
+  const double target = double(k) * double(capacity);
+  for (int i = 0; i < 64; ++i) mid = 0.5 * (mid + target / mid);
+  long long rank = (long long)(mid * double(valid) / double(v) + 0.5);
+  if (rank < 1) rank = 1;
+  if (rank > valid) rank = valid;
+  return int(rank);
+}
+
+// What the producer tells the math warps about a ring stage.
+struct PagedStage {
+  int request;  // -1: the stream is over
+  int first;    // index of the stage's first page in the request's page list
+  int count;    // pages in the stage (1 or 2; half h belongs to math warpgroup h)
+  int page[2];  // position page numbers
+  int ok[2];    // the block was inside the cache (else nothing was loaded)
+};
+
+// The stream kernel's shared memory: the ring, the current request's q rows (the wgmma B
+// operand, swizzled), its weights and row states, the stages' descriptions, the barriers.
+struct PagedStreamSmem {
+  int stages, next_n;
+  WINNOW_HD constexpr long ring_off() const { return 0; }
+  WINNOW_HD constexpr long q_off() const { return long(stages) * kPagedStageBytes; }
+  WINNOW_HD constexpr long w_off() const { return q_off() + long(next_n) * kPagedHeads * kPageDim; }
+  WINNOW_HD constexpr long thr_off() const { return w_off() + long(next_n) * kPagedHeads * 4; }
+  WINNOW_HD constexpr long fixed_off() const { return thr_off() + 8L * next_n; }
+  WINNOW_HD constexpr long pf_off() const { return fixed_off() + 4L * next_n; }
+  WINNOW_HD constexpr long active_off() const { return pf_off() + 4L * next_n; }
+  WINNOW_HD constexpr long visible_off() const { return active_off() + 4L * next_n; }
+  WINNOW_HD constexpr long meta_off() const { return (visible_off() + 4L * next_n + 15) / 16 * 16; }
+  WINNOW_HD constexpr long barriers_off() const {
+    return (meta_off() + long(stages) * long(sizeof(PagedStage)) + 7) / 8 * 8;
+  }
+  WINNOW_HD constexpr long bytes() const { return barriers_off() + 16L * stages; }
+};
+
+}  // namespace winnow

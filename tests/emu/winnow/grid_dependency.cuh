@@ -1,0 +1,10 @@
+// CPU stand-in of templates/grid_dependency.cuh for tests/emu/cuda_emulation.h: the
+// emulation runs launches one after another, so a programmatic dependent launch's wait
+// has nothing to wait for.
+#pragma once
+
+namespace winnow {
+
+inline void grid_dependency_wait() {}
+
+}  // namespace winnow

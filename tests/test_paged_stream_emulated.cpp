@@ -1,0 +1,279 @@
+// The paged decode op's stream path (WINNOW_PAGED_STREAM=1; templates/paged_stream*.cuh)
+// run on the CPU (tests/emu/cuda_emulation.h): the prepare kernel, the sample pass and the
+// filter of the page stream (the producer's item counter and TMA boxes of the cache, wgmma
+// m64n64 per row, the head sums), the per-row thresholds, and the retrieval mode's exact
+// select with its radix fallback rounds, launched in the op's order with the op's
+// arguments. Every row must equal the CPU reference (testing/paged_reference.h): position
+// for position on integer inputs (exact float scores, heavy ties: smaller position first),
+// and within the accumulation tolerance on random ones. Fresh random inputs each run (the
+// seed is printed). Tiny shapes: the emulation runs one std::thread per CUDA thread.
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <cstring>
+#include <random>
+
+#include "support.h"
+#include "testing/paged_reference.h"
+// The emulation goes before the device templates (and after every other header); the
+// knn select's device code compiles for it under WINNOW_EMULATED.
+#define WINNOW_EMULATED 1
+#include "emu/cuda_emulation.h"
+// The select's max of two RankKeys (CUDA's max overloads include 64-bit unsigned).
+inline unsigned long long max(unsigned long long a, unsigned long long b) { return a < b ? b : a; }
+#include "winnow/paged_stream_kernels.cuh"
+
+using namespace winnow;
+
+namespace {
+
+template <int NN, int K, bool SORTED = false>
+struct EmuStreamConfig {
+  static constexpr int kStages = 3, kNextN = NN, kTopK = K, kRounds = kKnnRadixRounds;
+  static constexpr bool kRadix = true, kSorted = SORTED;
+  static constexpr int kHeads = 64, kDim = 128, kMma = kElemE4M3;
+  static constexpr bool kWgmma = true;
+  static constexpr bool kUsesW = true, kUsesKScale = true, kUsesQSq = false, kUsesKSq = false;
+};
+
+// The functor emit_score_functor prints for relu_mh with the key scale (the op's default
+// program; tests/test_paged_stream.cpp checks the stub's text).
+struct EmuStreamScore {
+  static float eval(const ScoreArgs&) { return 0.0f; }  // the stream sums heads itself
+  static constexpr bool kHeadSum = true;
+  static float term(float dot, float w, float) { return op_mul(w, op_relu(dot)); }
+  static constexpr bool kWeightedTerm = true;
+  static constexpr bool kReluOfDot = true;
+  static float unweighted(float dot, float) { return op_relu(dot); }
+  static float post(float hsum, const ScoreArgs& a) { return op_mul(hsum, a.kscale); }
+};
+
+// Shared memory for the select kernels in the emulation (the window is 256 KB).
+constexpr long kEmuSelectLimit = 96 * 1024;
+
+struct Outcome {
+  std::vector<int> indices;
+  u32 counters[64] = {};
+};
+
+// A hook between the threshold launch and round 0 (the adversarial cases lower the
+// thresholds there, as a misleading sample would).
+using Hook = std::function<void(std::vector<KnnRowState>&)>;
+
+template <class C>
+Outcome run_stream(const ops::PagedProblem& prob, const ops::PagedHostData& d, const Hook& hook = {}) {
+  constexpr int NN = C::kNextN, K = C::kTopK;
+  const int B = d.batch, rows = B * NN;
+  const int cap = knn_capacity(K), sample_cap = kPagedMaxSamplePages * kPageKeys;
+  std::vector<u32> counters(64, 0xDEADu), item_counter(kPagedPasses, 7u), bad(size_t(B), 5u);
+  std::vector<KnnRowState> row_states(static_cast<size_t>(rows));
+  std::vector<u32> hist(size_t(rows) * kKnnDigits, 0x55u);  // cleared by the select before a round reads it
+  std::vector<u64> lists(size_t(rows) * cap, 0x1234ull);
+  std::vector<u32> samples(size_t(rows) * sample_cap, 0x77u);
+  std::vector<int> row_visible(size_t(rows), -9), row_flags(size_t(rows), -9), req_pages(size_t(B), -9),
+      req_sample(size_t(B), -9), item_offset(2 * size_t(B + 1), -9);
+  Outcome out;
+  out.indices.assign(size_t(rows) * K, -7);
+
+  PagedStreamParams ps{};
+  KnnParams& p = ps.knn;
+  p.counters = counters.data();
+  p.rows = row_states.data();
+  p.hist = hist.data();
+  p.lists = lists.data();
+  p.samples = samples.data();
+  p.out_indices = out.indices.data();
+  p.out_indices_stride = K;
+  p.capacity = cap;
+  p.sample_cap = sample_cap;
+  p.stage_bytes = int(knn_select_stage_bytes(K, kEmuSelectLimit));
+  ps.q = d.q.data();
+  ps.q_query_stride = 64 * kPageDim;
+  ps.q_request_stride = NN * ps.q_query_stride;
+  ps.w = d.w.data();
+  ps.w_row_stride = 64;
+  ps.block_table = d.block_table.data();
+  ps.block_table_stride = d.max_blocks;
+  ps.context_lens = d.context_lens.data();
+  ps.lens_stride = d.lens_per_query ? NN : 1;
+  ps.num_blocks = d.num_blocks;
+  ps.batch = B;
+  ps.next_n = NN;
+  ps.max_keys = prob.max_blocks_per_seq * kPageKeys;
+  ps.lens_per_query = d.lens_per_query ? 1 : 0;
+  ps.k = K;
+  ps.sorted = C::kSorted ? 1 : 0;
+  ps.row_visible = row_visible.data();
+  ps.row_flags = row_flags.data();
+  ps.req_pages = req_pages.data();
+  ps.req_sample_pages = req_sample.data();
+  ps.item_offset = item_offset.data();
+  ps.item_counter = item_counter.data();
+  ps.bad = bad.data();
+  const TmaMap cmap = emu_key_tensor_map(d.cache.data(), d.num_blocks * kPagedBoxRows, 128, 128,
+                                         kPagedBoxRows);
+  const size_t stream_smem = size_t(PagedStreamSmem{C::kStages, NN}.bytes());
+  const size_t select_smem = size_t(knn_select_smem_bytes(K) + p.stage_bytes);
+
+  winnow_emu::launch(1, 1, kPagedPrepareThreads, [&] { paged_stream_prepare<kPagedPrepareThreads>(ps); });
+  // The stream on two CTAs: the first takes every item, the second finds none left.
+  auto stream = [&] {
+    winnow_emu::launch_clusters(2, 1, kPagedStreamThreads, stream_smem, [&](unsigned char* smem) {
+      paged_stream<C, EmuStreamScore>(ps, &cmap, smem);
+    });
+  };
+  auto per_row = [&](auto body) {
+    if (rows > 0) winnow_emu::launch_clusters(unsigned(rows), 1, kKnnSelectThreads, select_smem, body);
+  };
+  p.sample_pass = 1;
+  stream();
+  p.sample_pass = 0;
+  per_row([&](unsigned char* smem) { paged_stream_threshold<C>(ps, smem); });
+  if (hook) hook(row_states);
+  for (int round = 0; round <= C::kRounds; ++round) {
+    p.round = round;
+    stream();
+    per_row([&](unsigned char* smem) { paged_stream_select<C>(ps, smem); });
+  }
+  std::copy(counters.begin(), counters.end(), out.counters);
+  return out;
+}
+
+// Every row against the reference: position for position where `exact` (the problem's
+// order: by position unsorted, best first sorted), else within the tolerance.
+void check_rows(const ops::PagedProblem& p, const ops::PagedHostData& d, const Outcome& o, bool exact) {
+  const ops::GatheredDecode g = ops::gather_decode(p, d);
+  int64_t wrong = 0;
+  for (int64_t row = 0; row < int64_t(d.batch) * d.next_n; ++row) {
+    const int* got = &o.indices[size_t(row) * p.k];
+    bool ok;
+    if (exact) {
+      std::vector<int64_t> want = ops::paged_reference_row(p, g, row);
+      if (!p.sorted) std::sort(want.begin(), want.end());
+      want.resize(size_t(p.k), -1);
+      ok = std::equal(want.begin(), want.end(), got, [](int64_t a, int b) { return a == b; });
+    } else {
+      ok = ops::paged_row_matches(p, g, row, got);
+    }
+    if (!ok && wrong++ < 3) {
+      std::string s;
+      for (int i = 0; i < std::min(p.k, 12); ++i) s += std::to_string(got[i]) + " ";
+      UNSCOPED_INFO("row " << row << " differs from the reference; got " << s);
+    }
+  }
+  CHECK(wrong == 0);
+  CHECK(o.counters[kKnnUnresolvedRows] == 0);
+}
+
+ops::PagedProblem stream_problem(int k, int next_n, int max_batch, int max_blocks, bool sorted = false) {
+  ops::PagedProblem p;
+  p.heads = 64;
+  p.k = k;
+  p.next_n = next_n;
+  p.max_batch = max_batch;
+  p.max_blocks_per_seq = max_blocks;
+  p.sorted = sorted;
+  p.arch = backend::parse_arch("sm_90a");
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("emulated paged stream: edge lengths equal the reference position for position", "[emu][decode]") {
+  const uint64_t seed = test::test_seed();
+  INFO("seed " << seed);
+  std::mt19937_64 rng(seed);
+  ops::PagedDataOptions opt;
+  opt.levels = 3;  // integer inputs: exact scores, heavy ties
+  SECTION("k 64 next_n 2: len 0, 1, < k, = k, k + 1, not multiples of 64") {
+    const auto p = stream_problem(64, 2, 8, 8);
+    const auto d = ops::random_paged_data(p, {0, 1, 63, 64, 65, 130, 200, 511}, rng, opt);
+    const Outcome o = run_stream<EmuStreamConfig<2, 64>>(p, d);
+    check_rows(p, d, o, true);
+    CHECK(o.counters[1] == 0);
+  }
+  SECTION("k 1 next_n 1: every length above k filtered") {
+    const auto p = stream_problem(1, 1, 4, 4);
+    const auto d = ops::random_paged_data(p, {0, 1, 2, 129}, rng, opt);
+    check_rows(p, d, run_stream<EmuStreamConfig<1, 1>>(p, d), true);
+  }
+  SECTION("random inputs, k 64 next_n 4, 4 stages of both warpgroups") {
+    const auto p = stream_problem(64, 4, 3, 20);
+    const auto d = ops::random_paged_data(p, {0, 700, 1250}, rng);
+    check_rows(p, d, run_stream<EmuStreamConfig<4, 64>>(p, d), false);
+  }
+  SECTION("sorted k 16 next_n 3, lens per query") {
+    const auto p = stream_problem(16, 3, 3, 4, true);
+    ops::PagedDataOptions per = opt;
+    per.lens_per_query = true;
+    const auto d = ops::random_paged_data(p, {2, 17, 190}, rng, per);
+    check_rows(p, d, run_stream<EmuStreamConfig<3, 16, true>>(p, d), true);
+  }
+}
+
+TEST_CASE("emulated paged stream: a sampled request, heavy ties, NaN and inf", "[emu][decode]") {
+  const uint64_t seed = test::test_seed();
+  INFO("seed " << seed);
+  std::mt19937_64 rng(seed);
+  // Windows above the list's capacity (4096 at k <= 1024): the sample pass and the
+  // thresholds run; with 2 levels nearly every key ties, so the lists overflow and the radix
+  // rounds answer the rows.
+  const auto p = stream_problem(32, 1, 2, 80);
+  ops::PagedDataOptions opt;
+  opt.levels = GENERATE(2, 5);
+  INFO("levels " << opt.levels);
+  auto d = ops::random_paged_data(p, {5000, 4500}, rng, opt);
+  // NaN and inf in the scales (NaN ranks first), NaN in a q element of request 1.
+  const float nan = std::nanf(""), inf = INFINITY;
+  for (int64_t b = 0; b < d.num_blocks; b += 7) {
+    std::memcpy(&d.cache[size_t(b) * kPageBytes + kPageKeyBytes + 4 * 3], &nan, 4);
+    std::memcpy(&d.cache[size_t(b) * kPageBytes + kPageKeyBytes + 4 * 9], &inf, 4);
+  }
+  const Outcome o = run_stream<EmuStreamConfig<1, 32>>(p, d);
+  check_rows(p, d, o, true);
+}
+
+TEST_CASE("emulated paged stream: thresholds far too low take the radix rounds", "[emu][decode]") {
+  const uint64_t seed = test::test_seed();
+  INFO("seed " << seed);
+  std::mt19937_64 rng(seed);
+  const bool ties = GENERATE(false, true);
+  INFO("ties " << ties);
+  const auto p = stream_problem(64, 2, 2, 150);
+  ops::PagedDataOptions opt;
+  opt.levels = ties ? 4 : 0;
+  opt.nan_fraction = ties ? 0.0 : 0.01;
+  auto d = ops::random_paged_data(p, {9000, 300}, rng, opt);
+  // Request 0's scores rise with the position (positive weights, page i's scales
+  // 2^(i / 2): the relu head sums are >= 0), so the list's first entries, kept when it overflows, are its
+  // worst: the k-th best of them is far below the row's, and only the radix rounds answer.
+  std::fill(d.w.begin(), d.w.end(), 1.0f);
+  for (int i = 0; i * kPageKeys < 9000; ++i) {
+    const float s = std::ldexp(1.0f, i / 2);
+    uint8_t* page = &d.cache[size_t(d.block_table[size_t(i)]) * kPageBytes];
+    for (int j = 0; j < kPageKeys; ++j) std::memcpy(page + kPageKeyBytes + 4 * j, &s, 4);
+  }
+  // Every threshold 0: every key of the 9000-key windows survives, over the capacity; the
+  // k-th best of the first 4096 (the stored ones) still admits over 4096.
+  const Outcome o = run_stream<EmuStreamConfig<2, 64>>(
+      p, d, [](std::vector<KnnRowState>& rs) { for (auto& r : rs) r.threshold = 0; });
+  CHECK(o.counters[kKnnFallbackRows] >= 2);     // both rows of request 0
+  CHECK(o.counters[kKnnRoundRows + 2] >= 2);  // and the radix rounds after round 1
+  check_rows(p, d, o, ties);
+}
+
+TEST_CASE("emulated paged stream: bad requests give -1 rows and are counted", "[emu][decode]") {
+  const uint64_t seed = test::test_seed();
+  INFO("seed " << seed);
+  std::mt19937_64 rng(seed);
+  const auto p = stream_problem(8, 1, 4, 4);
+  auto d = ops::random_paged_data(p, {100, 5, 30, 40}, rng);
+  d.context_lens[0] = 257;                  // above max_blocks_per_seq * 64
+  d.block_table[1 * 4] = int(d.num_blocks);  // outside the cache, a request not streamed
+  d.block_table[3 * 4] = -1;                 // outside the cache, a streamed request
+  const Outcome o = run_stream<EmuStreamConfig<1, 8>>(p, d);
+  check_rows(p, d, o, false);
+  CHECK(o.counters[1] == 3);
+  for (int r : {0, 1, 3})
+    for (int i = 0; i < 8; ++i) CHECK(o.indices[size_t(r) * 8 + i] == -1);
+}
