@@ -4,6 +4,7 @@
 
 #include "compiler/codegen/emit_paged.h"
 #include "ops/jit_module.h"
+#include "ops/paged_stream.h"
 #include "ops/tensor_rules.h"
 #include "winnow/paged_cache.cuh"
 #include "winnow/paged_params.cuh"
@@ -53,6 +54,7 @@ struct PagedTopkOp::Impl {
   const rt::Context* ctx = nullptr;
   int64_t capacity = 0;
   std::unique_ptr<TopkOp> topk;
+  std::unique_ptr<PagedStream> stream;  // the stream path (then no topk, no gather)
   codegen::GeneratedKernel gather;
   CompiledModule gather_module;
   std::shared_ptr<const rt::LoadedKernel> windows_kernel, gather_kernel;
@@ -69,21 +71,51 @@ std::unique_ptr<PagedTopkOp> PagedTopkOp::create(const PagedProblem& p, const rt
   m->capacity = p.max_total_keys > 0
                     ? p.max_total_keys
                     : int64_t(p.max_batch) * p.max_blocks_per_seq * kPageKeys;
+  if (paged_stream_chosen(p)) {
+    m->problem.stream = true;
+    m->capacity = 0;  // no packed buffer
+    m->stream = std::make_unique<PagedStream>(m->problem, ctx);
+    return std::unique_ptr<PagedTopkOp>(new PagedTopkOp(std::move(m)));
+  }
   m->topk = TopkOp::create(paged_topk_problem(p), ctx);
   m->gather = codegen::emit_paged_gather();
   return std::unique_ptr<PagedTopkOp>(new PagedTopkOp(std::move(m)));
 }
 
 const PagedProblem& PagedTopkOp::problem() const { return impl_->problem; }
-const TopkOp& PagedTopkOp::topk() const { return *impl_->topk; }
+bool PagedTopkOp::stream() const { return impl_->stream != nullptr; }
+const std::string& PagedTopkOp::stream_source() const {
+  static const std::string none;
+  return impl_->stream ? impl_->stream->source() : none;
+}
+const std::vector<char>& PagedTopkOp::stream_cubin() const {
+  static const std::vector<char> none;
+  return impl_->stream ? impl_->stream->cubin() : none;
+}
+std::string PagedTopkOp::launch_info() const {
+  return impl_->stream ? impl_->stream->launch_info() : impl_->topk->launch_info();
+}
+const TopkOp& PagedTopkOp::topk() const {
+  if (!impl_->topk) throw NotSupported("the paged stream path runs no fused top-k op");
+  return *impl_->topk;
+}
 const std::string& PagedTopkOp::gather_source() const { return impl_->gather.source; }
 const std::vector<char>& PagedTopkOp::gather_cubin() const { return impl_->gather_module.cubin; }
 int64_t PagedTopkOp::capacity() const { return impl_->capacity; }
-bool PagedTopkOp::built() const { return impl_->topk->built() && !gather_cubin().empty(); }
-size_t PagedTopkOp::counter_offset() const { return impl_->topk->counter_offset(); }
+bool PagedTopkOp::built() const {
+  if (impl_->stream) return impl_->stream->built();
+  return impl_->topk->built() && !gather_cubin().empty();
+}
+size_t PagedTopkOp::counter_offset() const {
+  return impl_->stream ? 0 : impl_->topk->counter_offset();  // the stream's: its first words
+}
 
 void PagedTopkOp::build(rt::CubinCache& cache, const backend::Backend& be) {
   Impl& m = *impl_;
+  if (m.stream) {
+    m.stream->build(cache, be);
+    return;
+  }
   m.topk->build(cache, be);
   m.gather_module = compile_cached(cache, be,
                                    make_compile_request(m.gather, m.problem.arch, "winnow_paged"),
@@ -95,6 +127,7 @@ void PagedTopkOp::build(rt::CubinCache& cache, const backend::Backend& be) {
 
 size_t PagedTopkOp::workspace_bytes() const {
   const Impl& m = *impl_;
+  if (m.stream) return m.stream->workspace_bytes();
   return PagedWorkspace(m.topk->workspace_bytes(), m.capacity, m.problem.max_batch,
                         m.problem.next_n)
       .total;
@@ -106,6 +139,10 @@ void PagedTopkOp::execute(const PagedInputs& in, const TensorView& out_indices, 
   const PagedProblem& p = m.problem;
   const int device = m.ctx ? m.ctx->info().ordinal : 0;
   const int64_t B = validate_paged_call(p, device, in, &out_indices);
+  if (m.stream) {
+    m.stream->execute(in, B, out_indices, workspace, workspace_bytes, stream);
+    return;
+  }
   if (!m.gather_kernel) throw_not_built(built());
   const size_t topk_bytes = m.topk->workspace_bytes();
   const PagedWorkspace ws(topk_bytes, m.capacity, p.max_batch, p.next_n);

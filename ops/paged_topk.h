@@ -48,6 +48,10 @@ struct PagedProblem {
   bool sorted = false;
   backend::Arch arch;
   int key_splits = 0;  // as TopkProblem::key_splits
+  // The stream path (ops/paged_stream.h: per-row sample, threshold, filter stream over the
+  // cache in place, exact select; 64 heads, sm_90a, head-sum programs). Also chosen by
+  // WINNOW_PAGED_STREAM=1. Opt-in until it has run on a GPU.
+  bool stream = false;
 };
 
 struct PagedInputs {
@@ -71,6 +75,12 @@ class PagedTopkOp {
   ~PagedTopkOp();
 
   const PagedProblem& problem() const;
+  // Whether this op takes the stream path (PagedProblem::stream or WINNOW_PAGED_STREAM=1 at
+  // create): then it has no top-k op and no gather module (topk() throws NotSupported).
+  bool stream() const;
+  const std::string& stream_source() const;  // the stream module's stub ("" otherwise)
+  const std::vector<char>& stream_cubin() const;
+  std::string launch_info() const;           // the stream path's launches, after build
   const TopkOp& topk() const;                // the fused top-k over the packed keys
   const std::string& gather_source() const;  // the gather module's stub
   const std::vector<char>& gather_cubin() const;
@@ -80,6 +90,7 @@ class PagedTopkOp {
   bool built() const;
   size_t workspace_bytes() const;  // needs build() with a context
   size_t counter_offset() const;   // two uint32: fallback rows, bad windows (bad requests' rows)
+                                   // (the stream path: then unresolved rows, always 0)
   // Validates, then launches on `stream`. Never allocates, synchronises or compiles, and
   // reads no length on the host: capture it at max_batch and replay it for any lengths.
   void execute(const PagedInputs& in, const TensorView& out_indices, void* workspace,

@@ -12,7 +12,7 @@
 namespace winnow::rt {
 namespace {
 
-constexpr std::array<EnvVar, 21> kRegistry{{
+constexpr std::array<EnvVar, 22> kRegistry{{
     {"HOME", false, "home folder: the cache defaults to $HOME/.cache/winnow"},
     {"TMPDIR", false, "without HOME the cache is $TMPDIR/winnow-cache-<uid> (default /tmp)"},
     // The backend's name and exact version are in every key already (ops/jit_module.cpp).
@@ -60,6 +60,10 @@ constexpr std::array<EnvVar, 21> kRegistry{{
     // Read only when a merge is handed an ncclComm_t (runtime/nccl_library.h).
     {"WINNOW_NCCL_LIBRARY", false, "the NCCL library to dlopen (default libnccl.so.2)"},
     {"WINNOW_NVRTC_OPTIONS", true, "extra NVRTC options, whitespace-separated"},
+    // Picks between two paths whose kernels have their own keys: no key input needed.
+    {"WINNOW_PAGED_STREAM", false,
+     "\"1\" runs the paged decode op on its stream path (per-row sample, threshold, filter "
+     "stream over the cache in place, exact select; opt-in until run on a GPU)"},
     // Changes the plan, which is part of the key (the describe() text): no key input.
     // Writes what compiles; changes no kernel: no key input.
     {"WINNOW_RECORD_COMPILES", false,

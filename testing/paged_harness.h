@@ -16,4 +16,16 @@ struct PagedRunResult {
 PagedRunResult run_paged_on_device(const PagedTopkOp& op, const rt::Context& ctx,
                                    const PagedHostData& d);
 
+// The call captured in a CUDA graph over d's buffers (nothing runs while capturing), then:
+// `captured`, the graph launched as captured; the context lengths replaced on the device by
+// `replay_lens` (same form as d.context_lens, each at most d's: the block table still
+// covers them) and `replayed`, the graph launched again; `eager`, the op executed directly
+// with those lengths. A graph that read a length on the host would differ from eager.
+struct PagedGraphResult {
+  PagedRunResult captured, replayed, eager;
+};
+PagedGraphResult run_paged_graph_on_device(const PagedTopkOp& op, const rt::Context& ctx,
+                                           const PagedHostData& d,
+                                           const std::vector<int>& replay_lens);
+
 }  // namespace winnow::ops

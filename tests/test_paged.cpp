@@ -5,6 +5,7 @@
 
 #include "compiler/backend/backend.h"
 #include "ops/paged_topk.h"
+#include "paged_support.h"
 #include "support.h"
 #include "testing/paged_harness.h"
 #include "testing/paged_reference.h"
@@ -13,20 +14,8 @@
 
 using namespace winnow;
 
-namespace {
-
-ops::PagedProblem decode_problem(int heads, int k, int next_n, int max_batch, int max_blocks) {
-  ops::PagedProblem p;
-  p.heads = heads;
-  p.k = k;
-  p.next_n = next_n;
-  p.max_batch = max_batch;
-  p.max_blocks_per_seq = max_blocks;
-  p.arch = backend::parse_arch("sm_90a");
-  return p;
-}
-
-}  // namespace
+using test::decode_problem;
+using test::random_lens;
 
 TEST_CASE("paged decode: the visibility rule of next_n queries", "[ref][decode]") {
   const int len = 100;
@@ -203,36 +192,7 @@ TEST_CASE("paged decode compiles for sm_90a and sm_100a without a GPU", "[nvrtc]
   CHECK_THROWS_AS(op->workspace_bytes(), ops::NotBuilt);  // no device: not loaded
 }
 
-namespace {
-
-// Runs one decode call on the device and checks every row against the reference.
-void check_paged_on_gpu(ops::PagedProblem p, const std::vector<int>& lens,
-                        const ops::PagedDataOptions& opt = {}) {
-  auto& f = test::GpuFixture::get();
-  p.arch = ops::device_arch(*f.ctx);
-  std::mt19937_64 rng(test::test_seed() ^ (uint64_t(lens.size()) * 7919u + p.k + p.next_n));
-  const ops::PagedHostData d = ops::random_paged_data(p, lens, rng, opt);
-  auto op = ops::PagedTopkOp::create(p, f.ctx.get());
-  op->build(*f.cache, *f.be);
-  const ops::PagedRunResult r = ops::run_paged_on_device(*op, *f.ctx, d);
-  const ops::GatheredDecode g = ops::gather_decode(p, d);
-  int64_t wrong = 0;
-  for (int64_t row = 0; row < int64_t(d.batch) * d.next_n; ++row) {
-    if (!ops::paged_row_matches(p, g, row, &r.indices[size_t(row) * p.k])) {
-      if (wrong++ < 3) UNSCOPED_INFO("row " << row << " differs from the reference");
-    }
-  }
-  CHECK(wrong == 0);
-}
-
-std::vector<int> random_lens(int batch, int max_len, std::mt19937_64& rng) {
-  std::uniform_int_distribution<int> u(0, max_len);
-  std::vector<int> lens(static_cast<size_t>(batch));
-  for (int& n : lens) n = u(rng);
-  return lens;
-}
-
-}  // namespace
+using test::check_paged_on_gpu;
 
 TEST_CASE("paged decode equals the reference: lengths 0, 1, < k, = k, not multiples of 64",
           "[gpu][decode]") {

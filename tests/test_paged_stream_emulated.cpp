@@ -13,6 +13,7 @@
 #include <cstring>
 #include <random>
 
+#include "paged_support.h"
 #include "support.h"
 #include "testing/paged_reference.h"
 // The emulation goes before the device templates (and after every other header); the
@@ -166,14 +167,8 @@ void check_rows(const ops::PagedProblem& p, const ops::PagedHostData& d, const O
 }
 
 ops::PagedProblem stream_problem(int k, int next_n, int max_batch, int max_blocks, bool sorted = false) {
-  ops::PagedProblem p;
-  p.heads = 64;
-  p.k = k;
-  p.next_n = next_n;
-  p.max_batch = max_batch;
-  p.max_blocks_per_seq = max_blocks;
+  ops::PagedProblem p = test::decode_problem(64, k, next_n, max_batch, max_blocks);
   p.sorted = sorted;
-  p.arch = backend::parse_arch("sm_90a");
   return p;
 }
 

@@ -11,4 +11,20 @@ inline constexpr const char* kPagedGatherEntry = "winnow_paged_gather";
 // `entry` of the result names the gather kernel.
 GeneratedKernel emit_paged_gather();
 
+// The stream path (WINNOW_PAGED_STREAM=1, templates/paged_stream_kernels.cuh): four entry
+// points (prepare, page stream, threshold, select) reading one config and the score
+// functor printed from the IR (a head-sum program over 64 heads).
+inline constexpr const char* kPagedPrepareEntry = "winnow_paged_prepare";
+inline constexpr const char* kPagedStreamEntry = "winnow_paged_stream";
+inline constexpr const char* kPagedThresholdEntry = "winnow_paged_threshold";
+inline constexpr const char* kPagedSelectEntry = "winnow_paged_select";
+
+struct PagedStreamConfig {
+  int next_n = 1, k = 2048, stages = 4;
+  bool sorted = false;
+  bool uses_w = true, uses_kscale = true;
+};
+// `entry` of the result names the page stream.
+GeneratedKernel emit_paged_stream(const ir::Expr& score, const PagedStreamConfig& c);
+
 }  // namespace winnow::codegen

@@ -1,0 +1,264 @@
+#include "ops/paged_stream.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "compiler/codegen/emit_paged.h"
+#include "ops/jit_module.h"
+#include "ops/key_tensor_map.h"
+#include "ops/tensor_rules.h"
+#include "runtime/env.h"
+#include "winnow/knn_workspace.cuh"
+#include "winnow/paged_stream_params.cuh"
+
+namespace winnow::ops {
+namespace {
+
+size_t round_up(size_t n) { return (n + 255) / 256 * 256; }
+
+// Ring stages of the stream: two-page stages; with the q rows (8 KB a row) two CTAs fit an
+// SM at every next_n (4 x 18 KB + 32 KB).
+constexpr int kStreamStages = 4;
+
+// The workspace: the retrieval mode's regions per row (counters first: the op's counter
+// offset is 0), then the call's plan (templates/paged_stream_prepare.cuh).
+struct StreamWorkspace {
+  size_t counters = 0, rows = 0, hist = 0, lists = 0, samples = 0, row_visible = 0,
+         row_flags = 0, req_pages = 0, req_sample = 0, item_offset = 0, item_counter = 0,
+         bad = 0, total = 0;
+  StreamWorkspace(int max_batch, int next_n, int capacity) {
+    const size_t R = size_t(max_batch) * size_t(next_n), B = size_t(max_batch);
+    rows = round_up(size_t(winnow::KnnWorkspace::counters_bytes()));
+    hist = rows + round_up(R * sizeof(winnow::KnnRowState));
+    lists = hist + round_up(R * winnow::kKnnDigits * 4);
+    samples = lists + round_up(R * size_t(capacity) * 8);
+    row_visible = samples + round_up(R * size_t(winnow::kPagedMaxSamplePages) * winnow::kPageKeys * 4);
+    row_flags = row_visible + round_up(R * 4);
+    req_pages = row_flags + round_up(R * 4);
+    req_sample = req_pages + round_up(B * 4);
+    item_offset = req_sample + round_up(B * 4);
+    item_counter = item_offset + round_up(2 * (B + 1) * 4);
+    bad = item_counter + round_up(winnow::kPagedPasses * 4);
+    total = bad + round_up(B * 4);
+  }
+};
+
+}  // namespace
+
+bool paged_stream_chosen(const PagedProblem& p) {
+  if (p.stream) return true;
+  const auto v = rt::env_get("WINNOW_PAGED_STREAM");
+  if (!v) return false;
+  if (*v != "0" && *v != "1")
+    throw InvalidArgument(fmt::format("WINNOW_PAGED_STREAM is '{}': expected 0 or 1", *v));
+  return *v == "1";
+}
+
+void validate_paged_stream_problem(const PagedProblem& p) {
+  const std::string why = [&]() -> std::string {
+    if (p.heads != winnow::kPagedHeads)
+      return fmt::format("{} heads (it scores 64 heads a row on wgmma m64n64, the engines' shape)",
+                         p.heads);
+    if (!(p.arch == backend::parse_arch("sm_90a")))
+      return fmt::format("arch {} (it needs sm_90a: wgmma and TMA)", p.arch.str());
+    const ir::Expr score = p.score ? p.score : ir::relu_mh(true);
+    if (!codegen::head_sum_node(score))
+      return fmt::format("the score '{}' (it needs a head-sum program: post(sum_h term(dot(h), "
+                         "w[h])), as relu_mh)",
+                         ir::print(score));
+    return "";
+  }();
+  if (!why.empty())
+    throw NotSupported("the paged decode stream path (WINNOW_PAGED_STREAM=1) cannot run " + why +
+                       "; leave it unset for the default path");
+}
+
+struct PagedStream::Impl {
+  PagedProblem problem;
+  const rt::Context* ctx = nullptr;
+  codegen::GeneratedKernel generated;
+  CompiledModule module;
+  std::shared_ptr<const rt::LoadedKernel> prepare, stream, threshold, select;
+  int capacity = 0, grid = 0;
+  long stream_smem = 0, select_smem = 0, select_stage = 0;
+  bool programmatic = true;  // WINNOW_KNN_PDL=0 turns it off here too
+};
+
+PagedStream::PagedStream(const PagedProblem& p, const rt::Context* ctx)
+    : impl_(std::make_unique<Impl>()) {
+  validate_paged_stream_problem(p);
+  Impl& m = *impl_;
+  m.problem = p;
+  m.ctx = ctx;
+  m.capacity = winnow::knn_capacity(p.k);
+  const ir::Expr score = p.score ? p.score : ir::relu_mh(true);
+  const ir::Uses u = ir::uses(score);
+  codegen::PagedStreamConfig c;
+  c.next_n = p.next_n;
+  c.k = p.k;
+  c.stages = kStreamStages;
+  c.sorted = p.sorted;
+  c.uses_w = u.w;
+  c.uses_kscale = u.kscale;
+  m.generated = codegen::emit_paged_stream(score, c);
+  m.stream_smem = winnow::PagedStreamSmem{kStreamStages, p.next_n}.bytes();
+  const long smem_limit = ctx ? ctx->info().max_smem_optin : kDefaultSmemLimit;
+  m.select_stage = winnow::knn_select_stage_bytes(p.k, smem_limit);
+  m.select_smem = winnow::knn_select_smem_bytes(p.k) + m.select_stage;
+  if (m.stream_smem > smem_limit || m.select_smem > smem_limit)
+    throw NotSupported(fmt::format("the paged stream path needs {} / {} bytes of shared memory, "
+                                   "above the device's {}",
+                                   m.stream_smem, m.select_smem, smem_limit));
+  if (const auto v = rt::env_get("WINNOW_KNN_PDL")) m.programmatic = *v != "0";
+}
+
+PagedStream::~PagedStream() = default;
+
+const std::string& PagedStream::source() const { return impl_->generated.source; }
+backend::CompileRequest PagedStream::compile_request() const {
+  return make_compile_request(impl_->generated, impl_->problem.arch, "winnow_paged_stream");
+}
+const std::vector<char>& PagedStream::cubin() const { return impl_->module.cubin; }
+bool PagedStream::built() const { return !impl_->module.cubin.empty(); }
+
+void PagedStream::build(rt::CubinCache& cache, const backend::Backend& be) {
+  Impl& m = *impl_;
+  const std::string program = fmt::format(
+      "{}\npaged stream v1 next_n={} k={} sorted={} stages={}",
+      ir::print(m.problem.score ? m.problem.score : ir::relu_mh(true)), m.problem.next_n,
+      m.problem.k, m.problem.sorted, kStreamStages);
+  m.module = compile_cached(cache, be, compile_request(), "winnow_paged_stream", program,
+                            "paged stream");
+  if (!m.ctx) return;
+  m.prepare = load_entry(*m.ctx, m.module, codegen::kPagedPrepareEntry, 0);
+  m.stream = load_entry(*m.ctx, m.module, codegen::kPagedStreamEntry, int(m.stream_smem));
+  m.threshold = load_entry(*m.ctx, m.module, codegen::kPagedThresholdEntry, int(m.select_smem));
+  m.select = load_entry(*m.ctx, m.module, codegen::kPagedSelectEntry, int(m.select_smem));
+  const int per_sm = m.stream->max_blocks_per_sm(winnow::kPagedStreamThreads);
+  if (per_sm < 1)
+    throw NotSupported(fmt::format("the paged stream kernel cannot run on this device ({} bytes "
+                                   "of shared memory, {} registers per thread)",
+                                   m.stream_smem, m.stream->num_registers()));
+  m.grid = m.ctx->info().sm_count * std::min(per_sm, 2);
+}
+
+size_t PagedStream::workspace_bytes() const {
+  const Impl& m = *impl_;
+  if (!m.stream) throw_not_built(built());
+  return StreamWorkspace(m.problem.max_batch, m.problem.next_n, m.capacity).total;
+}
+
+std::string PagedStream::launch_info() const {
+  const Impl& m = *impl_;
+  if (!m.stream) return "not loaded";
+  return fmt::format("paged stream: {} CTAs x {} threads, {} registers, {} bytes of shared "
+                     "memory, {} two-page stages, capacity {}, {} radix rounds",
+                     m.grid, winnow::kPagedStreamThreads, m.stream->num_registers(),
+                     m.stream_smem, kStreamStages, m.capacity, winnow::kKnnRadixRounds);
+}
+
+void PagedStream::execute(const PagedInputs& in, int64_t B, const TensorView& out_indices,
+                          void* workspace, size_t workspace_bytes, CUstream stream) const {
+  const Impl& m = *impl_;
+  const PagedProblem& p = m.problem;
+  if (!m.stream) throw_not_built(built());
+  const StreamWorkspace ws(p.max_batch, p.next_n, m.capacity);
+  if (workspace == nullptr || address(workspace) % 256 != 0)
+    fail("workspace: null or not 256-byte aligned");
+  if (workspace_bytes < ws.total)
+    throw WorkspaceTooSmall(fmt::format("workspace of {} bytes is smaller than the {} the plan "
+                                        "needs",
+                                        workspace_bytes, ws.total));
+  // The weights (the default path checks them in the top-k op's validation).
+  const bool uses_w = ir::uses(p.score ? p.score : ir::relu_mh(true)).w;
+  if (uses_w != in.weights.present())
+    fail(uses_w ? "weights missing: the score reads w (fp32 [B * next_n, heads])"
+                : "weights given, but the score reads no w");
+  if (uses_w) {
+    const int device = m.ctx ? m.ctx->info().ordinal : 0;
+    TensorRules w("weights", in.weights);
+    w.basics(DType::F32, device, 2, "[B * next_n, heads]");
+    w.dim(0, B * p.next_n, "B * next_n");
+    w.dim(1, p.heads, "heads");
+    w.stride(1, 1, "a row's weights must be contiguous");
+    w.min_stride(0, p.heads, "heads");
+  }
+  if (address(in.q.data) % 16 != 0 || in.q.strides[1] % 16 != 0)
+    fail("q: the stream path reads 16-byte vectors: the data and the query stride must be "
+         "multiples of 16 bytes");
+  const int64_t num_blocks = in.cache.shape[0];
+  if (num_blocks * winnow::kPagedBoxRows > int64_t(INT32_MAX))
+    fail(fmt::format("cache: {} blocks is above the stream path's {} (TMA row coordinates)",
+                     num_blocks, int64_t(INT32_MAX) / winnow::kPagedBoxRows));
+  auto* base = static_cast<unsigned char*>(workspace);
+  m.ctx->bind();
+  const rt::DriverApi& cu = rt::driver();
+  if (B == 0) {  // nothing to launch; the counters still read zero
+    rt::check(cu.cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(base), 0, 64, stream),
+              "cuMemsetD32Async (counters)");
+    return;
+  }
+  winnow::PagedStreamParams a{};
+  winnow::KnnParams& k = a.knn;
+  k.counters = reinterpret_cast<unsigned*>(base + ws.counters);
+  k.rows = reinterpret_cast<winnow::KnnRowState*>(base + ws.rows);
+  k.hist = reinterpret_cast<unsigned*>(base + ws.hist);
+  k.lists = reinterpret_cast<unsigned long long*>(base + ws.lists);
+  k.samples = reinterpret_cast<unsigned*>(base + ws.samples);
+  k.out_indices = static_cast<int*>(out_indices.data);
+  k.out_indices_stride = out_indices.strides[0];
+  k.capacity = m.capacity;
+  k.sample_cap = winnow::kPagedMaxSamplePages * winnow::kPageKeys;
+  k.stage_bytes = int(m.select_stage);
+  a.q = static_cast<const unsigned char*>(in.q.data);
+  a.q_request_stride = in.q.strides[0];
+  a.q_query_stride = in.q.strides[1];
+  if (in.weights.present()) {
+    a.w = static_cast<const float*>(in.weights.data);
+    a.w_row_stride = in.weights.strides[0];
+  }
+  a.block_table = static_cast<const int*>(in.block_table.data);
+  a.block_table_stride = in.block_table.strides[0];
+  a.context_lens = static_cast<const int*>(in.context_lens.data);
+  a.lens_stride = in.context_lens.strides[0];
+  a.num_blocks = num_blocks;
+  a.batch = int(B);
+  a.next_n = p.next_n;
+  a.max_keys = p.max_blocks_per_seq * winnow::kPageKeys;
+  a.lens_per_query = in.context_lens.ndim == 2 ? 1 : 0;
+  a.k = p.k;
+  a.sorted = p.sorted ? 1 : 0;
+  a.row_visible = reinterpret_cast<int*>(base + ws.row_visible);
+  a.row_flags = reinterpret_cast<int*>(base + ws.row_flags);
+  a.req_pages = reinterpret_cast<int*>(base + ws.req_pages);
+  a.req_sample_pages = reinterpret_cast<int*>(base + ws.req_sample);
+  a.item_offset = reinterpret_cast<int*>(base + ws.item_offset);
+  a.item_counter = reinterpret_cast<unsigned*>(base + ws.item_counter);
+  a.bad = reinterpret_cast<unsigned*>(base + ws.bad);
+  // The cache as [num_blocks * 66, 128] bytes: block b's keys and scales are rows 66 b ..
+  TensorView rows_view = contiguous_view(in.cache.data, DType::U8,
+                                         {num_blocks * winnow::kPagedBoxRows, 128});
+  CUtensorMap cmap = key_tensor_map(rows_view, num_blocks * winnow::kPagedBoxRows, 128,
+                                    winnow::kPagedBoxRows);
+  const unsigned rows = unsigned(B * p.next_n);
+  void* args[] = {&a};
+  void* stream_args[] = {&a, &cmap};
+  bool after_own = false;
+  auto launch = [&](const rt::LoadedKernel& kernel, unsigned grid, unsigned threads, void** av) {
+    kernel.launch(grid, 1, threads, stream, av, after_own && m.programmatic);
+    after_own = true;
+  };
+  launch(*m.prepare, 1, winnow::kPagedPrepareThreads, args);
+  k.sample_pass = 1;
+  launch(*m.stream, unsigned(m.grid), winnow::kPagedStreamThreads, stream_args);
+  k.sample_pass = 0;
+  launch(*m.threshold, rows, winnow::kKnnSelectThreads, args);
+  for (int round = 0; round <= winnow::kKnnRadixRounds; ++round) {
+    k.round = round;
+    launch(*m.stream, unsigned(m.grid), winnow::kPagedStreamThreads, stream_args);
+    launch(*m.select, rows, winnow::kKnnSelectThreads, args);
+  }
+}
+
+}  // namespace winnow::ops

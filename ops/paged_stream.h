@@ -1,0 +1,50 @@
+// The paged decode op's stream path (issue 18; templates/paged_stream_params.cuh): the
+// retrieval mode's sample -> threshold -> filter stream -> exact select per query row, over
+// the paged cache read in place (no gathered copy), with a grid that never depends on the
+// lengths. Opt-in until it has run on a GPU: PagedProblem::stream or WINNOW_PAGED_STREAM=1.
+// Launches per call (each after the first may start while the one before it ends:
+// programmatic dependent launch): prepare (1 CTA), the sample pass, the thresholds (a CTA
+// per row), then round 0 and the kKnnRadixRounds radix rounds, each a stream and a select
+// (a round with nothing to rerun ends at once).
+#pragma once
+#include <cuda.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/backend/backend.h"
+#include "ops/paged_topk.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/kernel_cache.h"
+
+namespace winnow::ops {
+
+// Whether the op takes the stream path: p.stream, or WINNOW_PAGED_STREAM=1 ("0" or unset:
+// the default path; any other value is an InvalidArgument).
+bool paged_stream_chosen(const PagedProblem& p);
+// Refuses a problem the stream path cannot run (NotSupported, saying why).
+void validate_paged_stream_problem(const PagedProblem& p);
+
+class PagedStream {
+ public:
+  PagedStream(const PagedProblem& p, const rt::Context* ctx);
+  ~PagedStream();
+
+  const std::string& source() const;
+  backend::CompileRequest compile_request() const;
+  const std::vector<char>& cubin() const;
+  void build(rt::CubinCache& cache, const backend::Backend& be);
+  bool built() const;
+  size_t workspace_bytes() const;
+  std::string launch_info() const;  // after build on a device
+  // The call (validated by the caller; B requests).
+  void execute(const PagedInputs& in, int64_t B, const TensorView& out_indices, void* workspace,
+               size_t workspace_bytes, CUstream stream) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace winnow::ops

@@ -1,0 +1,178 @@
+// The paged decode op's stream path (ops/paged_stream.h; WINNOW_PAGED_STREAM=1): the choice
+// and its refusals [decode], the module through NVRTC with no GPU (wgmma m64n64 e4m3, TMA,
+// no spills) [nvrtc], and the device against the CPU reference, graph replay included
+// [gpu] (skipped visibly without a GPU). The kernels' CPU emulation:
+// tests/test_paged_stream_emulated.cpp.
+#include <regex>
+
+#include "compiler/backend/backend.h"
+#include "ops/paged_stream.h"
+#include "ops/paged_topk.h"
+#include "paged_support.h"
+#include "support.h"
+#include "testing/paged_harness.h"
+#include "testing/paged_reference.h"
+
+using namespace winnow;
+using test::decode_problem;
+
+TEST_CASE("paged decode stream path: chosen by the problem or WINNOW_PAGED_STREAM", "[decode]") {
+  auto p = decode_problem(64, 2048, 2, 8, 16);
+  {
+    test::ScopedEnv off("WINNOW_PAGED_STREAM", nullptr);
+    CHECK_FALSE(ops::PagedTopkOp::create(p, nullptr)->stream());
+  }
+  {
+    test::ScopedEnv on("WINNOW_PAGED_STREAM", "1");
+    auto op = ops::PagedTopkOp::create(p, nullptr);
+    CHECK(op->stream());
+    CHECK(op->problem().stream);
+    CHECK_THAT(op->stream_source(), Catch::Contains("winnow_paged_stream"));
+    CHECK_THROWS_AS(op->topk(), ops::NotSupported);
+  }
+  {
+    test::ScopedEnv zero("WINNOW_PAGED_STREAM", "0");
+    CHECK_FALSE(ops::PagedTopkOp::create(p, nullptr)->stream());
+    p.stream = true;  // the problem's choice stands
+    CHECK(ops::PagedTopkOp::create(p, nullptr)->stream());
+  }
+  test::ScopedEnv bad("WINNOW_PAGED_STREAM", "yes");
+  p.stream = false;
+  CHECK_THROWS_WITH(ops::PagedTopkOp::create(p, nullptr), Catch::Contains("expected 0 or 1"));
+}
+
+TEST_CASE("paged decode stream path: other heads, archs and scores are refused with messages",
+          "[decode]") {
+  auto p = decode_problem(32, 2048, 1, 8, 16);
+  p.stream = true;
+  CHECK_THROWS_WITH(ops::PagedTopkOp::create(p, nullptr), Catch::Contains("32 heads"));
+  p = decode_problem(64, 2048, 1, 8, 16);
+  p.stream = true;
+  p.arch = backend::parse_arch("sm_100a");
+  CHECK_THROWS_AS(ops::PagedTopkOp::create(p, nullptr), ops::NotSupported);
+  p.arch = backend::parse_arch("sm_90a");
+  p.score = ir::parse("max_h(dot(h))");
+  p.expression = "max_h(dot(h))";
+  CHECK_THROWS_WITH(ops::PagedTopkOp::create(p, nullptr), Catch::Contains("head-sum program"));
+  p.score = nullptr;
+  CHECK_NOTHROW(ops::PagedTopkOp::create(p, nullptr));
+}
+
+TEST_CASE("paged decode stream path compiles for sm_90a: wgmma m64n64 e4m3, TMA, no spills",
+          "[nvrtc][decode]") {
+  auto be = backend::make_nvrtc_backend();
+  struct Case {
+    int next_n, k;
+    bool sorted;
+  };
+  for (const Case c : {Case{1, 2048, false}, Case{4, 8192, true}, Case{2, 1, false}}) {
+    INFO("next_n " << c.next_n << " k " << c.k);
+    auto p = decode_problem(64, c.k, c.next_n, 128, 1024);
+    p.sorted = c.sorted;
+    ops::PagedStream s(p, nullptr);
+    // The stub's functor is the one the emulation runs (test_paged_stream_emulated.cpp).
+    CHECK_THAT(s.source(), Catch::Contains("return winnow::op_mul(w, winnow::op_relu(dot));"));
+    CHECK_THAT(s.source(), Catch::Contains("post(float hsum, const winnow::ScoreArgs& a) { return "
+                                           "winnow::op_mul(hsum, a.kscale); }"));
+    backend::CompileRequest req = s.compile_request();
+    req.options.push_back("--ptxas-options=-v");
+    const backend::CompileResult r = be->compile(req, /*emit_ptx=*/true);
+    CHECK(std::string(r.cubin.data() + 1, 3) == "ELF");
+    CHECK(r.ptx.find("wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3") != std::string::npos);
+    CHECK(r.ptx.find("cp.async.bulk.tensor.2d") != std::string::npos);
+    CHECK(r.ptx.find("griddepcontrol.wait") != std::string::npos);
+    for (const char* entry : {"winnow_paged_prepare", "winnow_paged_stream",
+                              "winnow_paged_threshold", "winnow_paged_select"})
+      CHECK(r.ptx.find(std::string(".entry ") + entry) != std::string::npos);
+    INFO(r.log);
+    const std::regex spill("([0-9]+) bytes spill stores, ([0-9]+) bytes spill loads");
+    int entries = 0;
+    for (auto it = std::sregex_iterator(r.log.begin(), r.log.end(), spill);
+         it != std::sregex_iterator(); ++it, ++entries) {
+      CHECK(std::stoi((*it)[1]) == 0);
+      CHECK(std::stoi((*it)[2]) == 0);
+    }
+    CHECK(entries == 4);
+  }
+  // Through the op and the kernel cache, as the C API builds it.
+  auto p = decode_problem(64, 2048, 2, 64, 1024);
+  p.stream = true;
+  auto op = ops::PagedTopkOp::create(p, nullptr);
+  rt::CubinCache cache(std::nullopt);
+  op->build(cache, *be);
+  REQUIRE(op->built());
+  CHECK(std::string(op->stream_cubin().data() + 1, 3) == "ELF");
+  CHECK_THROWS_AS(op->workspace_bytes(), ops::NotBuilt);  // no device: not loaded
+}
+
+namespace {
+
+ops::PagedProblem stream_problem(int k, int next_n, int max_batch, int max_blocks) {
+  ops::PagedProblem p = decode_problem(64, k, next_n, max_batch, max_blocks);
+  p.stream = true;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("paged decode stream path equals the reference: edge lengths, next_n 1 to 4, k 1 and 2048",
+          "[gpu][decode]") {
+  WINNOW_REQUIRE_GPU();
+  const int next_n = GENERATE(1, 2, 3, 4);
+  const int k = GENERATE(1, 2048);
+  INFO("next_n " << next_n << " k " << k);
+  const auto p = stream_problem(k, next_n, 12, 160);
+  test::check_paged_on_gpu(p, {0, 1, 2, 63, 64, 65, k - 1, k, k + 1, 3000, 8193, 10239});
+  ops::PagedDataOptions ties;
+  ties.levels = 2;
+  test::check_paged_on_gpu(p, {0, 1, 63, k, k + 1, 8193, 9000, 10239}, ties);
+}
+
+TEST_CASE("paged decode stream path equals the reference: random and mixed lengths, ties, NaN, "
+          "B x next_n lengths, sorted",
+          "[gpu][decode]") {
+  WINNOW_REQUIRE_GPU();
+  std::mt19937_64 rng(test::test_seed());
+  const int next_n = GENERATE(1, 2, 4);
+  INFO("next_n " << next_n);
+  auto p = stream_problem(2048, next_n, 16, 512);
+  const int max_len = int(test::sized(32768, 12000));
+  test::check_paged_on_gpu(p, test::random_lens(16, max_len, rng));
+  ops::PagedDataOptions ties;
+  ties.levels = 3;
+  test::check_paged_on_gpu(p, test::random_lens(16, max_len, rng), ties);
+  ops::PagedDataOptions nan;
+  nan.nan_fraction = 0.01;
+  test::check_paged_on_gpu(p, test::random_lens(16, max_len, rng), nan);
+  ops::PagedDataOptions per;
+  per.lens_per_query = true;
+  test::check_paged_on_gpu(p, test::random_lens(16, max_len, rng), per);
+  // One long request among short ones (the mixed batch's shape), sorted output.
+  p.sorted = true;
+  test::check_paged_on_gpu(p, {max_len, 1000, 0, 64, 3000, 2048, 100, 5000});
+}
+
+TEST_CASE("paged decode stream path: a graph captured at the batch replays smaller lengths as "
+          "eager runs them",
+          "[gpu][decode]") {
+  WINNOW_REQUIRE_GPU();
+  auto& f = test::GpuFixture::get();
+  auto p = stream_problem(2048, 2, 8, 256);
+  p.arch = ops::device_arch(*f.ctx);
+  std::mt19937_64 rng(test::test_seed());
+  const int max_len = int(test::sized(16384, 9000));
+  const std::vector<int> lens(8, max_len);
+  ops::PagedHostData d = ops::random_paged_data(p, lens, rng);
+  auto op = ops::PagedTopkOp::create(p, f.ctx.get());
+  op->build(*f.cache, *f.be);
+  // Smaller lengths (some 0, some within k, some long), each within the captured ones.
+  std::vector<int> smaller = test::random_lens(8, max_len, rng);
+  smaller[0] = 0;
+  smaller[1] = 100;
+  const ops::PagedGraphResult r = ops::run_paged_graph_on_device(*op, *f.ctx, d, smaller);
+  CHECK(test::paged_wrong_rows(p, d, r.captured.indices) == 0);
+  CHECK(r.replayed.indices == r.eager.indices);
+  d.context_lens = smaller;
+  CHECK(test::paged_wrong_rows(p, d, r.replayed.indices) == 0);
+  CHECK(r.replayed.bad_windows == 0);
+}
