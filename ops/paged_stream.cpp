@@ -159,17 +159,11 @@ std::string PagedStream::launch_info() const {
 }
 
 void PagedStream::execute(const PagedInputs& in, int64_t B, const TensorView& out_indices,
-                          void* workspace, size_t workspace_bytes, CUstream stream) const {
+                          void* workspace, CUstream stream) const {
   const Impl& m = *impl_;
   const PagedProblem& p = m.problem;
   if (!m.stream) throw_not_built(built());
   const StreamWorkspace ws(p.max_batch, p.next_n, m.capacity);
-  if (workspace == nullptr || address(workspace) % 256 != 0)
-    fail("workspace: null or not 256-byte aligned");
-  if (workspace_bytes < ws.total)
-    throw WorkspaceTooSmall(fmt::format("workspace of {} bytes is smaller than the {} the plan "
-                                        "needs",
-                                        workspace_bytes, ws.total));
   // The weights (the default path checks them in the top-k op's validation).
   const bool uses_w = ir::uses(p.score ? p.score : ir::relu_mh(true)).w;
   if (uses_w != in.weights.present())

@@ -38,9 +38,9 @@ class PagedStream {
   bool built() const;
   size_t workspace_bytes() const;
   std::string launch_info() const;  // after build on a device
-  // The call (validated by the caller; B requests).
+  // The call (its tensors and workspace validated by the caller; B requests).
   void execute(const PagedInputs& in, int64_t B, const TensorView& out_indices, void* workspace,
-               size_t workspace_bytes, CUstream stream) const;
+               CUstream stream) const;
 
  private:
   struct Impl;

@@ -139,19 +139,20 @@ void PagedTopkOp::execute(const PagedInputs& in, const TensorView& out_indices, 
   const PagedProblem& p = m.problem;
   const int device = m.ctx ? m.ctx->info().ordinal : 0;
   const int64_t B = validate_paged_call(p, device, in, &out_indices);
-  if (m.stream) {
-    m.stream->execute(in, B, out_indices, workspace, workspace_bytes, stream);
-    return;
-  }
-  if (!m.gather_kernel) throw_not_built(built());
-  const size_t topk_bytes = m.topk->workspace_bytes();
-  const PagedWorkspace ws(topk_bytes, m.capacity, p.max_batch, p.next_n);
+  if (!m.stream && !m.gather_kernel) throw_not_built(built());
+  const size_t need = this->workspace_bytes();  // either path's (NotBuilt before build)
   if (workspace == nullptr || address(workspace) % 256 != 0)
     fail("workspace: null or not 256-byte aligned");
-  if (workspace_bytes < ws.total)
+  if (workspace_bytes < need)
     throw WorkspaceTooSmall(fmt::format("workspace of {} bytes is smaller than the {} the plan "
                                         "needs",
-                                        workspace_bytes, ws.total));
+                                        workspace_bytes, need));
+  if (m.stream) {
+    m.stream->execute(in, B, out_indices, workspace, stream);
+    return;
+  }
+  const size_t topk_bytes = m.topk->workspace_bytes();
+  const PagedWorkspace ws(topk_bytes, m.capacity, p.max_batch, p.next_n);
   auto* base = static_cast<unsigned char*>(workspace);
   const int64_t rows = B * p.next_n;
 

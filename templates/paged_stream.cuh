@@ -71,9 +71,11 @@ __device__ void paged_produce(const PagedStreamParams& ps, const TmaMap* cmap, u
       m.request = r;
       m.first = first + s;
       m.count = min(2, count - s);
-      long long block[2] = {0, 0};
+      long long block[2] = {0, 0};  // registers: the loops below are unrolled
       unsigned bytes = 0;
-      for (int h = 0; h < m.count; ++h) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if (h >= m.count) break;
         const int page = sample ? paged_sample_page(first + s + h, sampled, pages) : first + s + h;
         block[h] = ps.block_table[(long long)r * ps.block_table_stride + page];
         m.page[h] = page;
@@ -86,8 +88,9 @@ __device__ void paged_produce(const PagedStreamParams& ps, const TmaMap* cmap, u
         continue;
       }
       mbarrier_arrive_expect_tx(full + slot.stage, bytes);
-      for (int h = 0; h < m.count; ++h) {
-        if (m.ok[h])
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if (h < m.count && m.ok[h])
           tma_load_2d(ring + slot.stage * kPagedStageBytes + h * kPagedHalfBytes, cmap,
                       full + slot.stage, 0, int(block[h] * kPagedBoxRows));
       }
@@ -179,13 +182,18 @@ __device__ void paged_stream(const PagedStreamParams& ps, const TmaMap* cmap, un
   for (unsigned pos = 0;; ++pos) {
     const RingSlot slot = ring_slot(pos, ST);
     mbarrier_wait(full + slot.stage, slot.parity);
-    const PagedStage m = meta[slot.stage];
-    if (m.request < 0) break;
-    if (m.request != cur) {
-      load_request(m.request);
-      cur = m.request;
+    // The stage's description, read from shared memory field by field (a copy of the
+    // struct indexed by the warpgroup went to local memory).
+    const PagedStage& m = meta[slot.stage];
+    const int request = m.request;
+    if (request < 0) break;
+    const bool mine_loaded = wg < m.count && m.ok[wg] != 0;
+    const int page = m.page[wg], list_index = m.first + wg;
+    if (request != cur) {
+      load_request(request);
+      cur = request;
     }
-    if (wg < m.count && m.ok[wg]) {
+    if (mine_loaded) {
       const unsigned char* half = ring + slot.stage * kPagedStageBytes + wg * kPagedHalfBytes;
       const int key0 = warp * 16 + g;  // the thread's keys: key0 and key0 + 8 of the page
       // Key i's scale: byte 4 i of rows 64, 65 of the box (swizzled like every row).
@@ -199,7 +207,7 @@ __device__ void paged_stream(const PagedStreamParams& ps, const TmaMap* cmap, un
       const u32 a_lo = wgmma_desc_lo(half);
       // Lane t4 = 0 takes key0's score, t4 = 1 key0 + 8's (every lane of the quad holds both).
       const int mine = t4 == 0 ? key0 : t4 == 1 ? key0 + 8 : -1;
-      const int pos_key = m.page[wg] * kPageKeys + mine;
+      const int pos_key = page * kPageKeys + mine;
 #pragma unroll 1
       for (int j = 0; j < NN; ++j) {
         if (!active[j]) continue;  // the same for the whole CTA
@@ -230,7 +238,7 @@ __device__ void paged_stream(const PagedStreamParams& ps, const TmaMap* cmap, un
         const bool real = mine >= 0 && pos_key < visible[j];
         if (sample) {
           if (mine >= 0)
-            p.samples[(long long)row * p.sample_cap + (m.first + wg) * kPageKeys + mine] =
+            p.samples[(long long)row * p.sample_cap + list_index * kPageKeys + mine] =
                 real ? order_key(score) : 0u;
           continue;
         }

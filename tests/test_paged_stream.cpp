@@ -93,6 +93,11 @@ TEST_CASE("paged decode stream path compiles for sm_90a: wgmma m64n64 e4m3, TMA,
       CHECK(std::stoi((*it)[2]) == 0);
     }
     CHECK(entries == 4);
+    // No local memory either (a struct copy indexed at run time once put 48 bytes there).
+    const std::regex stack("([0-9]+) bytes stack frame");
+    for (auto it = std::sregex_iterator(r.log.begin(), r.log.end(), stack);
+         it != std::sregex_iterator(); ++it)
+      CHECK(std::stoi((*it)[1]) == 0);
   }
   // Through the op and the kernel cache, as the C API builds it.
   auto p = decode_problem(64, 2048, 2, 64, 1024);

@@ -41,7 +41,8 @@ constexpr const char* kHelp = R"(winnow bench dsa-decode [options]
 
 The paged decode indexer top-k: relu_mh with the cache's key scales, H=64, d=128, q fp8
 [B, next_n, 64, 128], the engines' cache uint8 [blocks, 64, 1, 132], block tables and
-lengths on the device. Times the fused op ("winnow") against winnow's score-only kernel
+lengths on the device. Times the fused op ("winnow"; "winnow-stream" under WINNOW_PAGED_STREAM=1, the stream
+path) against winnow's score-only kernel
 writing the [B * next_n, max_len] logits ("materialize", keys shared by the requests: a
 lower bound of a paged materialize), the torch baselines of --baselines and the floor of
 reading the touched cache once. One JSON record per (shape, impl) on stdout; a table on
@@ -519,6 +520,10 @@ int bench_decode_main(int argc, char** argv) {
         json_bool(c.exact()), r.fallbacks, r.bad_windows, c.rows_checked, c.rows_differing,
         c.rows_malformed, r.workspace, rotations);
     if (s.graph) fields += ", \"goal_ms\": 0.012";
+    // The path (WINNOW_PAGED_STREAM=1: the stream path, its own impl names) and its launches.
+    fields += fmt::format(", \"path\": \"{}\", \"launch\": {}", op->stream() ? "stream" : "gather",
+                          json_string(op->launch_info()));
+    if (op->stream()) fields += ", \"variant\": \"WINNOW_PAGED_STREAM=1\"";
     std::optional<Timing> mat;
     if (!s.graph) mat = run_materialize(a, in, s, ctx, cache, *be);
     const int64_t rows = s.batch() * a.next_n;
@@ -530,7 +535,8 @@ int bench_decode_main(int argc, char** argv) {
       fields += fmt::format(", \"ratio_to_materialize_topk\": {:.4f}",
                             r.t.median / (mat->median + *topk_ms));
     if (torch_ms) fields += fmt::format(", \"ratio_to_torch\": {:.4f}", r.t.median / *torch_ms);
-    const char* impl = s.graph ? "winnow-graph" : "winnow";
+    const char* impl = op->stream() ? (s.graph ? "winnow-stream-graph" : "winnow-stream")
+                                    : (s.graph ? "winnow-graph" : "winnow");
     lines.push_back(record(a, meta, s, impl, r.t, floor_ms, bytes, extra, fields));
     table.push_back({s.label, impl, r.t.median, r.t.median / floor_ms, c.exact()});
     const size_t logits = size_t(rows) * size_t(s.max_len()) * 4;
@@ -576,8 +582,7 @@ int bench_decode_main(int argc, char** argv) {
              "exact");
   for (const Row& r : table)
     fmt::print(stderr, "{:<22} {:<24} {:>10.4f} {:>9.3f} {:>6}\n", r.label, r.impl, r.ms,
-               r.ratio_to_floor, r.impl == "winnow" || r.impl == "winnow-graph"
-                                     ? json_bool(r.exact) : "-");
+               r.ratio_to_floor, r.impl.rfind("winnow", 0) == 0 ? json_bool(r.exact) : "-");
   if (!all_exact) fmt::print(stderr, "\nNOT EXACT: see rows_differing / rows_malformed\n");
   return all_exact ? 0 : 1;
 }

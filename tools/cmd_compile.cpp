@@ -20,6 +20,7 @@
 #include "ops/backend_choice.h"
 #include "ops/block_attention.h"
 #include "ops/block_select.h"
+#include "ops/paged_stream.h"
 #include "ops/topk.h"
 #include "tools/commands.h"
 
@@ -34,6 +35,7 @@ namespace {
 
 constexpr const char* kHelp = R"(Usage: winnow compile (--expr TEXT | --score NAME) --arch ARCH --emit WHAT [options]
        winnow compile --op block-select|block-attention --arch ARCH --emit WHAT [options]
+       winnow compile --op paged-stream --arch sm_90a --emit WHAT [options]
 
 Builds one fused score + top-k kernel (or a block-sparse prefill module) and prints one
 stage of it. Needs no GPU.
@@ -51,7 +53,11 @@ Required:
 Options:
   --op OP            topk (default), block-select (pooling, block scores + threshold,
                      CSR) or block-attention (block-sparse attention); the block ops
-                     take --heads (32), --kv-heads (8), --dim (128) and --max-seq-len
+                     take --heads (32), --kv-heads (8), --dim (128) and --max-seq-len;
+                     paged-stream: the paged decode op's stream path
+                     (WINNOW_PAGED_STREAM=1; 64 heads, relu_mh or --expr, --k,
+                     --sorted, --next-n)
+  --next-n N         paged-stream: queries per request, 1..4 (default 1)
   --heads H          query heads per row (default 64 for relu_mh and --expr, else 1)
   --dim D            head dimension, a multiple of 16 (default 128)
   --q-dtype T        fp8, bf16, fp16 or fp32 (default fp8 for relu_mh and --expr, else bf16)
@@ -189,6 +195,26 @@ int compile_and_emit(backend::CompileRequest req, Emit emit, const std::optional
   return 0;
 }
 
+// `--op paged-stream`: the paged decode op's stream-path module (ops/paged_stream.h).
+int emit_paged_stream_op(const ops::PagedProblem& p, Emit emit, const std::optional<std::string>& out,
+                         bool timings, const std::function<const backend::Backend&()>& compiler) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const ops::PagedStream s(p, nullptr);
+  const double generate_ms = ms_since(t0);
+  if (emit == Emit::Ir) {
+    emit_text(out, fmt::format("{}\npaged stream next_n={} k={} sorted={}\n",
+                               ir::print(p.score ? p.score : ir::relu_mh(true)), p.next_n, p.k,
+                               p.sorted));
+    return 0;
+  }
+  if (emit == Emit::Cu) {
+    emit_text(out, s.source());
+    fmt::print(stderr, "generated in {:.1f} ms\n", generate_ms);
+    return 0;
+  }
+  return compile_and_emit(s.compile_request(), emit, out, generate_ms, timings, compiler());
+}
+
 // `--op block-select` / `--op block-attention`: the block-sparse prefill modules.
 int emit_block_op(const std::string& name, const ops::BlockProblem& p, Emit emit,
                   const std::optional<std::string>& out, bool timings,
@@ -224,6 +250,7 @@ int run_compile(int argc, char** argv) {
   std::optional<int> heads;
   bool timings = false;
   std::string op_name = "topk";
+  int next_n = 1;
   ops::BlockProblem block;
   bool key_scale = true;
   ops::TopkProblem p;
@@ -251,6 +278,8 @@ int run_compile(int argc, char** argv) {
       op_name = args.value();
     } else if (flag == "--kv-heads") {
       block.kv_heads = args.int_value();
+    } else if (flag == "--next-n") {
+      next_n = args.int_value();
     } else if (flag == "--max-seq-len") {
       block.max_seq_len = args.int_value();
     } else if (flag == "--dim") {
@@ -305,6 +334,30 @@ int run_compile(int argc, char** argv) {
       throw UsageError(fmt::format("--arch {}: {}", *arch, e.what()));
     }
   };
+  if (op_name == "paged-stream") {
+    if (score && *score != "relu_mh") throw UsageError("--op paged-stream takes relu_mh or --expr");
+    ops::PagedProblem pp;
+    if (expr) {
+      pp.score = ir::parse(*expr);
+      pp.expression = *expr;
+    } else {
+      pp.score = ir::relu_mh(key_scale);
+    }
+    pp.heads = heads.value_or(64);
+    pp.k = p.k;
+    pp.sorted = p.sorted;
+    pp.next_n = next_n;
+    pp.max_blocks_per_seq = 1;
+    pp.arch = target();
+    pp.stream = true;
+    try {
+      ops::validate_paged_problem(pp);
+      ops::validate_paged_stream_problem(pp);
+    } catch (const std::exception& e) {
+      throw UsageError(std::string("--op paged-stream: ") + e.what());
+    }
+    return emit_paged_stream_op(pp, emit, out, timings, compiler);
+  }
   if (op_name != "topk") {
     if (expr || score) throw UsageError("--expr and --score are for --op topk");
     block.heads = heads.value_or(block.heads);
