@@ -46,32 +46,36 @@ struct StreamWorkspace {
 
 }  // namespace
 
+std::string paged_stream_unsuited(const PagedProblem& p) {
+  if (p.heads != winnow::kPagedHeads)
+    return fmt::format("{} heads (it scores 64 heads a row on wgmma m64n64, the engines' shape)",
+                       p.heads);
+  if (!(p.arch == backend::parse_arch("sm_90a")))
+    return fmt::format("arch {} (it needs sm_90a: wgmma and TMA)", p.arch.str());
+  const ir::Expr score = p.score ? p.score : ir::relu_mh(true);
+  if (!codegen::head_sum_node(score))
+    return fmt::format("the score '{}' (it needs a head-sum program: post(sum_h term(dot(h), "
+                       "w[h])), as relu_mh)",
+                       ir::print(score));
+  return "";
+}
+
 bool paged_stream_chosen(const PagedProblem& p) {
   if (p.stream) return true;
   const auto v = rt::env_get("WINNOW_PAGED_STREAM");
   if (!v) return false;
   if (*v != "0" && *v != "1")
     throw InvalidArgument(fmt::format("WINNOW_PAGED_STREAM is '{}': expected 0 or 1", *v));
-  return *v == "1";
+  // The switch takes every problem the path can run; the others keep the default path
+  // (as WINNOW_KNN_RETRIEVAL does), so that a whole suite can run under it.
+  return *v == "1" && paged_stream_unsuited(p).empty();
 }
 
 void validate_paged_stream_problem(const PagedProblem& p) {
-  const std::string why = [&]() -> std::string {
-    if (p.heads != winnow::kPagedHeads)
-      return fmt::format("{} heads (it scores 64 heads a row on wgmma m64n64, the engines' shape)",
-                         p.heads);
-    if (!(p.arch == backend::parse_arch("sm_90a")))
-      return fmt::format("arch {} (it needs sm_90a: wgmma and TMA)", p.arch.str());
-    const ir::Expr score = p.score ? p.score : ir::relu_mh(true);
-    if (!codegen::head_sum_node(score))
-      return fmt::format("the score '{}' (it needs a head-sum program: post(sum_h term(dot(h), "
-                         "w[h])), as relu_mh)",
-                         ir::print(score));
-    return "";
-  }();
+  const std::string why = paged_stream_unsuited(p);
   if (!why.empty())
-    throw NotSupported("the paged decode stream path (WINNOW_PAGED_STREAM=1) cannot run " + why +
-                       "; leave it unset for the default path");
+    throw NotSupported("the paged decode stream path (PagedProblem::stream) cannot run " + why +
+                       "; leave it off for the default path");
 }
 
 struct PagedStream::Impl {

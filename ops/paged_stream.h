@@ -20,8 +20,11 @@
 
 namespace winnow::ops {
 
-// Whether the op takes the stream path: p.stream, or WINNOW_PAGED_STREAM=1 ("0" or unset:
-// the default path; any other value is an InvalidArgument).
+// Why the stream path cannot run p ("" when it can): 64 heads, sm_90a, a head-sum score.
+std::string paged_stream_unsuited(const PagedProblem& p);
+// Whether the op takes the stream path: p.stream (then an unsuited problem is refused), or
+// WINNOW_PAGED_STREAM=1 where the problem suits it ("0" or unset: the default path; any
+// other value is an InvalidArgument).
 bool paged_stream_chosen(const PagedProblem& p);
 // Refuses a problem the stream path cannot run (NotSupported, saying why).
 void validate_paged_stream_problem(const PagedProblem& p);

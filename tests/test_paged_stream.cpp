@@ -36,6 +36,11 @@ TEST_CASE("paged decode stream path: chosen by the problem or WINNOW_PAGED_STREA
     p.stream = true;  // the problem's choice stands
     CHECK(ops::PagedTopkOp::create(p, nullptr)->stream());
   }
+  {
+    // The switch leaves the problems the path cannot run on the default path.
+    test::ScopedEnv on("WINNOW_PAGED_STREAM", "1");
+    CHECK_FALSE(ops::PagedTopkOp::create(decode_problem(32, 2048, 2, 8, 16), nullptr)->stream());
+  }
   test::ScopedEnv bad("WINNOW_PAGED_STREAM", "yes");
   p.stream = false;
   CHECK_THROWS_WITH(ops::PagedTopkOp::create(p, nullptr), Catch::Contains("expected 0 or 1"));
