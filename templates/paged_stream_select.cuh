@@ -46,7 +46,10 @@ __device__ void paged_stream_select(const PagedStreamParams& ps, unsigned char* 
   const int flags = ps.row_flags[row], v = ps.row_visible[row];
   int* out = p.out_indices + (long long)row * p.out_indices_stride;
   if (p.round == 0) {
-    __shared__ int bad;
+    // The verdict goes through the select's scratch word `taken` (written again only after
+    // knn_select_row's first barrier): a static __shared__ word would sit beside the
+    // 1024-aligned dynamic shared memory, which already takes all the opt-in size.
+    u32* bad = KnnSelectSmem(smem).taken;
     if (threadIdx.x == 0) {
       bool b = (flags & kPagedRowBad) != 0 || ps.bad[r] != 0u;
       if (!b && ps.req_pages[r] == 0) {  // not streamed: its entries are checked here
@@ -57,11 +60,11 @@ __device__ void paged_stream_select(const PagedStreamParams& ps, unsigned char* 
           b = blk < 0 || blk >= ps.num_blocks;
         }
       }
-      bad = b ? 1 : 0;
+      *bad = b ? 1u : 0u;
       if (b) atomicAdd(p.counters + 1, 1u);  // the bad windows' counter (TopkOp's layout)
     }
     __syncthreads();
-    const bool is_bad = bad != 0;
+    const bool is_bad = *bad != 0u;
     if (is_bad || (flags & kPagedRowFilters) == 0) {
       // Every position of the window in order (none for a bad request), -1 after it.
       for (int i = threadIdx.x; i < C::kTopK; i += kKnnSelectThreads)

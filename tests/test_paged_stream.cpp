@@ -46,7 +46,7 @@ TEST_CASE("paged decode stream path: chosen by the problem or WINNOW_PAGED_STREA
   CHECK_THROWS_WITH(ops::PagedTopkOp::create(p, nullptr), Catch::Contains("expected 0 or 1"));
 }
 
-TEST_CASE("paged decode stream path: other heads, archs and scores are refused with messages",
+TEST_CASE("paged decode stream path: other heads and archs and scores are refused with messages",
           "[decode]") {
   auto p = decode_problem(32, 2048, 1, 8, 16);
   p.stream = true;
@@ -63,7 +63,7 @@ TEST_CASE("paged decode stream path: other heads, archs and scores are refused w
   CHECK_NOTHROW(ops::PagedTopkOp::create(p, nullptr));
 }
 
-TEST_CASE("paged decode stream path compiles for sm_90a: wgmma m64n64 e4m3, TMA, no spills",
+TEST_CASE("paged decode stream path compiles for sm_90a: wgmma m64n64 e4m3 and TMA with no spills",
           "[nvrtc][decode]") {
   auto be = backend::make_nvrtc_backend();
   struct Case {
@@ -98,6 +98,16 @@ TEST_CASE("paged decode stream path compiles for sm_90a: wgmma m64n64 e4m3, TMA,
       CHECK(std::stoi((*it)[2]) == 0);
     }
     CHECK(entries == 4);
+    // No static shared memory in the kernels with dynamic shared memory (the per-row ones
+    // take all of the opt-in size: a static word beside it fails the launch; ptxas prints
+    // "bytes smem" only where there is some), the prepare kernel's scans aside.
+    for (const char* entry : {"winnow_paged_select", "winnow_paged_threshold", "winnow_paged_stream"}) {
+      const size_t at = r.log.find(std::string("entry function '") + entry + "'");
+      REQUIRE(at != std::string::npos);
+      const size_t next = r.log.find("entry function '", at + 1);
+      CHECK(r.log.substr(at, next == std::string::npos ? std::string::npos : next - at).find("bytes smem") ==
+            std::string::npos);
+    }
     // No local memory either (a struct copy indexed at run time once put 48 bytes there).
     const std::regex stack("([0-9]+) bytes stack frame");
     for (auto it = std::sregex_iterator(r.log.begin(), r.log.end(), stack);
@@ -125,7 +135,7 @@ ops::PagedProblem stream_problem(int k, int next_n, int max_batch, int max_block
 
 }  // namespace
 
-TEST_CASE("paged decode stream path equals the reference: edge lengths, next_n 1 to 4, k 1 and 2048",
+TEST_CASE("paged decode stream path equals the reference: edge lengths at next_n 1 to 4 and k 1 and 2048",
           "[gpu][decode]") {
   WINNOW_REQUIRE_GPU();
   const int next_n = GENERATE(1, 2, 3, 4);
@@ -138,8 +148,8 @@ TEST_CASE("paged decode stream path equals the reference: edge lengths, next_n 1
   test::check_paged_on_gpu(p, {0, 1, 63, k, k + 1, 8193, 9000, 10239}, ties);
 }
 
-TEST_CASE("paged decode stream path equals the reference: random and mixed lengths, ties, NaN, "
-          "B x next_n lengths, sorted",
+TEST_CASE("paged decode stream path equals the reference: random and mixed lengths with ties and "
+          "NaN and B x next_n lengths and sorted rows",
           "[gpu][decode]") {
   WINNOW_REQUIRE_GPU();
   std::mt19937_64 rng(test::test_seed());

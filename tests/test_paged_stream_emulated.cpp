@@ -180,7 +180,7 @@ TEST_CASE("emulated paged stream: edge lengths equal the reference position for 
   std::mt19937_64 rng(seed);
   ops::PagedDataOptions opt;
   opt.levels = 3;  // integer inputs: exact scores, heavy ties
-  SECTION("k 64 next_n 2: len 0, 1, < k, = k, k + 1, not multiples of 64") {
+  SECTION("k 64 next_n 2 at len 0 1 63 64 65 130 200 511") {
     const auto p = stream_problem(64, 2, 8, 8);
     const auto d = ops::random_paged_data(p, {0, 1, 63, 64, 65, 130, 200, 511}, rng, opt);
     const Outcome o = run_stream<EmuStreamConfig<2, 64>>(p, d);
@@ -192,12 +192,12 @@ TEST_CASE("emulated paged stream: edge lengths equal the reference position for 
     const auto d = ops::random_paged_data(p, {0, 1, 2, 129}, rng, opt);
     check_rows(p, d, run_stream<EmuStreamConfig<1, 1>>(p, d), true);
   }
-  SECTION("random inputs, k 64 next_n 4, 4 stages of both warpgroups") {
+  SECTION("random inputs at k 64 and next_n 4 on both warpgroups") {
     const auto p = stream_problem(64, 4, 3, 20);
     const auto d = ops::random_paged_data(p, {0, 700, 1250}, rng);
     check_rows(p, d, run_stream<EmuStreamConfig<4, 64>>(p, d), false);
   }
-  SECTION("sorted k 16 next_n 3, lens per query") {
+  SECTION("sorted k 16 next_n 3 with lens per query") {
     const auto p = stream_problem(16, 3, 3, 4, true);
     ops::PagedDataOptions per = opt;
     per.lens_per_query = true;
@@ -206,7 +206,7 @@ TEST_CASE("emulated paged stream: edge lengths equal the reference position for 
   }
 }
 
-TEST_CASE("emulated paged stream: a sampled request, heavy ties, NaN and inf", "[emu][decode]") {
+TEST_CASE("emulated paged stream: a sampled request with heavy ties and NaN and inf", "[emu][decode]") {
   const uint64_t seed = test::test_seed();
   INFO("seed " << seed);
   std::mt19937_64 rng(seed);
