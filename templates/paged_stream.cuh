@@ -27,12 +27,26 @@
 #include "winnow/tile_scoring.cuh"
 #include "winnow/tma.cuh"
 #include "winnow/wgmma_tiles.cuh"
+#if defined(__CUDA_ARCH__)
+#include "winnow/knn_stream.cuh"  // knn_wait
+#endif
 
 namespace winnow {
 
 #if defined(__CUDA_ARCH__) || defined(WINNOW_EMULATED)
 // Named barrier of the math warpgroups (the producer warp never takes part).
 inline constexpr int kPagedMathBarrier = 1;
+
+// A ring wait: on the GPU the retrieval stream's bounded one (a handshake bug traps after
+// WINNOW_KNN_WAIT_LIMIT tries instead of hanging the device); the emulation's own wait has
+// a watchdog.
+__device__ __forceinline__ void paged_wait(u64* bar, unsigned parity) {
+#if defined(__CUDA_ARCH__)
+  knn_wait(bar, parity);
+#else
+  mbarrier_wait(bar, parity);
+#endif
+}
 
 // The producer: lane 0 of warp 8. Takes items until the pass has none left, then marks the
 // next stage as the end.
@@ -66,7 +80,7 @@ __device__ void paged_produce(const PagedStreamParams& ps, const TmaMap* cmap, u
     const int count = min(kPagedChunkPages, list - first);
     for (int s = 0; s < count; s += 2, ++pos) {
       const RingSlot slot = ring_slot(pos, ST);
-      mbarrier_wait(empty + slot.stage, slot.parity ^ 1u);
+      paged_wait(empty + slot.stage, slot.parity ^ 1u);
       PagedStage& m = meta[slot.stage];
       m.request = r;
       m.first = first + s;
@@ -97,7 +111,7 @@ __device__ void paged_produce(const PagedStreamParams& ps, const TmaMap* cmap, u
     }
   }
   const RingSlot slot = ring_slot(pos, ST);
-  mbarrier_wait(empty + slot.stage, slot.parity ^ 1u);
+  paged_wait(empty + slot.stage, slot.parity ^ 1u);
   meta[slot.stage].request = -1;
   mbarrier_arrive(full + slot.stage);
 }
@@ -181,7 +195,7 @@ __device__ void paged_stream(const PagedStreamParams& ps, const TmaMap* cmap, un
 
   for (unsigned pos = 0;; ++pos) {
     const RingSlot slot = ring_slot(pos, ST);
-    mbarrier_wait(full + slot.stage, slot.parity);
+    paged_wait(full + slot.stage, slot.parity);
     // The stage's description, read from shared memory field by field (a copy of the
     // struct indexed by the warpgroup went to local memory).
     const PagedStage& m = meta[slot.stage];
