@@ -12,6 +12,7 @@
 #include "support.h"
 #include "testing/paged_harness.h"
 #include "testing/paged_reference.h"
+#include "tool_run.h"
 
 using namespace winnow;
 using test::decode_problem;
@@ -123,6 +124,27 @@ TEST_CASE("paged decode stream path compiles for sm_90a: wgmma m64n64 e4m3 and T
   REQUIRE(op->built());
   CHECK(std::string(op->stream_cubin().data() + 1, 3) == "ELF");
   CHECK_THROWS_AS(op->workspace_bytes(), ops::NotBuilt);  // no device: not loaded
+}
+
+TEST_CASE("winnow compile --op paged-stream prints the stream path module and refuses what it "
+          "cannot run",
+          "[tool][decode]") {
+  test::ToolRun r = test::run_tool("compile --op paged-stream --next-n 2 --k 512 --arch sm_90a --emit cu");
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("kNextN = 2, kTopK = 512"));
+  CHECK_THAT(r.output, Catch::Contains("winnow_paged_select"));
+  r = test::run_tool("compile --op paged-stream --arch sm_90a --emit ir --sorted");
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("paged stream next_n=1 k=2048 sorted=true"));
+  r = test::run_tool("compile --op paged-stream --heads 32 --arch sm_90a --emit cu");
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.output, Catch::Contains("32 heads"));
+  r = test::run_tool("compile --op paged-stream --arch sm_100a --emit cu");
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.output, Catch::Contains("sm_90a"));
+  r = test::run_tool("compile --op paged-stream --next-n 5 --arch sm_90a --emit cu");
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.output, Catch::Contains("next_n = 5"));
 }
 
 namespace {
