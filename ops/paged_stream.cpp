@@ -78,6 +78,57 @@ void validate_paged_stream_problem(const PagedProblem& p) {
                        "; leave it off for the default path");
 }
 
+winnow::PagedStreamParams paged_stream_params(const PagedProblem& p, const PagedInputs& in,
+                                              int64_t B, const TensorView& out_indices,
+                                              void* workspace, long select_stage) {
+  const int capacity = winnow::knn_capacity(p.k);
+  const StreamWorkspace ws(p.max_batch, p.next_n, capacity);
+  auto* base = static_cast<unsigned char*>(workspace);
+  const int64_t num_blocks = in.cache.shape[0];
+  winnow::PagedStreamParams a{};
+  winnow::KnnParams& k = a.knn;
+  k.counters = reinterpret_cast<unsigned*>(base + ws.counters);
+  k.rows = reinterpret_cast<winnow::KnnRowState*>(base + ws.rows);
+  k.hist = reinterpret_cast<unsigned*>(base + ws.hist);
+  k.lists = reinterpret_cast<unsigned long long*>(base + ws.lists);
+  k.samples = reinterpret_cast<unsigned*>(base + ws.samples);
+  k.out_indices = static_cast<int*>(out_indices.data);
+  k.out_indices_stride = out_indices.strides[0];
+  k.capacity = capacity;
+  k.sample_cap = winnow::kPagedMaxSamplePages * winnow::kPageKeys;
+  k.stage_bytes = int(select_stage);
+  a.q = static_cast<const unsigned char*>(in.q.data);
+  a.q_request_stride = in.q.strides[0];
+  a.q_query_stride = in.q.strides[1];
+  if (in.weights.present()) {
+    a.w = static_cast<const float*>(in.weights.data);
+    a.w_row_stride = in.weights.strides[0];
+  }
+  a.block_table = static_cast<const int*>(in.block_table.data);
+  a.block_table_stride = in.block_table.strides[0];
+  a.context_lens = static_cast<const int*>(in.context_lens.data);
+  a.lens_stride = in.context_lens.strides[0];
+  a.num_blocks = num_blocks;
+  a.batch = int(B);
+  a.next_n = p.next_n;
+  a.max_keys = p.max_blocks_per_seq * winnow::kPageKeys;
+  a.lens_per_query = in.context_lens.ndim == 2 ? 1 : 0;
+  a.k = p.k;
+  a.sorted = p.sorted ? 1 : 0;
+  a.row_visible = reinterpret_cast<int*>(base + ws.row_visible);
+  a.row_flags = reinterpret_cast<int*>(base + ws.row_flags);
+  a.req_pages = reinterpret_cast<int*>(base + ws.req_pages);
+  a.req_sample_pages = reinterpret_cast<int*>(base + ws.req_sample);
+  a.item_offset = reinterpret_cast<int*>(base + ws.item_offset);
+  a.item_counter = reinterpret_cast<unsigned*>(base + ws.item_counter);
+  a.bad = reinterpret_cast<unsigned*>(base + ws.bad);
+  return a;
+}
+
+size_t paged_stream_workspace_bytes(const PagedProblem& p) {
+  return StreamWorkspace(p.max_batch, p.next_n, winnow::knn_capacity(p.k)).total;
+}
+
 struct PagedStream::Impl {
   PagedProblem problem;
   const rt::Context* ctx = nullptr;
@@ -150,7 +201,7 @@ void PagedStream::build(rt::CubinCache& cache, const backend::Backend& be) {
 size_t PagedStream::workspace_bytes() const {
   const Impl& m = *impl_;
   if (!m.stream) throw_not_built(built());
-  return StreamWorkspace(m.problem.max_batch, m.problem.next_n, m.capacity).total;
+  return paged_stream_workspace_bytes(m.problem);
 }
 
 std::string PagedStream::launch_info() const {
@@ -167,7 +218,6 @@ void PagedStream::execute(const PagedInputs& in, int64_t B, const TensorView& ou
   const Impl& m = *impl_;
   const PagedProblem& p = m.problem;
   if (!m.stream) throw_not_built(built());
-  const StreamWorkspace ws(p.max_batch, p.next_n, m.capacity);
   // The weights (the default path checks them in the top-k op's validation).
   const bool uses_w = ir::uses(p.score ? p.score : ir::relu_mh(true)).w;
   if (uses_w != in.weights.present())
@@ -197,43 +247,8 @@ void PagedStream::execute(const PagedInputs& in, int64_t B, const TensorView& ou
               "cuMemsetD32Async (counters)");
     return;
   }
-  winnow::PagedStreamParams a{};
+  winnow::PagedStreamParams a = paged_stream_params(p, in, B, out_indices, workspace, m.select_stage);
   winnow::KnnParams& k = a.knn;
-  k.counters = reinterpret_cast<unsigned*>(base + ws.counters);
-  k.rows = reinterpret_cast<winnow::KnnRowState*>(base + ws.rows);
-  k.hist = reinterpret_cast<unsigned*>(base + ws.hist);
-  k.lists = reinterpret_cast<unsigned long long*>(base + ws.lists);
-  k.samples = reinterpret_cast<unsigned*>(base + ws.samples);
-  k.out_indices = static_cast<int*>(out_indices.data);
-  k.out_indices_stride = out_indices.strides[0];
-  k.capacity = m.capacity;
-  k.sample_cap = winnow::kPagedMaxSamplePages * winnow::kPageKeys;
-  k.stage_bytes = int(m.select_stage);
-  a.q = static_cast<const unsigned char*>(in.q.data);
-  a.q_request_stride = in.q.strides[0];
-  a.q_query_stride = in.q.strides[1];
-  if (in.weights.present()) {
-    a.w = static_cast<const float*>(in.weights.data);
-    a.w_row_stride = in.weights.strides[0];
-  }
-  a.block_table = static_cast<const int*>(in.block_table.data);
-  a.block_table_stride = in.block_table.strides[0];
-  a.context_lens = static_cast<const int*>(in.context_lens.data);
-  a.lens_stride = in.context_lens.strides[0];
-  a.num_blocks = num_blocks;
-  a.batch = int(B);
-  a.next_n = p.next_n;
-  a.max_keys = p.max_blocks_per_seq * winnow::kPageKeys;
-  a.lens_per_query = in.context_lens.ndim == 2 ? 1 : 0;
-  a.k = p.k;
-  a.sorted = p.sorted ? 1 : 0;
-  a.row_visible = reinterpret_cast<int*>(base + ws.row_visible);
-  a.row_flags = reinterpret_cast<int*>(base + ws.row_flags);
-  a.req_pages = reinterpret_cast<int*>(base + ws.req_pages);
-  a.req_sample_pages = reinterpret_cast<int*>(base + ws.req_sample);
-  a.item_offset = reinterpret_cast<int*>(base + ws.item_offset);
-  a.item_counter = reinterpret_cast<unsigned*>(base + ws.item_counter);
-  a.bad = reinterpret_cast<unsigned*>(base + ws.bad);
   // The cache as [num_blocks * 66, 128] bytes: block b's keys and scales are rows 66 b ..
   TensorView rows_view = contiguous_view(in.cache.data, DType::U8,
                                          {num_blocks * winnow::kPagedBoxRows, 128});

@@ -17,6 +17,7 @@
 #include "ops/paged_topk.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/kernel_cache.h"
+#include "winnow/paged_stream_params.cuh"
 
 namespace winnow::ops {
 
@@ -28,6 +29,15 @@ std::string paged_stream_unsuited(const PagedProblem& p);
 bool paged_stream_chosen(const PagedProblem& p);
 // Refuses a problem the stream path cannot run (NotSupported, saying why).
 void validate_paged_stream_problem(const PagedProblem& p);
+
+// The kernels' arguments for one call (tensors validated; B requests) over `workspace` of
+// paged_stream_workspace_bytes(p): the op's own setup, which the CPU emulation of the
+// kernels (tests/test_paged_stream_emulated.cpp) runs with host memory too.
+// select_stage: the per-row kernels' staging bytes (knn_select_stage_bytes).
+winnow::PagedStreamParams paged_stream_params(const PagedProblem& p, const PagedInputs& in,
+                                              int64_t B, const TensorView& out_indices,
+                                              void* workspace, long select_stage);
+size_t paged_stream_workspace_bytes(const PagedProblem& p);
 
 class PagedStream {
  public:

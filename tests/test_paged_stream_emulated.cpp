@@ -13,6 +13,7 @@
 #include <cstring>
 #include <random>
 
+#include "ops/paged_stream.h"
 #include "paged_support.h"
 #include "support.h"
 #include "testing/paged_reference.h"
@@ -65,56 +66,34 @@ template <class C>
 Outcome run_stream(const ops::PagedProblem& prob, const ops::PagedHostData& d, const Hook& hook = {}) {
   constexpr int NN = C::kNextN, K = C::kTopK;
   const int B = d.batch, rows = B * NN;
-  const int cap = knn_capacity(K), sample_cap = kPagedMaxSamplePages * kPageKeys;
-  std::vector<u32> counters(64, 0xDEADu), item_counter(kPagedPasses, 7u), bad(size_t(B), 5u);
-  std::vector<KnnRowState> row_states(static_cast<size_t>(rows));
-  std::vector<u32> hist(size_t(rows) * kKnnDigits, 0x55u);  // cleared by the select before a round reads it
-  std::vector<u64> lists(size_t(rows) * cap, 0x1234ull);
-  std::vector<u32> samples(size_t(rows) * sample_cap, 0x77u);
-  std::vector<int> row_visible(size_t(rows), -9), row_flags(size_t(rows), -9), req_pages(size_t(B), -9),
-      req_sample(size_t(B), -9), item_offset(2 * size_t(B + 1), -9);
+  REQUIRE(prob.next_n == NN);
+  REQUIRE(prob.k == K);
+  REQUIRE(prob.sorted == C::kSorted);
   Outcome out;
   out.indices.assign(size_t(rows) * K, -7);
-
-  PagedStreamParams ps{};
+  // The op's own arguments (ops::paged_stream_params) over a host workspace filled with junk
+  // (the launches must not read what they did not write).
+  const size_t ws_bytes = ops::paged_stream_workspace_bytes(prob);
+  std::vector<unsigned char> ws_memory(ws_bytes + 256, 0xA5);
+  void* ws = ws_memory.data() + (256 - reinterpret_cast<uintptr_t>(ws_memory.data()) % 256) % 256;
+  ops::PagedInputs in;
+  auto at = [](const auto& v) { return const_cast<void*>(static_cast<const void*>(v.data())); };
+  in.q = ops::contiguous_view(at(d.q), ops::DType::E4M3, {B, NN, 64, kPageDim});
+  in.cache = ops::contiguous_view(at(d.cache), ops::DType::U8, {d.num_blocks, 64, 1, 132});
+  in.block_table = ops::contiguous_view(at(d.block_table), ops::DType::I32, {B, d.max_blocks});
+  in.context_lens = d.lens_per_query
+                        ? ops::contiguous_view(at(d.context_lens), ops::DType::I32, {B, NN})
+                        : ops::contiguous_view(at(d.context_lens), ops::DType::I32, {B});
+  in.weights = ops::contiguous_view(at(d.w), ops::DType::F32, {rows, 64});
+  const ops::TensorView out_view = ops::contiguous_view(out.indices.data(), ops::DType::I32, {rows, K});
+  PagedStreamParams ps = ops::paged_stream_params(prob, in, B, out_view, ws,
+                                                  knn_select_stage_bytes(K, kEmuSelectLimit));
   KnnParams& p = ps.knn;
-  p.counters = counters.data();
-  p.rows = row_states.data();
-  p.hist = hist.data();
-  p.lists = lists.data();
-  p.samples = samples.data();
-  p.out_indices = out.indices.data();
-  p.out_indices_stride = K;
-  p.capacity = cap;
-  p.sample_cap = sample_cap;
-  p.stage_bytes = int(knn_select_stage_bytes(K, kEmuSelectLimit));
-  ps.q = d.q.data();
-  ps.q_query_stride = 64 * kPageDim;
-  ps.q_request_stride = NN * ps.q_query_stride;
-  ps.w = d.w.data();
-  ps.w_row_stride = 64;
-  ps.block_table = d.block_table.data();
-  ps.block_table_stride = d.max_blocks;
-  ps.context_lens = d.context_lens.data();
-  ps.lens_stride = d.lens_per_query ? NN : 1;
-  ps.num_blocks = d.num_blocks;
-  ps.batch = B;
-  ps.next_n = NN;
-  ps.max_keys = prob.max_blocks_per_seq * kPageKeys;
-  ps.lens_per_query = d.lens_per_query ? 1 : 0;
-  ps.k = K;
-  ps.sorted = C::kSorted ? 1 : 0;
-  ps.row_visible = row_visible.data();
-  ps.row_flags = row_flags.data();
-  ps.req_pages = req_pages.data();
-  ps.req_sample_pages = req_sample.data();
-  ps.item_offset = item_offset.data();
-  ps.item_counter = item_counter.data();
-  ps.bad = bad.data();
   const TmaMap cmap = emu_key_tensor_map(d.cache.data(), d.num_blocks * kPagedBoxRows, 128, 128,
                                          kPagedBoxRows);
   const size_t stream_smem = size_t(PagedStreamSmem{C::kStages, NN}.bytes());
   const size_t select_smem = size_t(knn_select_smem_bytes(K) + p.stage_bytes);
+  std::vector<KnnRowState> row_states;  // the hook's view of the row states
 
   winnow_emu::launch(1, 1, kPagedPrepareThreads, [&] { paged_stream_prepare<kPagedPrepareThreads>(ps); });
   // The stream on two CTAs: the first takes every item, the second finds none left.
@@ -130,13 +109,17 @@ Outcome run_stream(const ops::PagedProblem& prob, const ops::PagedHostData& d, c
   stream();
   p.sample_pass = 0;
   per_row([&](unsigned char* smem) { paged_stream_threshold<C>(ps, smem); });
-  if (hook) hook(row_states);
+  if (hook) {
+    row_states.assign(p.rows, p.rows + rows);
+    hook(row_states);
+    std::copy(row_states.begin(), row_states.end(), p.rows);
+  }
   for (int round = 0; round <= C::kRounds; ++round) {
     p.round = round;
     stream();
     per_row([&](unsigned char* smem) { paged_stream_select<C>(ps, smem); });
   }
-  std::copy(counters.begin(), counters.end(), out.counters);
+  std::copy(p.counters, p.counters + 64, out.counters);
   return out;
 }
 
