@@ -2,11 +2,11 @@
 // arithmetic (templates/knn_workspace.cuh), and its kernels compiled for sm_90a by NVRTC
 // (registers and spills from ptxas).
 #include <cmath>
-#include <regex>
 
 #include "compiler/backend/backend.h"
 #include "ops/errors.h"
 #include "ops/topk.h"
+#include "ptxas_log.h"
 #include "support.h"
 #include "topk_check.h"
 #include "winnow/knn_workspace.cuh"
@@ -158,13 +158,11 @@ TEST_CASE("the retrieval kernels compile for sm_90a: wgmma m64n64, TMA, no spill
       CHECK(r.ptx.find(std::string(".entry ") + entry) != std::string::npos);
     // ptxas -v: every entry's spill stores and loads (none allowed beyond a few bytes).
     INFO(r.log);
-    const std::regex spill("([0-9]+) bytes spill stores, ([0-9]+) bytes spill loads");
-    int entries = 0;
-    for (auto it = std::sregex_iterator(r.log.begin(), r.log.end(), spill);
-         it != std::sregex_iterator(); ++it, ++entries) {
-      CHECK(std::stoi((*it)[1]) <= 16);
-      CHECK(std::stoi((*it)[2]) <= 16);
+    const std::vector<test::PtxasSpills> spills = test::ptxas_spills(r.log);
+    for (const test::PtxasSpills& e : spills) {
+      CHECK(e.stores <= 16);
+      CHECK(e.loads <= 16);
     }
-    CHECK(entries >= 3);
+    CHECK(spills.size() >= 3);
   }
 }

@@ -9,6 +9,7 @@
 #include "ops/paged_stream.h"
 #include "ops/paged_topk.h"
 #include "paged_support.h"
+#include "ptxas_log.h"
 #include "support.h"
 #include "testing/paged_harness.h"
 #include "testing/paged_reference.h"
@@ -91,14 +92,12 @@ TEST_CASE("paged decode stream path compiles for sm_90a: wgmma m64n64 e4m3 and T
                               "winnow_paged_threshold", "winnow_paged_select"})
       CHECK(r.ptx.find(std::string(".entry ") + entry) != std::string::npos);
     INFO(r.log);
-    const std::regex spill("([0-9]+) bytes spill stores, ([0-9]+) bytes spill loads");
-    int entries = 0;
-    for (auto it = std::sregex_iterator(r.log.begin(), r.log.end(), spill);
-         it != std::sregex_iterator(); ++it, ++entries) {
-      CHECK(std::stoi((*it)[1]) == 0);
-      CHECK(std::stoi((*it)[2]) == 0);
+    const std::vector<test::PtxasSpills> spills = test::ptxas_spills(r.log);
+    for (const test::PtxasSpills& e : spills) {
+      CHECK(e.stores == 0);
+      CHECK(e.loads == 0);
     }
-    CHECK(entries == 4);
+    CHECK(spills.size() == 4);
     // No static shared memory in the kernels with dynamic shared memory (the per-row ones
     // take all of the opt-in size: a static word beside it fails the launch; ptxas prints
     // "bytes smem" only where there is some), the prepare kernel's scans aside.
