@@ -24,6 +24,7 @@
 // The select's max of two RankKeys (CUDA's max overloads include 64-bit unsigned).
 inline unsigned long long max(unsigned long long a, unsigned long long b) { return a < b ? b : a; }
 #include "winnow/paged_stream_kernels.cuh"
+#include "emu/relu_score.h"
 
 using namespace winnow;
 
@@ -38,17 +39,8 @@ struct EmuStreamConfig {
   static constexpr bool kUsesW = true, kUsesKScale = true, kUsesQSq = false, kUsesKSq = false;
 };
 
-// The functor emit_score_functor prints for relu_mh with the key scale (the op's default
-// program; tests/test_paged_stream.cpp checks the stub's text).
-struct EmuStreamScore {
-  static float eval(const ScoreArgs&) { return 0.0f; }  // the stream sums heads itself
-  static constexpr bool kHeadSum = true;
-  static float term(float dot, float w, float) { return op_mul(w, op_relu(dot)); }
-  static constexpr bool kWeightedTerm = true;
-  static constexpr bool kReluOfDot = true;
-  static float unweighted(float dot, float) { return op_relu(dot); }
-  static float post(float hsum, const ScoreArgs& a) { return op_mul(hsum, a.kscale); }
-};
+// relu_mh's functor (tests/emu/relu_score.h; test_paged_stream.cpp checks the stub prints it).
+using EmuStreamScore = EmuReluScore<64>;
 
 // Shared memory for the select kernels in the emulation (the window is 256 KB).
 constexpr long kEmuSelectLimit = 96 * 1024;

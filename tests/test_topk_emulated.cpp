@@ -19,6 +19,8 @@
 // The emulation goes before the device templates (and after every other header).
 #include "emu/cuda_emulation.h"
 #include "winnow/topk_kernel.cuh"
+// The relu_mh functor (checked below against the stub).
+#include "emu/relu_score.h"
 
 using namespace winnow;
 
@@ -52,22 +54,6 @@ struct EmuReluConfig {
 template <int K, int CAP, int SAMPLE, bool MAT, int WINDOW, int FORM = kPlain>
 using EmuFp8 = EmuReluConfig<64, kElemE4M3, K, CAP, SAMPLE, MAT, WINDOW, FORM>;
 
-// The functor emit_score_functor prints for relu_mh with the key scale (checked below).
-template <int H>
-struct EmuReluScore {
-  static float reduce0(const ScoreArgs& a) {
-    float acc = op_mul(a.w[0], op_relu(a.dot[0]));
-    for (int h = 1; h < H; ++h) acc = op_add(acc, op_mul(a.w[h], op_relu(a.dot[h])));
-    return acc;
-  }
-  static float eval(const ScoreArgs& a) { return op_mul(reduce0(a), a.kscale); }
-  static constexpr bool kHeadSum = true;
-  static float term(float dot, float w, float) { return op_mul(w, op_relu(dot)); }
-  static constexpr bool kWeightedTerm = true;
-  static constexpr bool kReluOfDot = true;
-  static float unweighted(float dot, float) { return op_relu(dot); }
-  static float post(float hsum, const ScoreArgs& a) { return op_mul(hsum, a.kscale); }
-};
 
 ops::TopkProblem emu_problem(int k, int capacity, int sample, ops::WindowKind window,
                              int heads = 64, ops::DType t = ops::DType::E4M3,
