@@ -18,6 +18,28 @@ std::string program_log(nvrtcProgram prog) {
   return log;
 }
 
+// True when an option passes -v (or --verbose) to ptxas: "--ptxas-options=-v",
+// "-Xptxas=-v", or a comma list holding it.
+bool asks_ptxas_report(const std::vector<std::string>& options) {
+  for (const std::string& o : options) {
+    for (const char* prefix : {"--ptxas-options=", "-Xptxas="}) {
+      if (o.rfind(prefix, 0) != 0) continue;
+      std::string list = o.substr(std::string(prefix).size()) + ",";
+      for (size_t at = 0, next; (next = list.find(',', at)) != std::string::npos; at = next + 1) {
+        const std::string item = list.substr(at, next - at);
+        if (item == "-v" || item == "--verbose") return true;
+      }
+    }
+  }
+  return false;
+}
+
+bool nvrtc_at_least(int major, int minor) {
+  int ma = 0, mi = 0;
+  if (nvrtcVersion(&ma, &mi) != NVRTC_SUCCESS) return false;
+  return ma > major || (ma == major && mi >= minor);
+}
+
 [[noreturn]] void fail(const CompileRequest& req, const std::string& what, const std::string& log) {
   throw_compile_error(req, "NVRTC", what, log);
 }
@@ -57,6 +79,11 @@ class NvrtcBackend final : public Backend {
     std::vector<std::string> options = {"--gpu-architecture=" + req.arch.str(), "-std=c++17",
                                         "-default-device", "--fmad=false"};
     options.insert(options.end(), req.options.begin(), req.options.end());
+    // NVRTC 12.9 and later keep compiled programs in the driver's compute cache where a
+    // driver is present, and a hit runs no ptxas, so a request for ptxas's report (-v)
+    // would get an empty log (session 25: the [nvrtc] spill checks failed on the GPU
+    // machine only, after another process had compiled the same module).
+    if (asks_ptxas_report(req.options) && nvrtc_at_least(12, 9)) options.push_back("--no-cache");
     std::vector<const char*> option_ptrs;
     for (const std::string& o : options) option_ptrs.push_back(o.c_str());
 
