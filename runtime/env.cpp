@@ -46,8 +46,9 @@ constexpr std::array<EnvVar, 22> kRegistry{{
      "completed (the default \"1\": programmatic dependent launch)"},
     // Changes the plan, which is part of the key (the describe() text): no key input.
     {"WINNOW_KNN_RADIX", false,
-     "\"1\" gives the retrieval mode's exact fallback radix rounds that always converge "
-     "(opt-in until run on a GPU; the default \"0\": three rounds from the stored entries)"},
+     "\"0\" takes the retrieval mode's radix fallback rounds away (three rounds from the "
+     "stored entries, which can leave a row unanswered: for measuring only); the default "
+     "\"1\": rounds refined by radix histograms, exact whatever the order"},
     // Picks between two kernels that have their own keys: no key input needed.
     {"WINNOW_KNN_RETRIEVAL", false,
      "\"0\" keeps one-head dense fp16/bf16 top-k (knn) on the topk kernel instead of the "

@@ -151,7 +151,7 @@ TEST_CASE("knn radix fallback: knn_digit and knn_refine at the edges", "[knn]") 
 }
 
 TEST_CASE("knn fallback without the radix rounds: ascending ties leave a row unanswered", "[knn]") {
-  // What WINNOW_KNN_RADIX=0 (the default until run on a GPU) does on the first case above:
+  // What WINNOW_KNN_RADIX=0 (the default before session 25) does on the first case above:
   // the stored entries are the first (worst) survivors, so three rounds do not converge.
   const int n = 1 << 20, k = 1024;
   const auto rks = corpus(n, [&](int i) { return float(i / (n / 4)); });
