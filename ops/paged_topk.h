@@ -90,7 +90,7 @@ class PagedTopkOp {
   bool built() const;
   size_t workspace_bytes() const;  // needs build() with a context
   size_t counter_offset() const;   // two uint32: fallback rows, bad windows (bad requests' rows)
-                                   // (the stream path: then unresolved rows, always 0)
+                                   // (both paths; the stream path's are its first words)
   // Validates, then launches on `stream`. Never allocates, synchronises or compiles, and
   // reads no length on the host: capture it at max_batch and replay it for any lengths.
   void execute(const PagedInputs& in, const TensorView& out_indices, void* workspace,

@@ -145,12 +145,19 @@ TEST_CASE("paged calls are checked before anything runs", "[capi][decode]") {
   CHECK_THAT(last_error(), Catch::Contains("context_lens is null"));
 }
 
-TEST_CASE("a paged plan compiles for sm_90a without a GPU", "[capi][nvrtc][decode]") {
+TEST_CASE("a paged plan compiles for sm_90a and loads where there is a GPU", "[capi][nvrtc][decode]") {
   Context ctx;
   PagedPlan plan(ctx.h, paged_desc());
   REQUIRE(winnowPagedPlanBuild(plan.h) == WINNOW_STATUS_SUCCESS);
   size_t bytes = 0;
-  CHECK(winnowPagedPlanGetWorkspaceSize(plan.h, &bytes) == WINNOW_STATUS_NOT_BUILT);
+  if (winnow::rt::gpu_available()) {
+    // On a machine with a GPU the context has its device, so the build also loaded the
+    // plan (session 25's visit: the NOT_BUILT expectation failed there).
+    CHECK(winnowPagedPlanGetWorkspaceSize(plan.h, &bytes) == WINNOW_STATUS_SUCCESS);
+    CHECK(bytes > 0);
+  } else {
+    CHECK(winnowPagedPlanGetWorkspaceSize(plan.h, &bytes) == WINNOW_STATUS_NOT_BUILT);
+  }
   size_t offset = 1;
   CHECK(winnowPagedPlanGetCounterOffset(plan.h, &offset) == WINNOW_STATUS_SUCCESS);
   CHECK(offset == 0);
