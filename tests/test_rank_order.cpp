@@ -1,4 +1,5 @@
 // The rank order, bins and element decoding of templates/, compiled for the host.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -130,6 +131,39 @@ TEST_CASE("fp8 e4m3, fp16 and bf16 decode exactly and encode to the nearest", "[
     REQUIRE(std::abs(h - x) <= std::abs(x) * std::ldexp(1.0f, -11) + std::ldexp(1.0f, -25));
     REQUIRE(std::abs(b - x) <= std::abs(x) * std::ldexp(1.0f, -8));
   }
+}
+
+TEST_CASE("fp16 encoding: every half, both sides of every midpoint, ties to even, saturation",
+          "[ref]") {
+  // Exhaustive over the 63488 finite halves in ascending order (the property, not a copy
+  // of the encoder): each value encodes to its own code (-0 to +0), a float just below or
+  // above the midpoint of two neighbours to the nearer one, the midpoint to the even code.
+  std::vector<std::pair<float, uint16_t>> halves;
+  for (uint32_t c = 0; c < 0x10000; ++c) {
+    const float v = decode_f16(uint16_t(c));
+    if (std::isfinite(v) && c != 0x8000) halves.emplace_back(v, uint16_t(c));
+  }
+  std::sort(halves.begin(), halves.end());
+  REQUIRE(halves.size() == 63487);
+  int64_t bad = 0;
+  for (size_t i = 0; i < halves.size(); ++i) {
+    const auto [v, c] = halves[i];
+    bad += ops::encode_f16(v) != c;
+    if (i + 1 == halves.size()) break;
+    const auto [w, d] = halves[i + 1];
+    const float mid = float((double(v) + double(w)) / 2);  // exact: halves have 11 bits
+    bad += ops::encode_f16(std::nextafter(mid, v)) != c;
+    bad += ops::encode_f16(std::nextafter(mid, w)) != d;
+    bad += ops::encode_f16(mid) != ((c & 1) ? d : c);
+  }
+  CHECK(bad == 0);
+  CHECK(ops::encode_f16(-0.0f) == 0);
+  CHECK(ops::encode_f16(-1e-9f) == 0);  // rounds to zero: +0, as -0 does
+  CHECK(ops::encode_f16(1e9f) == 0x7BFF);  // saturates at 65504
+  CHECK(ops::encode_f16(-65520.0f) == 0xFBFF);
+  CHECK(ops::encode_f16(std::numeric_limits<float>::infinity()) == 0x7C00);
+  CHECK(ops::encode_f16(-std::numeric_limits<float>::infinity()) == 0xFC00);
+  CHECK(std::isnan(decode_f16(ops::encode_f16(std::nanf("")))));
 }
 
 TEST_CASE("device max and min follow the IR's IEEE maximum/minimum, -0 < +0, to the bit",
