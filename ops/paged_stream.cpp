@@ -25,8 +25,7 @@ constexpr int kStreamStages = 4;
 // offset is 0), then the call's plan (templates/paged_stream_prepare.cuh).
 struct StreamWorkspace {
   size_t counters = 0, rows = 0, hist = 0, lists = 0, samples = 0, row_visible = 0,
-         row_flags = 0, req_pages = 0, req_sample = 0, item_offset = 0, item_counter = 0,
-         bad = 0, total = 0;
+         row_flags = 0, req_pages = 0, req_sample = 0, page_offset = 0, bad = 0, total = 0;
   StreamWorkspace(int max_batch, int next_n, int capacity) {
     const size_t R = size_t(max_batch) * size_t(next_n), B = size_t(max_batch);
     rows = round_up(size_t(winnow::KnnWorkspace::counters_bytes()));
@@ -37,9 +36,8 @@ struct StreamWorkspace {
     row_flags = row_visible + round_up(R * 4);
     req_pages = row_flags + round_up(R * 4);
     req_sample = req_pages + round_up(B * 4);
-    item_offset = req_sample + round_up(B * 4);
-    item_counter = item_offset + round_up(2 * (B + 1) * 4);
-    bad = item_counter + round_up(winnow::kPagedPasses * 4);
+    page_offset = req_sample + round_up(B * 4);
+    bad = page_offset + round_up(2 * (B + 1) * 4);
     total = bad + round_up(B * 4);
   }
 };
@@ -80,7 +78,8 @@ void validate_paged_stream_problem(const PagedProblem& p) {
 
 winnow::PagedStreamParams paged_stream_params(const PagedProblem& p, const PagedInputs& in,
                                               int64_t B, const TensorView& out_indices,
-                                              void* workspace, long select_stage) {
+                                              void* workspace, long select_stage,
+                                              int stream_ctas) {
   const int capacity = winnow::knn_capacity(p.k);
   const StreamWorkspace ws(p.max_batch, p.next_n, capacity);
   auto* base = static_cast<unsigned char*>(workspace);
@@ -119,10 +118,26 @@ winnow::PagedStreamParams paged_stream_params(const PagedProblem& p, const Paged
   a.row_flags = reinterpret_cast<int*>(base + ws.row_flags);
   a.req_pages = reinterpret_cast<int*>(base + ws.req_pages);
   a.req_sample_pages = reinterpret_cast<int*>(base + ws.req_sample);
-  a.item_offset = reinterpret_cast<int*>(base + ws.item_offset);
-  a.item_counter = reinterpret_cast<unsigned*>(base + ws.item_counter);
+  a.page_offset = reinterpret_cast<int*>(base + ws.page_offset);
+  a.stream_ctas = stream_ctas;
   a.bad = reinterpret_cast<unsigned*>(base + ws.bad);
   return a;
+}
+
+std::vector<PagedStreamStep> paged_stream_steps(const PagedProblem& p) {
+  using S = PagedStreamStep;
+  const int64_t max_keys = int64_t(p.max_blocks_per_seq) * winnow::kPageKeys;
+  // Every window fits in k, unsorted: each row is its window's positions (round 0's select).
+  if (!p.sorted && max_keys <= p.k) return {S{S::Prepare}, S{S::Select}};
+  // Every window fits the list: threshold 0 (the prepare kernel's) keeps all its keys, round
+  // 0 answers every row (count <= capacity, count >= need), no sample, no fallback round.
+  if (max_keys <= winnow::knn_capacity(p.k)) return {S{S::Prepare}, S{S::Stream}, S{S::Select}};
+  std::vector<S> steps = {S{S::Prepare}, S{S::Stream, true}, S{S::Threshold}};
+  for (int round = 0; round <= winnow::kKnnRadixRounds; ++round) {
+    steps.push_back(S{S::Stream, false, round});
+    steps.push_back(S{S::Select, false, round});
+  }
+  return steps;
 }
 
 size_t paged_stream_workspace_bytes(const PagedProblem& p) {
@@ -138,6 +153,7 @@ struct PagedStream::Impl {
   int capacity = 0, grid = 0;
   long stream_smem = 0, select_smem = 0, select_stage = 0;
   bool programmatic = true;  // WINNOW_KNN_PDL=0 turns it off here too
+  std::vector<PagedStreamStep> steps;  // paged_stream_steps(problem)
 };
 
 PagedStream::PagedStream(const PagedProblem& p, const rt::Context* ctx)
@@ -147,6 +163,7 @@ PagedStream::PagedStream(const PagedProblem& p, const rt::Context* ctx)
   m.problem = p;
   m.ctx = ctx;
   m.capacity = winnow::knn_capacity(p.k);
+  m.steps = paged_stream_steps(p);
   const ir::Expr score = p.score ? p.score : ir::relu_mh(true);
   const ir::Uses u = ir::uses(score);
   codegen::PagedStreamConfig c;
@@ -208,9 +225,9 @@ std::string PagedStream::launch_info() const {
   const Impl& m = *impl_;
   if (!m.stream) return "not loaded";
   return fmt::format("paged stream: {} CTAs x {} threads, {} registers, {} bytes of shared "
-                     "memory, {} two-page stages, capacity {}, {} radix rounds",
+                     "memory, {} two-page stages, capacity {}, {} launches a call",
                      m.grid, winnow::kPagedStreamThreads, m.stream->num_registers(),
-                     m.stream_smem, kStreamStages, m.capacity, winnow::kKnnRadixRounds);
+                     m.stream_smem, kStreamStages, m.capacity, m.steps.size());
 }
 
 void PagedStream::execute(const PagedInputs& in, int64_t B, const TensorView& out_indices,
@@ -247,7 +264,8 @@ void PagedStream::execute(const PagedInputs& in, int64_t B, const TensorView& ou
               "cuMemsetD32Async (counters)");
     return;
   }
-  winnow::PagedStreamParams a = paged_stream_params(p, in, B, out_indices, workspace, m.select_stage);
+  winnow::PagedStreamParams a =
+      paged_stream_params(p, in, B, out_indices, workspace, m.select_stage, m.grid);
   winnow::KnnParams& k = a.knn;
   // The cache as [num_blocks * 66, 128] bytes: block b's keys and scales are rows 66 b ..
   TensorView rows_view = contiguous_view(in.cache.data, DType::U8,
@@ -262,15 +280,17 @@ void PagedStream::execute(const PagedInputs& in, int64_t B, const TensorView& ou
     kernel.launch(grid, 1, threads, stream, av, after_own && m.programmatic);
     after_own = true;
   };
-  launch(*m.prepare, 1, winnow::kPagedPrepareThreads, args);
-  k.sample_pass = 1;
-  launch(*m.stream, unsigned(m.grid), winnow::kPagedStreamThreads, stream_args);
-  k.sample_pass = 0;
-  launch(*m.threshold, rows, winnow::kKnnSelectThreads, args);
-  for (int round = 0; round <= winnow::kKnnRadixRounds; ++round) {
-    k.round = round;
-    launch(*m.stream, unsigned(m.grid), winnow::kPagedStreamThreads, stream_args);
-    launch(*m.select, rows, winnow::kKnnSelectThreads, args);
+  for (const PagedStreamStep& s : m.steps) {
+    k.sample_pass = s.sample ? 1 : 0;
+    k.round = s.round;
+    switch (s.kernel) {
+      case PagedStreamStep::Prepare: launch(*m.prepare, 1, winnow::kPagedPrepareThreads, args); break;
+      case PagedStreamStep::Stream:
+        launch(*m.stream, unsigned(m.grid), winnow::kPagedStreamThreads, stream_args);
+        break;
+      case PagedStreamStep::Threshold: launch(*m.threshold, rows, winnow::kKnnSelectThreads, args); break;
+      case PagedStreamStep::Select: launch(*m.select, rows, winnow::kKnnSelectThreads, args); break;
+    }
   }
 }
 

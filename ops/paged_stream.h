@@ -2,10 +2,13 @@
 // retrieval mode's sample -> threshold -> filter stream -> exact select per query row, over
 // the paged cache read in place (no gathered copy), with a grid that never depends on the
 // lengths. Opt-in until it has run on a GPU: PagedProblem::stream or WINNOW_PAGED_STREAM=1.
-// Launches per call (each after the first may start while the one before it ends:
-// programmatic dependent launch): prepare (1 CTA), the sample pass, the thresholds (a CTA
-// per row), then round 0 and the kKnnRadixRounds radix rounds, each a stream and a select
-// (a round with nothing to rerun ends at once).
+// Launches per call (paged_stream_steps; each after the first may start while the one
+// before it ends: programmatic dependent launch): prepare (1 CTA), the sample pass, the
+// thresholds (a CTA per row), then round 0 and the kKnnRadixRounds radix rounds, each a
+// stream and a select (a round with nothing to rerun ends at once). A plan whose longest
+// window fits the candidate list needs no sample and no fallback round (prepare, stream,
+// select), and one whose longest window fits in k unsorted scores nothing (prepare,
+// select): the plan's maximum length decides, never the call's lengths.
 #pragma once
 #include <cuda.h>
 
@@ -33,10 +36,21 @@ void validate_paged_stream_problem(const PagedProblem& p);
 // The kernels' arguments for one call (tensors validated; B requests) over `workspace` of
 // paged_stream_workspace_bytes(p): the op's own setup, which the CPU emulation of the
 // kernels (tests/test_paged_stream_emulated.cpp) runs with host memory too.
-// select_stage: the per-row kernels' staging bytes (knn_select_stage_bytes).
+// select_stage: the per-row kernels' staging bytes (knn_select_stage_bytes); stream_ctas:
+// the stream's grid.
 winnow::PagedStreamParams paged_stream_params(const PagedProblem& p, const PagedInputs& in,
                                               int64_t B, const TensorView& out_indices,
-                                              void* workspace, long select_stage);
+                                              void* workspace, long select_stage, int stream_ctas);
+
+// One launch of a call: which kernel, and the sample pass / round it runs.
+struct PagedStreamStep {
+  enum Kernel { Prepare, Stream, Threshold, Select } kernel;
+  bool sample = false;  // Stream: the sample pass
+  int round = 0;        // Stream (not the sample pass) and Select: knn.round
+};
+// The launches of every call of plan p, in order (the op's execute and the CPU emulation
+// run the same list).
+std::vector<PagedStreamStep> paged_stream_steps(const PagedProblem& p);
 size_t paged_stream_workspace_bytes(const PagedProblem& p);
 
 class PagedStream {

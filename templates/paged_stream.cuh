@@ -1,7 +1,10 @@
 // The stream path's page stream (templates/paged_stream_params.cuh): a fixed grid whose
-// CTAs take work items (up to kPagedChunkPages pages of one request) from an atomic counter,
-// so that a batch mixing 1K and 1M contexts spreads its pages evenly over the SMs whatever
-// the lengths. The producer warp takes the items and brings each page's 64 keys and 64
+// CTA c streams the c-th of stream_ctas equal shares of the pass's pages, taken in request
+// order (prefix sums from the prepare kernel), so that a batch mixing 1K and 1M contexts
+// spreads its pages evenly over the SMs whatever the lengths, and a CTA loads the q rows
+// of only the one or two requests its share spans (a request switch stalls both math
+// warpgroups: session 25's items of 8 pages from an atomic counter switched at almost
+// every item). The producer warp brings each page's 64 keys and 64
 // scales by TMA (one 66-row box of the cache viewed as [num_blocks * 66, 128] bytes) into a
 // ring of two-page stages; math warpgroup h scores page h of a stage on wgmma m64n64 (64
 // keys x 64 heads, the row's q as the B operand in shared memory), one row of the request
@@ -48,66 +51,71 @@ __device__ __forceinline__ void paged_wait(u64* bar, unsigned parity) {
 #endif
 }
 
-// The producer: lane 0 of warp 8. Takes items until the pass has none left, then marks the
-// next stage as the end.
+// The producer: lane 0 of warp 8. Streams this CTA's share of the pass's pages (request
+// order, two pages of one request a stage), then marks the next stage as the end.
 template <class C>
 __device__ void paged_produce(const PagedStreamParams& ps, const TmaMap* cmap, unsigned char* ring,
-                              PagedStage* meta, u64* full, u64* empty, bool sample, int pass) {
+                              PagedStage* meta, u64* full, u64* empty, bool sample) {
   constexpr int ST = C::kStages, NN = C::kNextN;
   const KnnParams& p = ps.knn;
-  const int* item_off = ps.item_offset + (sample ? 0 : ps.batch + 1);
-  const unsigned total = unsigned(item_off[ps.batch]);
+  const int* off = ps.page_offset + (sample ? 0 : ps.batch + 1);
+  const long long total = off[ps.batch];
+  const int cta = int(blockIdx.x), ctas = ps.stream_ctas;
+  const int begin = int(total * cta / ctas), end = int(total * (cta + 1) / ctas);
   tma_prefetch(cmap);
   unsigned pos = 0;
-  for (;;) {
-    const unsigned item = atomicAdd(ps.item_counter + pass, 1u);
-    if (item >= total) break;
-    // The item's request: the last r with item_off[r] <= item.
-    int lo = 0, hi = ps.batch - 1;
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) / 2;
-      if (unsigned(item_off[mid]) <= item) lo = mid; else hi = mid - 1;
+  // The request of the share's first page: the last r with off[r] <= begin.
+  int r = 0;
+  if (begin < end) {
+    int hi = ps.batch - 1;
+    while (r < hi) {
+      const int mid = (r + hi + 1) / 2;
+      if (off[mid] <= begin) r = mid; else hi = mid - 1;
     }
-    const int r = lo;
+  }
+  for (int gp = begin; gp < end;) {
+    while (off[r + 1] <= gp) ++r;  // requests with no page of this pass are passed over
+    const int req_end = min(end, off[r + 1]);
     if (!sample && p.round > 0) {  // a fallback round streams only what it reruns
       bool rerun = false;
       for (int j = 0; j < NN; ++j) rerun = rerun || p.rows[r * NN + j].retry != 0;
-      if (!rerun) continue;
-    }
-    const int pages = ps.req_pages[r], sampled = ps.req_sample_pages[r];
-    const int list = sample ? sampled : pages;
-    const int first = int(item - unsigned(item_off[r])) * kPagedChunkPages;
-    const int count = min(kPagedChunkPages, list - first);
-    for (int s = 0; s < count; s += 2, ++pos) {
-      const RingSlot slot = ring_slot(pos, ST);
-      paged_wait(empty + slot.stage, slot.parity ^ 1u);
-      PagedStage& m = meta[slot.stage];
-      m.request = r;
-      m.first = first + s;
-      m.count = min(2, count - s);
-      long long block[2] = {0, 0};  // registers: the loops below are unrolled
-      unsigned bytes = 0;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        if (h >= m.count) break;
-        const int page = sample ? paged_sample_page(first + s + h, sampled, pages) : first + s + h;
-        block[h] = ps.block_table[(long long)r * ps.block_table_stride + page];
-        m.page[h] = page;
-        m.ok[h] = block[h] >= 0 && block[h] < ps.num_blocks;
-        if (!m.ok[h]) ps.bad[r] = 1u;
-        bytes += m.ok[h] ? unsigned(kPagedBoxBytes) : 0u;
-      }
-      if (bytes == 0) {
-        mbarrier_arrive(full + slot.stage);
+      if (!rerun) {
+        gp = req_end;
         continue;
       }
-      mbarrier_arrive_expect_tx(full + slot.stage, bytes);
+    }
+    const int pages = ps.req_pages[r], sampled = ps.req_sample_pages[r];
+    const int first = gp - off[r];
+    const int count = min(2, req_end - gp);
+    gp += count;
+    const RingSlot slot = ring_slot(pos++, ST);
+    paged_wait(empty + slot.stage, slot.parity ^ 1u);
+    PagedStage& m = meta[slot.stage];
+    m.request = r;
+    m.first = first;
+    m.count = count;
+    long long block[2] = {0, 0};  // registers: the loops below are unrolled
+    unsigned bytes = 0;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        if (h < m.count && m.ok[h])
-          tma_load_2d(ring + slot.stage * kPagedStageBytes + h * kPagedHalfBytes, cmap,
-                      full + slot.stage, 0, int(block[h] * kPagedBoxRows));
-      }
+    for (int h = 0; h < 2; ++h) {
+      if (h >= count) break;
+      const int page = sample ? paged_sample_page(first + h, sampled, pages) : first + h;
+      block[h] = ps.block_table[(long long)r * ps.block_table_stride + page];
+      m.page[h] = page;
+      m.ok[h] = block[h] >= 0 && block[h] < ps.num_blocks;
+      if (!m.ok[h]) ps.bad[r] = 1u;
+      bytes += m.ok[h] ? unsigned(kPagedBoxBytes) : 0u;
+    }
+    if (bytes == 0) {
+      mbarrier_arrive(full + slot.stage);
+      continue;
+    }
+    mbarrier_arrive_expect_tx(full + slot.stage, bytes);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (h < count && m.ok[h])
+        tma_load_2d(ring + slot.stage * kPagedStageBytes + h * kPagedHalfBytes, cmap,
+                    full + slot.stage, 0, int(block[h] * kPagedBoxRows));
     }
   }
   const RingSlot slot = ring_slot(pos, ST);
@@ -125,7 +133,6 @@ __device__ void paged_stream(const PagedStreamParams& ps, const TmaMap* cmap, un
                 "the stream path: 64 heads of fp8, a head-sum score");
   const KnnParams& p = ps.knn;
   const bool sample = p.sample_pass != 0;
-  const int pass = sample ? 0 : 1 + p.round;
   grid_dependency_wait();
   // A fallback round with no row to rerun ends at once (the same word for every thread).
   if (!sample && p.round > 0 && p.counters[kKnnRoundRows + p.round] == 0) return;
@@ -152,7 +159,7 @@ __device__ void paged_stream(const PagedStreamParams& ps, const TmaMap* cmap, un
   __syncthreads();
   const int warp_all = tid >> 5, lane = tid & 31;
   if (warp_all == 8) {
-    if (lane == 0) paged_produce<C>(ps, cmap, ring, meta, full, empty, sample, pass);
+    if (lane == 0) paged_produce<C>(ps, cmap, ring, meta, full, empty, sample);
     return;
   }
 

@@ -4,8 +4,9 @@
 //
 // The path is the retrieval mode's (templates/knn_stream.cuh, knn_select.cuh) per query
 // row instead of per batch of 64 queries: a sample of each long request's pages sets each
-// row's first threshold, one fixed-grid stream over work items of up to kPagedChunkPages
-// pages of one request (every row of the request scored on each page) appends the keys at
+// row's first threshold, one fixed-grid stream whose CTA c takes the c-th equal share of
+// all the pass's pages in request order (every row of the request scored on each page;
+// a share spans one or two requests, so the q rows are loaded once or twice) appends the keys at
 // or above the row's threshold to the row's CandidateList, and the retrieval mode's exact
 // select and radix fallback rounds (knn_select_row) answer each row. Rows whose window fits
 // in k (unsorted) are every key of the window in position order: never scored.
@@ -17,9 +18,6 @@
 
 namespace winnow {
 
-// A work item: up to this many pages of one request (the q copy into shared memory is paid
-// once per item at most: 8 pages = 66 KB of keys against at most 32 KB of q).
-inline constexpr int kPagedChunkPages = 8;
 // A ring stage holds two pages, one per math warpgroup (wgmma M = 64 keys = a page); a
 // page's box is its 64 key rows and the 2 rows of its scales (the cache viewed as
 // [num_blocks * 66, 128] bytes), at a 1024-byte aligned place (the 128-byte swizzle).
@@ -32,8 +30,6 @@ inline constexpr int kPagedHeads = 64;                // wgmma N: the engines' h
 // The sample of one request: at most this many pages (8192 keys).
 inline constexpr int kPagedMaxSamplePages = 128;
 inline constexpr int kPagedMinSamplePages = 8;
-// Launches of the stream per call: the sample pass, then round 0 and the radix rounds.
-inline constexpr int kPagedPasses = 2 + kKnnRadixRounds;
 // The prepare kernel: one CTA.
 inline constexpr int kPagedPrepareThreads = 1024;
 
@@ -59,8 +55,8 @@ struct PagedStreamParams {
   int* row_flags;           // [B * next_n]: kPagedRow*
   int* req_pages;           // [B]: pages the filter streams (0: no row filters)
   int* req_sample_pages;    // [B]: pages of the sample (0: none)
-  int* item_offset;         // [2][B + 1]: the sample's, then the filter's work items
-  unsigned* item_counter;   // [kPagedPasses]: the next item of each launch of the stream
+  int* page_offset;         // [2][B + 1]: prefix sums of the sample's, then the filter's pages
+  int stream_ctas;          // the stream's grid: CTA c streams the c-th share of the pages
   unsigned* bad;            // [B]: a block table entry outside the cache was met
 };
 

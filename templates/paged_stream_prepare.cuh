@@ -1,10 +1,12 @@
 // The stream path's first launch (templates/paged_stream_params.cuh): one CTA reads every
 // request's lengths on the device and writes the call's plan: each row's visible keys and
 // whether it is filtered (rows whose window fits in k, unsorted, are answered by position
-// alone), each request's pages to stream and its sample's pages, and the work items of the
-// sample pass and of the filter as prefix sums; it clears the call's counters, item
-// counters and bad-block flags. A request whose length is negative or above max_keys is
-// bad (its rows are -1, counted as bad windows by the select).
+// alone), each request's pages to stream and its sample's pages, and the pages of the
+// sample pass and of the filter as prefix sums (the stream's CTAs split them evenly); it
+// clears the call's counters and bad-block flags and sets every row's state to threshold
+// 0 (every key; the threshold launch raises the sampled rows', where the call has one). A
+// request whose length is negative or above max_keys is bad (its rows are -1, counted as
+// bad windows by the select).
 #pragma once
 #include "winnow/knn_params.cuh"
 #include "winnow/paged_cache.cuh"
@@ -21,15 +23,15 @@ __device__ void paged_stream_prepare(const PagedStreamParams& p) {
   const int tid = threadIdx.x;
   if (tid == 0) {
     carry[0] = carry[1] = 0;
-    p.item_offset[0] = 0;
-    p.item_offset[p.batch + 1] = 0;
+    p.page_offset[0] = 0;
+    p.page_offset[p.batch + 1] = 0;
   }
   for (int i = tid; i < 64; i += THREADS) p.knn.counters[i] = 0u;
-  for (int i = tid; i < kPagedPasses; i += THREADS) p.item_counter[i] = 0u;
+  for (int i = tid; i < p.batch * p.next_n; i += THREADS) p.knn.rows[i] = KnnRowState{};
   __syncthreads();
   for (int r0 = 0; r0 < p.batch; r0 += THREADS) {
     const int r = r0 + tid;
-    int items[2] = {0, 0};
+    int share[2] = {0, 0};  // the request's pages in the sample pass and in the filter
     if (r < p.batch) {
       const int* lens = p.context_lens + (long long)r * p.lens_stride;
       const bool per_query = p.lens_per_query != 0;
@@ -53,11 +55,11 @@ __device__ void paged_stream_prepare(const PagedStreamParams& p) {
       p.req_pages[r] = pages;
       p.req_sample_pages[r] = sampled;
       p.bad[r] = 0u;
-      items[0] = (sampled + kPagedChunkPages - 1) / kPagedChunkPages;
-      items[1] = (pages + kPagedChunkPages - 1) / kPagedChunkPages;
+      share[0] = sampled;
+      share[1] = pages;
     }
-    scan[0][tid] = items[0];
-    scan[1][tid] = items[1];
+    scan[0][tid] = share[0];
+    scan[1][tid] = share[1];
     __syncthreads();
     // Inclusive scans (Hillis-Steele): THREADS is at most 1024, so ten steps.
     for (int d = 1; d < THREADS; d *= 2) {
@@ -68,8 +70,8 @@ __device__ void paged_stream_prepare(const PagedStreamParams& p) {
       __syncthreads();
     }
     if (r < p.batch) {
-      p.item_offset[r + 1] = carry[0] + scan[0][tid];
-      p.item_offset[p.batch + 1 + r + 1] = carry[1] + scan[1][tid];
+      p.page_offset[r + 1] = carry[0] + scan[0][tid];
+      p.page_offset[p.batch + 1 + r + 1] = carry[1] + scan[1][tid];
     }
     __syncthreads();
     if (tid == THREADS - 1) {

@@ -1,6 +1,6 @@
 // The paged decode op's stream path (WINNOW_PAGED_STREAM=1; templates/paged_stream*.cuh)
 // run on the CPU (tests/emu/cuda_emulation.h): the prepare kernel, the sample pass and the
-// filter of the page stream (the producer's item counter and TMA boxes of the cache, wgmma
+// filter of the page stream (the producer's share of the pages and TMA boxes of the cache, wgmma
 // m64n64 per row, the head sums), the per-row thresholds, and the retrieval mode's exact
 // select with its radix fallback rounds, launched in the op's order with the op's
 // arguments. Every row must equal the CPU reference (testing/paged_reference.h): position
@@ -78,8 +78,9 @@ Outcome run_stream(const ops::PagedProblem& prob, const ops::PagedHostData& d, c
                         : ops::contiguous_view(at(d.context_lens), ops::DType::I32, {B});
   in.weights = ops::contiguous_view(at(d.w), ops::DType::F32, {rows, 64});
   const ops::TensorView out_view = ops::contiguous_view(out.indices.data(), ops::DType::I32, {rows, K});
+  // The stream on two CTAs, each streaming its half of the pages.
   PagedStreamParams ps = ops::paged_stream_params(prob, in, B, out_view, ws,
-                                                  knn_select_stage_bytes(K, kEmuSelectLimit));
+                                                  knn_select_stage_bytes(K, kEmuSelectLimit), 2);
   KnnParams& p = ps.knn;
   const TmaMap cmap = emu_key_tensor_map(d.cache.data(), d.num_blocks * kPagedBoxRows, 128, 128,
                                          kPagedBoxRows);
@@ -87,30 +88,38 @@ Outcome run_stream(const ops::PagedProblem& prob, const ops::PagedHostData& d, c
   const size_t select_smem = size_t(knn_select_smem_bytes(K) + p.stage_bytes);
   std::vector<KnnRowState> row_states;  // the hook's view of the row states
 
-  winnow_emu::launch(1, 1, kPagedPrepareThreads, [&] { paged_stream_prepare<kPagedPrepareThreads>(ps); });
-  // The stream on two CTAs: the first takes every item, the second finds none left.
-  auto stream = [&] {
-    winnow_emu::launch_clusters(2, 1, kPagedStreamThreads, stream_smem, [&](unsigned char* smem) {
-      paged_stream<C, EmuStreamScore>(ps, &cmap, smem);
-    });
-  };
   auto per_row = [&](auto body) {
     if (rows > 0) winnow_emu::launch_clusters(unsigned(rows), 1, kKnnSelectThreads, select_smem, body);
   };
-  p.sample_pass = 1;
-  stream();
-  p.sample_pass = 0;
-  per_row([&](unsigned char* smem) { paged_stream_threshold<C>(ps, smem); });
-  if (hook) {
-    row_states.assign(p.rows, p.rows + rows);
-    hook(row_states);
-    std::copy(row_states.begin(), row_states.end(), p.rows);
+  // The op's launches (ops::paged_stream_steps), in its order.
+  using Step = ops::PagedStreamStep;
+  for (const Step& s : ops::paged_stream_steps(prob)) {
+    p.sample_pass = s.sample ? 1 : 0;
+    p.round = s.round;
+    switch (s.kernel) {
+      case Step::Prepare:
+        winnow_emu::launch(1, 1, kPagedPrepareThreads, [&] { paged_stream_prepare<kPagedPrepareThreads>(ps); });
+        break;
+      case Step::Stream:
+        winnow_emu::launch_clusters(2, 1, kPagedStreamThreads, stream_smem, [&](unsigned char* smem) {
+          paged_stream<C, EmuStreamScore>(ps, &cmap, smem);
+        });
+        break;
+      case Step::Threshold:
+        per_row([&](unsigned char* smem) { paged_stream_threshold<C>(ps, smem); });
+        if (hook) {  // the adversarial cases' thresholds
+          row_states.assign(p.rows, p.rows + rows);
+          hook(row_states);
+          std::copy(row_states.begin(), row_states.end(), p.rows);
+        }
+        break;
+      case Step::Select:
+        per_row([&](unsigned char* smem) { paged_stream_select<C>(ps, smem); });
+        break;
+    }
   }
-  for (int round = 0; round <= C::kRounds; ++round) {
-    p.round = round;
-    stream();
-    per_row([&](unsigned char* smem) { paged_stream_select<C>(ps, smem); });
-  }
+  // A hook lowers the thresholds the threshold launch set: its plan must have that launch.
+  if (hook) REQUIRE(!row_states.empty());
   std::copy(p.counters, p.counters + 64, out.counters);
   return out;
 }
@@ -161,6 +170,20 @@ TEST_CASE("emulated paged stream: edge lengths equal the reference position for 
     const Outcome o = run_stream<EmuStreamConfig<2, 64>>(p, d);
     check_rows(p, d, o, true);
     CHECK(o.counters[1] == 0);
+  }
+  SECTION("k 64 next_n 2 at the same lengths, a plan of 70 pages: sample, thresholds, all rounds") {
+    const auto p = stream_problem(64, 2, 8, 70);
+    REQUIRE(ops::paged_stream_steps(p).size() == size_t(3 + 2 * (kKnnRadixRounds + 1)));
+    const auto d = ops::random_paged_data(p, {0, 1, 63, 64, 65, 130, 200, 511}, rng, opt);
+    const Outcome o = run_stream<EmuStreamConfig<2, 64>>(p, d);
+    check_rows(p, d, o, true);
+    CHECK(o.counters[1] == 0);
+  }
+  SECTION("k 128 next_n 2, a plan of 2 pages: every window fits in k, nothing streamed") {
+    const auto p = stream_problem(128, 2, 5, 2);
+    REQUIRE(ops::paged_stream_steps(p).size() == 2);
+    const auto d = ops::random_paged_data(p, {0, 1, 64, 100, 128}, rng, opt);
+    check_rows(p, d, run_stream<EmuStreamConfig<2, 128>>(p, d), true);
   }
   SECTION("k 1 next_n 1: every length above k filtered") {
     const auto p = stream_problem(1, 1, 4, 4);
