@@ -1,7 +1,8 @@
 // The paged decode op's stream path (issue 18; templates/paged_stream_params.cuh): the
 // retrieval mode's sample -> threshold -> filter stream -> exact select per query row, over
 // the paged cache read in place (no gathered copy), with a grid that never depends on the
-// lengths. Opt-in until it has run on a GPU: PagedProblem::stream or WINNOW_PAGED_STREAM=1.
+// lengths. The op's path wherever it can run (64 heads, sm_90a, a head-sum score) unless
+// WINNOW_PAGED_STREAM=0; PagedProblem::stream asks for it (and refuses other problems).
 // Launches per call (paged_stream_steps; each after the first may start while the one
 // before it ends: programmatic dependent launch): prepare (1 CTA), the sample pass, the
 // thresholds (a CTA per row), then round 0 and the kKnnRadixRounds radix rounds, each a
@@ -26,9 +27,9 @@ namespace winnow::ops {
 
 // Why the stream path cannot run p ("" when it can): 64 heads, sm_90a, a head-sum score.
 std::string paged_stream_unsuited(const PagedProblem& p);
-// Whether the op takes the stream path: p.stream (then an unsuited problem is refused), or
-// WINNOW_PAGED_STREAM=1 where the problem suits it ("0" or unset: the default path; any
-// other value is an InvalidArgument).
+// Whether the op takes the stream path: p.stream (then an unsuited problem is refused), else
+// wherever the problem suits it unless WINNOW_PAGED_STREAM=0 (the gathered path; "1" or unset:
+// the stream path where it suits; any other value is an InvalidArgument).
 bool paged_stream_chosen(const PagedProblem& p);
 // Refuses a problem the stream path cannot run (NotSupported, saying why).
 void validate_paged_stream_problem(const PagedProblem& p);

@@ -176,7 +176,7 @@ TEST_CASE("paged decode tensors are checked with messages", "[decode]") {
 TEST_CASE("paged decode compiles for sm_90a and sm_100a without a GPU", "[nvrtc][decode]") {
   const char* arch = GENERATE("sm_90a", "sm_100a");
   INFO(arch);
-  test::ScopedEnv gather("WINNOW_PAGED_STREAM", nullptr);  // this path's modules, in any suite
+  test::ScopedEnv gather("WINNOW_PAGED_STREAM", "0");  // the gathered path's modules, in any suite
   auto p = decode_problem(64, 2048, 2, 64, 1024);
   p.arch = backend::parse_arch(arch);
   auto op = ops::PagedTopkOp::create(p, nullptr);

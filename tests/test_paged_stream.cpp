@@ -18,11 +18,17 @@
 using namespace winnow;
 using test::decode_problem;
 
-TEST_CASE("paged decode stream path: chosen by the problem or WINNOW_PAGED_STREAM", "[decode]") {
+TEST_CASE("paged decode stream path: the default where it can run, WINNOW_PAGED_STREAM=0 leaves it",
+          "[decode]") {
   auto p = decode_problem(64, 2048, 2, 8, 16);
   {
-    test::ScopedEnv off("WINNOW_PAGED_STREAM", nullptr);
-    CHECK_FALSE(ops::PagedTopkOp::create(p, nullptr)->stream());
+    test::ScopedEnv unset("WINNOW_PAGED_STREAM", nullptr);
+    CHECK(ops::PagedTopkOp::create(p, nullptr)->stream());
+    // Problems it cannot run keep the gathered path without a word.
+    CHECK_FALSE(ops::PagedTopkOp::create(decode_problem(32, 2048, 2, 8, 16), nullptr)->stream());
+    auto q = p;
+    q.arch = backend::parse_arch("sm_100a");
+    CHECK_FALSE(ops::PagedTopkOp::create(q, nullptr)->stream());
   }
   {
     test::ScopedEnv on("WINNOW_PAGED_STREAM", "1");
@@ -167,6 +173,33 @@ TEST_CASE("paged decode stream path equals the reference: edge lengths at next_n
   ops::PagedDataOptions ties;
   ties.levels = 2;
   test::check_paged_on_gpu(p, {0, 1, 63, k, k + 1, 8193, 9000, 10239}, ties);
+}
+
+TEST_CASE("paged decode stream path equals the reference: plans of 2, 3 and 19 launches, k = 8192 sorted",
+          "[gpu][decode]") {
+  WINNOW_REQUIRE_GPU();
+  // The plan's longest window decides the launches (ops::paged_stream_steps): within k
+  // (unsorted) nothing is scored; within the list (capacity 8192 at k = 2048) no sample and
+  // no fallback round; past it, all of them.
+  struct Case {
+    int k, max_blocks;
+    bool sorted;
+    size_t launches;
+    std::vector<int> lens;
+  };
+  const int full = 3 + 2 * (kKnnRadixRounds + 1);
+  const Case c = GENERATE_COPY(Case{2048, 32, false, 2, {0, 1, 64, 2047, 2048}},
+                               Case{2048, 128, false, 3, {0, 1, 2047, 2048, 2049, 5000, 8191, 8192}},
+                               Case{2048, 128, true, 3, {0, 1, 2048, 8192, 100}},
+                               Case{8192, 600, true, size_t(full), {0, 100, 8191, 8193, 20000, 38400}});
+  INFO("k " << c.k << " max_blocks " << c.max_blocks << " sorted " << c.sorted);
+  auto p = stream_problem(c.k, 1, 8, c.max_blocks);
+  p.sorted = c.sorted;
+  REQUIRE(ops::paged_stream_steps(p).size() == c.launches);
+  test::check_paged_on_gpu(p, c.lens);
+  ops::PagedDataOptions ties;
+  ties.levels = 2;
+  test::check_paged_on_gpu(p, c.lens, ties);
 }
 
 TEST_CASE("paged decode stream path equals the reference: random and mixed lengths with ties and "

@@ -166,6 +166,7 @@ TEST_CASE("emulated paged stream: edge lengths equal the reference position for 
   opt.levels = 3;  // integer inputs: exact scores, heavy ties
   SECTION("k 64 next_n 2 at len 0 1 63 64 65 130 200 511") {
     const auto p = stream_problem(64, 2, 8, 8);
+    REQUIRE(ops::paged_stream_steps(p).size() == 3);  // within the list: no sample, no fallback
     const auto d = ops::random_paged_data(p, {0, 1, 63, 64, 65, 130, 200, 511}, rng, opt);
     const Outcome o = run_stream<EmuStreamConfig<2, 64>>(p, d);
     check_rows(p, d, o, true);
