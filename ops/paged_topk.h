@@ -48,9 +48,10 @@ struct PagedProblem {
   bool sorted = false;
   backend::Arch arch;
   int key_splits = 0;  // as TopkProblem::key_splits
-  // The stream path (ops/paged_stream.h: per-row sample, threshold, filter stream over the
-  // cache in place, exact select; 64 heads, sm_90a, head-sum programs). Also chosen by
-  // WINNOW_PAGED_STREAM=1. Opt-in until it has run on a GPU.
+  // Asks for the stream path (ops/paged_stream.h: per-row sample, threshold, filter stream
+  // over the cache in place, exact select; 64 heads, sm_90a, head-sum programs) and refuses
+  // a problem it cannot run. false: the stream path wherever it runs unless
+  // WINNOW_PAGED_STREAM=0 (paged_stream_chosen), else the gathered path.
   bool stream = false;
 };
 
@@ -75,8 +76,8 @@ class PagedTopkOp {
   ~PagedTopkOp();
 
   const PagedProblem& problem() const;
-  // Whether this op takes the stream path (PagedProblem::stream or WINNOW_PAGED_STREAM=1 at
-  // create): then it has no top-k op and no gather module (topk() throws NotSupported).
+  // Whether this op takes the stream path (ops::paged_stream_chosen at create): then it has
+  // no top-k op and no gather module (topk() throws NotSupported).
   bool stream() const;
   const std::string& stream_source() const;  // the stream module's stub ("" otherwise)
   const std::vector<char>& stream_cubin() const;

@@ -63,9 +63,9 @@ constexpr std::array<EnvVar, 22> kRegistry{{
     {"WINNOW_NVRTC_OPTIONS", true, "extra NVRTC options, whitespace-separated"},
     // Picks between two paths whose kernels have their own keys: no key input needed.
     {"WINNOW_PAGED_STREAM", false,
-     "\"1\" runs the paged decode op on its stream path wherever it fits (64 heads, sm_90a, "
-     "head-sum scores: per-row sample, threshold, filter stream over the cache in place, "
-     "exact select; opt-in until run on a GPU)"},
+     "the paged decode op's path: unset or \"1\" the stream path wherever it fits (64 heads, "
+     "sm_90a, head-sum scores: per-row sample, threshold, filter stream over the cache in "
+     "place, exact select), \"0\" the gathered path (copy of the touched pages + fused top-k)"},
     // Changes the plan, which is part of the key (the describe() text): no key input.
     // Writes what compiles; changes no kernel: no key input.
     {"WINNOW_RECORD_COMPILES", false,

@@ -24,6 +24,7 @@
 
 #include "compiler/backend/backend.h"
 #include "compiler/build_id.h"
+#include "ops/paged_stream.h"
 #include "ops/paged_topk.h"
 #include "runtime/kernel_cache.h"
 #include "testing/paged_reference.h"
@@ -41,8 +42,9 @@ constexpr const char* kHelp = R"(winnow bench dsa-decode [options]
 
 The paged decode indexer top-k: relu_mh with the cache's key scales, H=64, d=128, q fp8
 [B, next_n, 64, 128], the engines' cache uint8 [blocks, 64, 1, 132], block tables and
-lengths on the device. Times the fused op ("winnow"; "winnow-stream" under WINNOW_PAGED_STREAM=1, the stream
-path) against winnow's score-only kernel
+lengths on the device. Times the fused op ("winnow-stream": the stream path, the default on
+sm_90a; "winnow": the gathered path, under WINNOW_PAGED_STREAM=0 or where the stream path
+cannot run) against winnow's score-only kernel
 writing the [B * next_n, max_len] logits ("materialize", keys shared by the requests: a
 lower bound of a paged materialize), the torch baselines of --baselines and the floor of
 reading the touched cache once. One JSON record per (shape, impl) on stdout; a table on
@@ -520,10 +522,12 @@ int bench_decode_main(int argc, char** argv) {
         json_bool(c.exact()), r.fallbacks, r.bad_windows, c.rows_checked, c.rows_differing,
         c.rows_malformed, r.workspace, rotations);
     if (s.graph) fields += ", \"goal_ms\": 0.012";
-    // The path (WINNOW_PAGED_STREAM=1: the stream path, its own impl names) and its launches.
+    // The path (its own impl names) and its launches; the variable that chose the gathered
+    // path where the stream path could run.
     fields += fmt::format(", \"path\": \"{}\", \"launch\": {}", op->stream() ? "stream" : "gather",
                           json_string(op->launch_info()));
-    if (op->stream()) fields += ", \"variant\": \"WINNOW_PAGED_STREAM=1\"";
+    if (!op->stream() && ops::paged_stream_unsuited(op->problem()).empty())
+      fields += ", \"variant\": \"WINNOW_PAGED_STREAM=0\"";
     std::optional<Timing> mat;
     if (!s.graph) mat = run_materialize(a, in, s, ctx, cache, *be);
     const int64_t rows = s.batch() * a.next_n;

@@ -55,7 +55,7 @@ Options:
                      CSR) or block-attention (block-sparse attention); the block ops
                      take --heads (32), --kv-heads (8), --dim (128) and --max-seq-len;
                      paged-stream: the paged decode op's stream path
-                     (WINNOW_PAGED_STREAM=1; 64 heads, relu_mh or --expr, --k,
+                     (the default on sm_90a; 64 heads, relu_mh or --expr, --k,
                      --sorted, --next-n)
   --next-n N         paged-stream: queries per request, 1..4 (default 1)
   --heads H          query heads per row (default 64 for relu_mh and --expr, else 1)
