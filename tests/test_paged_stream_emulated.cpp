@@ -164,21 +164,17 @@ TEST_CASE("emulated paged stream: edge lengths equal the reference position for 
   std::mt19937_64 rng(seed);
   ops::PagedDataOptions opt;
   opt.levels = 3;  // integer inputs: exact scores, heavy ties
-  SECTION("k 64 next_n 2 at len 0 1 63 64 65 130 200 511") {
-    const auto p = stream_problem(64, 2, 8, 8);
-    REQUIRE(ops::paged_stream_steps(p).size() == 3);  // within the list: no sample, no fallback
-    const auto d = ops::random_paged_data(p, {0, 1, 63, 64, 65, 130, 200, 511}, rng, opt);
-    const Outcome o = run_stream<EmuStreamConfig<2, 64>>(p, d);
-    check_rows(p, d, o, true);
-    CHECK(o.counters[1] == 0);
-  }
-  SECTION("k 64 next_n 2 at the same lengths, a plan of 70 pages: sample, thresholds, all rounds") {
-    const auto p = stream_problem(64, 2, 8, 70);
-    REQUIRE(ops::paged_stream_steps(p).size() == size_t(3 + 2 * (kKnnRadixRounds + 1)));
-    const auto d = ops::random_paged_data(p, {0, 1, 63, 64, 65, 130, 200, 511}, rng, opt);
-    const Outcome o = run_stream<EmuStreamConfig<2, 64>>(p, d);
-    check_rows(p, d, o, true);
-    CHECK(o.counters[1] == 0);
+  SECTION("k 64 next_n 2 at len 0 1 63 64 65 130 200 511, plans of 8 and 70 pages") {
+    // 8 pages: within the list (no sample, no fallback); 70: sample, thresholds, all rounds.
+    for (const auto [blocks, launches] : {std::pair{8, 3}, std::pair{70, 3 + 2 * (kKnnRadixRounds + 1)}}) {
+      INFO("plan of " << blocks << " pages");
+      const auto p = stream_problem(64, 2, 8, blocks);
+      REQUIRE(ops::paged_stream_steps(p).size() == size_t(launches));
+      const auto d = ops::random_paged_data(p, {0, 1, 63, 64, 65, 130, 200, 511}, rng, opt);
+      const Outcome o = run_stream<EmuStreamConfig<2, 64>>(p, d);
+      check_rows(p, d, o, true);
+      CHECK(o.counters[1] == 0);
+    }
   }
   SECTION("k 128 next_n 2, a plan of 2 pages: every window fits in k, nothing streamed") {
     const auto p = stream_problem(128, 2, 5, 2);
