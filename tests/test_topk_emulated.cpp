@@ -54,7 +54,6 @@ struct EmuReluConfig {
 template <int K, int CAP, int SAMPLE, bool MAT, int WINDOW, int FORM = kPlain>
 using EmuFp8 = EmuReluConfig<64, kElemE4M3, K, CAP, SAMPLE, MAT, WINDOW, FORM>;
 
-
 ops::TopkProblem emu_problem(int k, int capacity, int sample, ops::WindowKind window,
                              int heads = 64, ops::DType t = ops::DType::E4M3,
                              int form = kPlain) {
