@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# The GPU visit for the commits waiting in bench/pending/ (bench/pending/README.md): one
+# step per `run` call, each under the 600 s limit, the deciding one first.
+#
+#   bash bench/visit_pending.sh suites     # the [gpu] suite at the pending build
+#   bash bench/visit_pending.sh sanitize   # racecheck + memcheck on the changed kernels
+#   bash bench/visit_pending.sh bench      # main against pending, one run each shape
+#   bash bench/visit_pending.sh llvm       # LLVM-built against NVRTC-built kernels, and
+#                                          # NVRTC's first tier on this machine's cores
+#
+# Carry .devbin (run's carry: [".devbin"]) holding, built on the CPU machine:
+#   .devbin/{winnow,winnow_tests,winnow_c_two_contexts,libwinnow.so.0}  the pending build
+#   .devbin/main/winnow                                                 main's build (static)
+#   .devbin/llvm-cache.tar.gz   a kernel cache filled by the pending build with
+#                               WINNOW_BACKEND=llvm (bench --compile-only; step llvm)
+# Everything goes under $OUT (a step's files tarred into $OUT/<step>.tar.gz: a run returns
+# few files).
+set -o pipefail
+step=${1:?usage: visit_pending.sh suites|sanitize|bench|llvm}
+OUT=${OUT:-out}
+O=$OUT/$step
+mkdir -p "$O"
+export LD_LIBRARY_PATH=.devbin:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+t0=$SECONDS
+note() { echo "$* (at $((SECONDS - t0)) s)" | tee -a "$O/summary.txt"; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$O/gpu.txt"
+git log --oneline -1 > "$O/commit.txt" 2>/dev/null
+
+# The cases whose kernels the pending commits change: the paged stream path (settle,
+# threshold, launch trigger, page shares), every gather_best caller (knn, key splits, the
+# shard merge), the top-k sample (no 64-bit division) and the index order scan.
+CHANGED='"paged decode stream path equals*","knn retrieval: ip*","knn retrieval: heavy ties*","knn retrieval: k = N*","key splits*","sharded relu_mh*","sharded knn*","sample hint of random*","a sample threshold above*"'
+
+case "$step" in
+suites)
+  # The whole [gpu] suite in one process, default and shuffled order side by side, after a
+  # prewarm of the kernel cache (8 cases at a time), and the C program
+  # (bench/device_visit.sh; its files in $OUT/visit.tar.gz).
+  OUT=$OUT PREWARM=8 TESTS='[gpu]' TT=${TT:-380} bash bench/device_visit.sh
+  note "suites done"
+  ;;
+sanitize)
+  # racecheck (hazards) and memcheck side by side, the large cases shrunk.
+  export WINNOW_TEST_SMALL=1
+  (WINNOW_CACHE_DIR=/tmp/c-race WINNOW_TEST_CACHE_DIR=/tmp/c-race timeout 520 "$SAN" \
+     --tool racecheck --racecheck-report hazard --print-limit 200 .devbin/winnow_tests "$CHANGED" \
+     -r console --durations yes > "$O/racecheck.txt" 2>&1; note "racecheck rc=$?") &
+  (WINNOW_CACHE_DIR=/tmp/c-mem WINNOW_TEST_CACHE_DIR=/tmp/c-mem timeout 520 "$SAN" \
+     --tool memcheck --print-limit 200 .devbin/winnow_tests "$CHANGED" \
+     -r console --durations yes > "$O/memcheck.txt" 2>&1; note "memcheck rc=$?") &
+  wait
+  grep -hE "ERROR SUMMARY|RACECHECK SUMMARY|test cases:|All tests passed" "$O"/*check.txt |
+    tee -a "$O/summary.txt"
+  ;;
+bench)
+  # main's and the pending build's binaries in one run, alternating per workload, with
+  # the torch baselines and ceilings of this visit; then ncu's per-launch durations of a
+  # decode call at 64 x 64K for both.
+  python3 bench/ceilings.py > "$O/ceilings.json" 2> "$O/ceilings.err"
+  timeout 200 python3 bench/torch_baselines.py "$O/baselines.json" \
+    --decode "64x65536:1:2048,128x4096:1:2048,63x1024+1x1048576:1:2048" 2>&1 | tail -n 4
+  note "baselines"
+  runs=("dsa-decode --B 64,128 --len 4K,64K --mixed 63x1K+1x1M --graph 1x128"
+        "knn-ip --T 1M --k 128,8192 --no-tuned" "dsa-prefill --T 64K --no-tuned")
+  for r in "${runs[@]}"; do
+    for b in main pending; do
+      bin=.devbin/winnow; [ $b = main ] && bin=.devbin/main/winnow
+      WINNOW_CACHE_DIR=/tmp/c-bench-$b timeout 150 $bin bench $r \
+        --ceilings "$O/ceilings.json" --baselines "$O/baselines.json" \
+        > "$O/bench-$b-${r%% *}.jsonl" 2> "$O/bench-$b-${r%% *}.txt"
+      note "bench $b $r rc=$?"
+    done
+  done
+  for b in main pending; do
+    bin=.devbin/winnow; [ $b = main ] && bin=.devbin/main/winnow
+    WINNOW_CACHE_DIR=/tmp/c-bench-$b timeout 120 ncu --metrics gpu__time_duration.sum \
+      $bin bench dsa-decode --B 64 --len 64K --mixed none --graph none --repeats 1 --warmup 0 \
+      > "$O/ncu-$b.txt" 2>&1
+    note "ncu $b rc=$?"
+  done
+  ;;
+llvm)
+  # The LLVM backend's kernels (a cache filled on the CPU machine by the pending build)
+  # against NVRTC's, one run; then the cold builds of NVRTC's first tier with and without
+  # -split-compile on this machine's 16 cores (issue 17's 1 s goal).
+  mkdir -p /tmp/llvmcache && tar -C /tmp -xzf .devbin/llvm-cache.tar.gz
+  for be in nvrtc llvm; do
+    for r in "dsa-prefill --T 64K" "knn-ip --T 1M --k 128,8192"; do
+      cache=/tmp/c-nvrtc; [ $be = llvm ] && cache=/tmp/llvmcache
+      WINNOW_BACKEND=$be WINNOW_CACHE_DIR=$cache timeout 150 .devbin/winnow bench $r --no-tuned \
+        >> "$O/llvm-speed.jsonl" 2>> "$O/llvm-speed.txt"
+      note "bench $be $r rc=$?"
+    done
+  done
+  timeout 200 .devbin/winnow bench jit --kernels relu_mh,softplus --backends nvrtc --fast-first \
+    > "$O/jit.jsonl" 2> "$O/jit.txt"
+  note "jit rc=$?"
+  WINNOW_NVRTC_OPTIONS="-Ofc=max -split-compile=0" timeout 120 .devbin/winnow bench jit \
+    --kernels relu_mh,softplus --backends nvrtc > "$O/jit-ofc-split.jsonl" 2> "$O/jit-ofc-split.txt"
+  note "jit -Ofc=max -split-compile=0 rc=$?"
+  WINNOW_NVRTC_OPTIONS="-Ofc=max" timeout 120 .devbin/winnow bench jit \
+    --kernels relu_mh,softplus --backends nvrtc > "$O/jit-ofc.jsonl" 2> "$O/jit-ofc.txt"
+  note "jit -Ofc=max rc=$?"
+  ;;
+*) echo "unknown step $step"; exit 2 ;;
+esac
+tar -C "$OUT" -czf "$OUT/$step.tar.gz" "$step" && rm -rf "$O"
