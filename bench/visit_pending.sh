@@ -72,9 +72,17 @@ bench)
       note "bench $b $r rc=$?"
     done
   done
-  for b in main pending; do
+  # The pending build with the stream kernel at two CTAs an SM (main's occupancy): which of
+  # its changes the stream's time comes from.
+  WINNOW_PAGED_STREAM_CTAS=2 WINNOW_CACHE_DIR=/tmp/c-bench-pending timeout 150 .devbin/winnow \
+    bench ${runs[0]} --ceilings "$O/ceilings.json" --baselines "$O/baselines.json" \
+    > "$O/bench-pending-ctas2-dsa-decode.jsonl" 2> "$O/bench-pending-ctas2-dsa-decode.txt"
+  note "bench pending WINNOW_PAGED_STREAM_CTAS=2 rc=$?"
+  for b in main pending pending-ctas2; do
     bin=.devbin/winnow; [ $b = main ] && bin=.devbin/main/winnow
-    WINNOW_CACHE_DIR=/tmp/c-bench-$b timeout 120 ncu --metrics gpu__time_duration.sum \
+    ctas=; [ $b = pending-ctas2 ] && ctas=2
+    env ${ctas:+WINNOW_PAGED_STREAM_CTAS=$ctas} WINNOW_CACHE_DIR=/tmp/c-bench-${b%-ctas2} timeout 120 \
+      ncu --metrics gpu__time_duration.sum \
       $bin bench dsa-decode --B 64 --len 64K --mixed none --graph none --repeats 1 --warmup 0 \
       > "$O/ncu-$b.txt" 2>&1
     note "ncu $b rc=$?"
