@@ -28,9 +28,10 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "
 git log --oneline -1 > "$O/commit.txt" 2>/dev/null
 
 # The cases whose kernels the pending commits change: the paged stream path (settle,
-# threshold, launch trigger, page shares), every gather_best caller (knn, key splits, the
-# shard merge), the top-k sample (no 64-bit division) and the index order scan.
-CHANGED='"paged decode stream path equals*","knn retrieval: ip*","knn retrieval: heavy ties*","knn retrieval: k = N*","key splits*","sharded relu_mh*","sharded knn*","sample hint of random*","a sample threshold above*"'
+# threshold, launch trigger, page shares, three CTAs an SM), every gather_best caller (knn,
+# key splits, the shard merge), the top-k sample (no 64-bit division) and the fused
+# kernel's index-ordered rows (the bitmap, now its default).
+CHANGED='"paged decode stream path equals*","knn retrieval: ip*","knn retrieval: heavy ties*","knn retrieval: k = N*","key splits*","sharded relu_mh*","sharded knn*","sample hint of random*","a sample threshold above*","relu_mh fp8 with key scale*","heavy ties: few distinct*","range windows: empty*"'
 
 case "$step" in
 suites)
