@@ -11,7 +11,7 @@
 namespace winnow::ops {
 
 const std::vector<std::string>& fast_first_options() {
-  static const std::vector<std::string> options{"-Ofc=max"};
+  static const std::vector<std::string> options{"-Ofc=max", "-split-compile=0"};
   return options;
 }
 

@@ -1,5 +1,5 @@
 // The fast first build (opt-in: WINNOW_FAST_FIRST_BUILD=1, NVRTC backend): when a plan's
-// kernel is in no cache, NVRTC first compiles it with -Ofc=max (optimisation
+// kernel is in no cache, NVRTC first compiles it with -Ofc=max -split-compile=0 (optimisation
 // traded for compile time: a usable kernel in a fraction of the time, the same floating
 // point, its own cache key since the options are in the key), and a background thread
 // compiles the full build into the cache meanwhile. The op runs the first kernel until the
@@ -20,9 +20,12 @@ namespace winnow::ops {
 
 // The options the first tier adds to a request's: NVRTC 13's -Ofc=max
 // (bench/results/2026-12-04-jit-fast-compile-options-cpu.txt: 0.16-0.49x the cold build on
-// the CPU machine; ptxas then serialises wgmma and spills). Not -split-compile=0: its
-// parallel ptxas prints performance notes on stderr, and it competes with the full build
-// for the cores.
+// the CPU machine; ptxas then serialises wgmma and spills) and -split-compile=0 (ptxas on
+// every hardware thread: 0.60 s instead of 1.41 s for relu_mh on the 16-core GPU machine,
+// bench/results/2026-12-05-s27-jit-first-tier-h100.txt). The catch of the split: its ptxas
+// threads print their performance notes (C7520, "wgmma.mma_async instructions are
+// serialized") on the process's stderr instead of NVRTC's log, and no option of NVRTC's or
+// ptxas's silences them; the first tier is opt-in and docs/environment.md says so.
 const std::vector<std::string>& fast_first_options();
 
 // True when WINNOW_FAST_FIRST_BUILD is "1" and `be` is NVRTC (the options are NVRTC's).

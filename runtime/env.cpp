@@ -36,8 +36,9 @@ constexpr std::array<EnvVar, 22> kRegistry{{
     // The first tier's options are in its own key; the full build's key is unchanged.
     {"WINNOW_FAST_FIRST_BUILD", false,
      "\"1\": a topk plan missing from the cache is first compiled with NVRTC's -Ofc=max "
-     "(a usable kernel sooner) while the full build compiles in the background; execute switches "
-     "to it once ready, outside stream capture (opt-in until its kernels are measured on a GPU)"},
+     "-split-compile=0 (a usable kernel sooner; ptxas's performance notes then reach stderr) "
+     "while the full build compiles in the background; execute switches to it once ready, "
+     "outside stream capture (opt-in: the first kernel is slower)"},
     // The arch is part of every key already, so forcing it needs no extra key input.
     {"WINNOW_FORCE_ARCH", false, "compile for this arch (sm_90a, sm_100a) instead of the device's"},
     // A launch attribute of the same kernels: no key input.

@@ -1,6 +1,6 @@
 // The fast first build (ops/fast_first_build.h, WINNOW_FAST_FIRST_BUILD=1): the cache's
 // lookup without a compile, the first tier's request and key, the background full build
-// filling the cache; on a GPU, the first tier's kernels (NVRTC -Ofc=max) against
+// filling the cache; on a GPU, the first tier's kernels (NVRTC -Ofc=max -split-compile=0) against
 // the full build's, bit for bit, and a plan that starts on the first tier and switches.
 #include <cstring>
 #include <memory>
@@ -151,7 +151,9 @@ TEST_CASE("fast first build: the first tier's kernels equal the full build's, an
   const ops::RunResult want_scores = ops::run_on_device(*full_mat, *f.ctx, d);
   const ops::RunResult want = ops::run_on_device(*full, *f.ctx, d);
   {
-    test::ScopedEnv options{"WINNOW_NVRTC_OPTIONS", "-Ofc=max"};
+    std::string first_tier;  // the first tier's options, as WINNOW_NVRTC_OPTIONS takes them
+    for (const std::string& o : ops::fast_first_options()) first_tier += (first_tier.empty() ? "" : " ") + o;
+    test::ScopedEnv options{"WINNOW_NVRTC_OPTIONS", first_tier.c_str()};
     auto fast_mat = build(pm, cache);
     auto fast = build(p, cache);
     const ops::RunResult scores = ops::run_on_device(*fast_mat, *f.ctx, d);
