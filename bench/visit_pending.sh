@@ -42,12 +42,15 @@ suites)
   note "suites done"
   ;;
 sanitize)
-  # racecheck (hazards) and memcheck side by side, the large cases shrunk.
+  # racecheck (hazards) and memcheck side by side, the large cases shrunk. RACE picks
+  # racecheck's cases (default: the paged stream's; racecheck over every changed case does
+  # not fit one call), memcheck takes every changed case.
   export WINNOW_TEST_SMALL=1
-  (WINNOW_CACHE_DIR=/tmp/c-race WINNOW_TEST_CACHE_DIR=/tmp/c-race timeout 520 "$SAN" \
-     --tool racecheck --racecheck-report hazard --print-limit 200 .devbin/winnow_tests "$CHANGED" \
+  RACE=${RACE:-'"paged decode stream path*"'}
+  (WINNOW_CACHE_DIR=/tmp/c-race WINNOW_TEST_CACHE_DIR=/tmp/c-race timeout ${ST:-540} "$SAN" \
+     --tool racecheck --racecheck-report hazard --print-limit 200 .devbin/winnow_tests "$RACE" \
      -r console --durations yes > "$O/racecheck.txt" 2>&1; note "racecheck rc=$?") &
-  (WINNOW_CACHE_DIR=/tmp/c-mem WINNOW_TEST_CACHE_DIR=/tmp/c-mem timeout 520 "$SAN" \
+  (WINNOW_CACHE_DIR=/tmp/c-mem WINNOW_TEST_CACHE_DIR=/tmp/c-mem timeout ${ST:-540} "$SAN" \
      --tool memcheck --print-limit 200 .devbin/winnow_tests "$CHANGED" \
      -r console --durations yes > "$O/memcheck.txt" 2>&1; note "memcheck rc=$?") &
   wait
@@ -57,7 +60,8 @@ sanitize)
 bench)
   # main's and the pending build's binaries in one run, alternating per workload, with
   # the torch baselines and ceilings of this visit; then ncu's per-launch durations of a
-  # decode call at 64 x 64K for both.
+  # decode call at 64 x 64K for both. .devbin/p10/winnow (optional): the build before the
+  # last pending commit, timed on the decode shapes beside them.
   python3 bench/ceilings.py > "$O/ceilings.json" 2> "$O/ceilings.err"
   timeout 200 python3 bench/torch_baselines.py "$O/baselines.json" \
     --decode "64x65536:1:2048,128x4096:1:2048,63x1024+1x1048576:1:2048" 2>&1 | tail -n 4
@@ -65,24 +69,19 @@ bench)
   runs=("dsa-decode --B 64,128 --len 4K,64K --mixed 63x1K+1x1M --graph 1x128"
         "knn-ip --T 1M --k 128,8192 --no-tuned" "dsa-prefill --T 64K --no-tuned")
   for r in "${runs[@]}"; do
-    for b in main pending; do
-      bin=.devbin/winnow; [ $b = main ] && bin=.devbin/main/winnow
+    bins=(main pending)
+    [ "${r%% *}" = dsa-decode ] && [ -x .devbin/p10/winnow ] && bins=(main p10 pending)
+    for b in "${bins[@]}"; do
+      bin=.devbin/winnow; [ $b = main ] && bin=.devbin/main/winnow; [ $b = p10 ] && bin=.devbin/p10/winnow
       WINNOW_CACHE_DIR=/tmp/c-bench-$b timeout 150 $bin bench $r \
         --ceilings "$O/ceilings.json" --baselines "$O/baselines.json" \
         > "$O/bench-$b-${r%% *}.jsonl" 2> "$O/bench-$b-${r%% *}.txt"
       note "bench $b $r rc=$?"
     done
   done
-  # The pending build with the stream kernel at two CTAs an SM (main's occupancy): which of
-  # its changes the stream's time comes from.
-  WINNOW_PAGED_STREAM_CTAS=2 WINNOW_CACHE_DIR=/tmp/c-bench-pending timeout 150 .devbin/winnow \
-    bench ${runs[0]} --ceilings "$O/ceilings.json" --baselines "$O/baselines.json" \
-    > "$O/bench-pending-ctas2-dsa-decode.jsonl" 2> "$O/bench-pending-ctas2-dsa-decode.txt"
-  note "bench pending WINNOW_PAGED_STREAM_CTAS=2 rc=$?"
-  for b in main pending pending-ctas2; do
+  for b in main pending; do
     bin=.devbin/winnow; [ $b = main ] && bin=.devbin/main/winnow
-    ctas=; [ $b = pending-ctas2 ] && ctas=2
-    env ${ctas:+WINNOW_PAGED_STREAM_CTAS=$ctas} WINNOW_CACHE_DIR=/tmp/c-bench-${b%-ctas2} timeout 120 \
+    WINNOW_CACHE_DIR=/tmp/c-bench-$b timeout 120 \
       ncu --metrics gpu__time_duration.sum \
       $bin bench dsa-decode --B 64 --len 64K --mixed none --graph none --repeats 1 --warmup 0 \
       > "$O/ncu-$b.txt" 2>&1
