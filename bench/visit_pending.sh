@@ -3,6 +3,7 @@
 # step per `run` call, each under the 600 s limit, the deciding one first.
 #
 #   bash bench/visit_pending.sh suites     # the [gpu] suite at the pending build
+#   bash bench/visit_pending.sh suites-llvm  # the [gpu] suite under the llvm backend
 #   bash bench/visit_pending.sh sanitize   # racecheck + memcheck on the changed kernels
 #   bash bench/visit_pending.sh bench      # main against pending, one run each shape
 #   bash bench/visit_pending.sh llvm       # LLVM-built against NVRTC-built kernels, and
@@ -16,7 +17,7 @@
 # Everything goes under $OUT (a step's files tarred into $OUT/<step>.tar.gz: a run returns
 # few files).
 set -o pipefail
-step=${1:?usage: visit_pending.sh suites|sanitize|bench|llvm}
+step=${1:?usage: visit_pending.sh suites|suites-llvm|sanitize|bench|llvm}
 OUT=${OUT:-out}
 O=$OUT/$step
 mkdir -p "$O"
@@ -38,8 +39,23 @@ suites)
   # The whole [gpu] suite in one process, default and shuffled order side by side, after a
   # prewarm of the kernel cache (8 cases at a time), and the C program
   # (bench/device_visit.sh; its files in $OUT/visit.tar.gz).
-  OUT=$OUT PREWARM=8 TESTS='[gpu]' TT=${TT:-380} bash bench/device_visit.sh
+  # Every compile request of the prewarm and the suites is recorded (WINNOW_RECORD_COMPILES)
+  # into $OUT/suites/records: `winnow cache replay` with --backend llvm on the CPU machine
+  # fills the cache a later `suites-llvm` step runs the suite from (issue 17).
+  mkdir -p "$O/records"
+  WINNOW_RECORD_COMPILES=$(cd "$O/records" && pwd) OUT=$OUT PREWARM=8 TESTS='[gpu]' TT=${TT:-380} \
+    bash bench/device_visit.sh
   note "suites done"
+  ;;
+suites-llvm)
+  # The [gpu] suite in one process under WINNOW_BACKEND=llvm from a cache filled on the
+  # CPU machine (.devbin/llvm-suite-cache.tar.gz: `winnow cache replay RECORDS --backend
+  # llvm --dir /tmp/c-llvm-suite` over a `suites` step's records, then tar -C /tmp): this
+  # machine has no LLVM, so a kernel missing from the cache fails its case.
+  mkdir -p /tmp/c-llvm-suite && tar -C /tmp -xzf .devbin/llvm-suite-cache.tar.gz
+  WINNOW_BACKEND=llvm WINNOW_CACHE_DIR=/tmp/c-llvm-suite WINNOW_TEST_CACHE_DIR=/tmp/c-llvm-suite \
+    timeout ${TT:-540} .devbin/winnow_tests '[gpu]' -r console --durations yes > "$O/suite-llvm.txt" 2>&1
+  note "suite under llvm rc=$? :: $(grep -E 'All tests passed|test cases:' "$O/suite-llvm.txt" | tail -n 1)"
   ;;
 sanitize)
   # racecheck (hazards) and memcheck side by side, the large cases shrunk. RACE picks
