@@ -103,6 +103,18 @@ bench)
       > "$O/ncu-$b.txt" 2>&1
     note "ncu $b rc=$?"
   done
+  # Where the stream kernel's time goes at 64 x 64K (the pending build): warp states,
+  # scheduler statistics and per-instruction stall samples of one filter launch.
+  WINNOW_CACHE_DIR=/tmp/c-bench-pending timeout 150 ncu -k regex:winnow_paged_stream -s 2 -c 1 \
+    --section WarpStateStats --section SchedulerStats --section SourceCounters \
+    --section LaunchStats --section Occupancy --section MemoryWorkloadAnalysis \
+    --import-source no --export "$O/stream-profile" \
+    .devbin/winnow bench dsa-decode --B 64 --len 64K --mixed none --graph none --repeats 1 --warmup 0 \
+    > "$O/ncu-stream-details.txt" 2>&1
+  note "ncu stream profile rc=$?"
+  timeout 60 ncu --import "$O/stream-profile.ncu-rep" --page source --csv --print-source sass \
+    > "$O/ncu-stream-sass.csv" 2> "$O/ncu-stream-sass.err"
+  note "ncu source page rc=$?"
   ;;
 llvm)
   # The LLVM backend's kernels (a cache filled on the CPU machine by the pending build)
