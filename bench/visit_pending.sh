@@ -76,8 +76,8 @@ sanitize)
 bench)
   # main's and the pending build's binaries in one run, alternating per workload, with
   # the torch baselines and ceilings of this visit; then ncu's per-launch durations of a
-  # decode call at 64 x 64K for both. .devbin/p10/winnow (optional): the build before the
-  # last pending commit, timed on the decode shapes beside them.
+  # decode call at 64 x 64K for both. .devbin/p10/winnow, .devbin/p12/winnow (optional):
+  # other builds (an earlier pending commit, an experiment), timed on the decode shapes too.
   python3 bench/ceilings.py > "$O/ceilings.json" 2> "$O/ceilings.err"
   timeout 200 python3 bench/torch_baselines.py "$O/baselines.json" \
     --decode "64x65536:1:2048,128x4096:1:2048,63x1024+1x1048576:1:2048" 2>&1 | tail -n 4
@@ -86,9 +86,11 @@ bench)
         "knn-ip --T 1M --k 128,8192 --no-tuned" "dsa-prefill --T 64K --no-tuned")
   for r in "${runs[@]}"; do
     bins=(main pending)
-    [ "${r%% *}" = dsa-decode ] && [ -x .devbin/p10/winnow ] && bins=(main p10 pending)
+    if [ "${r%% *}" = dsa-decode ]; then
+      for x in p10 p12; do [ -x .devbin/$x/winnow ] && bins+=($x); done
+    fi
     for b in "${bins[@]}"; do
-      bin=.devbin/winnow; [ $b = main ] && bin=.devbin/main/winnow; [ $b = p10 ] && bin=.devbin/p10/winnow
+      bin=.devbin/winnow; [ $b != pending ] && bin=.devbin/$b/winnow
       WINNOW_CACHE_DIR=/tmp/c-bench-$b timeout 150 $bin bench $r \
         --ceilings "$O/ceilings.json" --baselines "$O/baselines.json" \
         > "$O/bench-$b-${r%% *}.jsonl" 2> "$O/bench-$b-${r%% *}.txt"
