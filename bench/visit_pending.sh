@@ -95,7 +95,7 @@ bench)
       note "bench $b $r rc=$?"
     done
   }
-  extra=(); for x in p11 pipe; do [ -x .devbin/$x/winnow ] && extra+=($x); done
+  extra=(); for x in p11 pipe p256; do [ -x .devbin/$x/winnow ] && extra+=($x); done
   bench_run "dsa-decode --B 64,128 --len 4K,64K --mixed 63x1K+1x1M --graph 1x128,64x64K,128x4K,63x1K+1x1M" main pending "${extra[@]}"
   # Where the stream kernel's time goes at 64 x 64K (the pending build): warp states,
   # scheduler statistics and per-instruction stall samples of one round-0 launch (the
