@@ -87,7 +87,7 @@ bench)
   bench_run() {  # run-arguments builds...
     local r=$1 b bin; shift
     for b in "$@"; do
-      [ $((SECONDS - t0)) -gt 470 ] && { note "skipped $b $r (time)"; continue; }
+      [ $((SECONDS - t0)) -gt ${BENCH_LIMIT:-470} ] && { note "skipped $b $r (time)"; continue; }
       bin=.devbin/winnow; [ $b != pending ] && bin=.devbin/$b/winnow
       WINNOW_CACHE_DIR=/tmp/c-bench-$b timeout 150 $bin bench $r \
         --ceilings "$O/ceilings.json" --baselines "$O/baselines.json" \
@@ -112,7 +112,7 @@ bench)
   note "ncu source page rc=$?"
   # Each launch's duration in a decode call at 64 x 64K.
   for b in main pending "${extra[@]}"; do
-    [ $((SECONDS - t0)) -gt 470 ] && { note "skipped ncu $b (time)"; continue; }
+    [ $((SECONDS - t0)) -gt ${BENCH_LIMIT:-470} ] && { note "skipped ncu $b (time)"; continue; }
     bin=.devbin/winnow; [ $b != pending ] && bin=.devbin/$b/winnow
     WINNOW_CACHE_DIR=/tmp/c-bench-$b timeout 60 \
       ncu --metrics gpu__time_duration.sum \
