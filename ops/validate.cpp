@@ -8,8 +8,13 @@
 
 #include "ops/tensor_rules.h"
 #include "winnow/knn_workspace.cuh"
+#include "winnow/sample_keys.cuh"
 
 namespace winnow::ops {
+
+// The kernels' sample arithmetic is 32-bit (templates/sample_keys.cuh).
+static_assert(kMaxSampleSize <= winnow::kMaxStridedSample && kMaxK <= 8192);
+
 namespace {
 
 bool is_score_dtype(DType t) {

@@ -25,6 +25,7 @@
 #include "winnow/mbarrier.cuh"
 #include "winnow/paged_stream_params.cuh"
 #include "winnow/rank_order.cuh"
+#include "winnow/scaled_index.cuh"
 #include "winnow/ring_slot.cuh"
 #include "winnow/score_ops.cuh"
 #include "winnow/tile_scoring.cuh"
@@ -59,9 +60,9 @@ __device__ void paged_produce(const PagedStreamParams& ps, const TmaMap* cmap, u
   constexpr int ST = C::kStages, NN = C::kNextN;
   const KnnParams& p = ps.knn;
   const int* off = ps.page_offset + (sample ? 0 : ps.batch + 1);
-  const long long total = off[ps.batch];
+  const int total = off[ps.batch];
   const int cta = int(blockIdx.x), ctas = ps.stream_ctas;
-  const int begin = int(total * cta / ctas), end = int(total * (cta + 1) / ctas);
+  const int begin = scaled_index(cta, total, ctas), end = scaled_index(cta + 1, total, ctas);
   tma_prefetch(cmap);
   unsigned pos = 0;
   // The request of the share's first page: the last r with off[r] <= begin.

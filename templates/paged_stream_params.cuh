@@ -15,6 +15,7 @@
 #include "winnow/knn_workspace.cuh"
 #include "winnow/paged_cache.cuh"
 #include "winnow/portable.cuh"
+#include "winnow/scaled_index.cuh"
 
 namespace winnow {
 
@@ -73,9 +74,7 @@ WINNOW_HD int paged_sample_pages(int n, int pages, int k, int capacity) {
   return int(s);
 }
 // The i-th sampled page (of s, spread evenly over the request's `pages`).
-WINNOW_HD int paged_sample_page(int i, int s, int pages) {
-  return int((long long)i * pages / s);
-}
+WINNOW_HD int paged_sample_page(int i, int s, int pages) { return scaled_index(i, pages, s); }
 // Sampled keys that a row seeing v keys sees.
 WINNOW_HD int paged_sample_valid(int s, int pages, int v) {
   int valid = 0;

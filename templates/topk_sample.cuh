@@ -90,8 +90,10 @@ __device__ void sample_rows(const TopkParams& p, const TopkSmem<C>& s, int row0,
   // would put the median there), so the first tiles append few keys while the histogram
   // learns the row. If fewer than k keys stay, the row takes the exact fallback (counted);
   // with m = k (the sample is the window) the sample's k keys always stay.
-  auto sample_rank = [](long long ns, long long n) {
-    return u32(min((long long)K, (2LL * K * ns + n - 1) / n + 16));
+  // In 32 bits (no 64-bit division: sample_keys.cuh): 2 k ns + n - 1 < 2^30 + 2^31.
+  static_assert(K <= 8192 && C::kSample <= kMaxStridedSample, "the sample's 32-bit arithmetic");
+  auto sample_rank = [](int ns, int n) {
+    return min(u32(K), (2u * u32(K) * u32(ns) + u32(n) - 1u) / u32(n) + 16u);
   };
   auto strided_size = [&](int r) {
     const int ns = min(min(C::kSample, strided_n(r)), CAP - hint_n);
@@ -168,7 +170,7 @@ __device__ void sample_rows(const TopkParams& p, const TopkSmem<C>& s, int row0,
     if (ns > 0) {
       // The strided keys' sample_rank-th best (a guess of the row's 2k-th); only its order
       // key is used, so the radix passes stop there (LowestShift 32: 4 passes, not 8).
-      lo = rank_key_order(radix_kth<C, 32>(s, sample_rank(ns, n), [&](auto f) {
+      lo = rank_key_order(radix_kth<C, 32>(s, sample_rank(ns, int(n)), [&](auto f) {
         for (int i = threadIdx.x; i < ns; i += C::kThreads) f(buf[i]);
       }));
       gated = true;

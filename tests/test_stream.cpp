@@ -2,6 +2,7 @@
 // streaming driver's chunk arithmetic: CPU only.
 #include <catch2/catch.hpp>
 
+#include <random>
 #include <set>
 
 #include "compiler/ir/ir.h"
@@ -9,6 +10,7 @@
 #include "ops/validate.h"
 #include "topk_check.h"
 #include "winnow/sample_keys.cuh"
+#include "winnow/scaled_index.cuh"
 
 using Catch::Matchers::Contains;
 using namespace winnow;
@@ -31,6 +33,43 @@ TEST_CASE("is_strided_sample_key is true exactly on the strided sample", "[strea
   const int n = 2000000000, ns = 4096;
   CHECK(is_strided_sample_key(strided_sample_key(4095, 0, n, ns), 0, n, ns));
   CHECK_FALSE(is_strided_sample_key(strided_sample_key(4095, 0, n, ns) + 1, 0, n, ns));
+}
+
+TEST_CASE("the 32-bit sample arithmetic equals the 64-bit formulas", "[stream]") {
+  // scaled_index and the strided sample replace 64-bit divisions in device code
+  // (templates/scaled_index.cuh); fresh random windows up to 2^31 - 1 and divisors up to
+  // 65536, and the edges.
+  std::mt19937_64 rng(winnow::test::test_seed() ^ 0x5ca1edu);
+  auto draw = [&](long long lo, long long hi) {
+    return std::uniform_int_distribution<long long>(lo, hi)(rng);
+  };
+  auto floor64 = [](long long i, long long n, long long d) { return int(i * n / d); };
+  for (int t = 0; t < 3000; ++t) {
+    const int n = int(t % 3 == 0 ? INT32_MAX - draw(0, 3) : draw(1, INT32_MAX));
+    const int d = int(t % 5 == 0 ? 65536 - draw(0, 1) : draw(1, 65536));
+    for (int i : {0, 1, d / 2, d - 1, d, int(draw(0, d))}) {
+      INFO("i " << i << " n " << n << " d " << d);
+      REQUIRE(scaled_index(i, n, d) == floor64(i, n, d));
+    }
+    if (d > n) continue;
+    // Key offsets of the strided sample, and the membership test on them and beside them.
+    const int start = int(draw(0, INT32_MAX - n));
+    for (int i : {0, d - 1, int(draw(0, d - 1))}) {
+      const int key = strided_sample_key(i, start, n, d);
+      INFO("i " << i << " start " << start << " n " << n << " ns " << d);
+      REQUIRE(key == start + floor64(i, n, d));
+      REQUIRE(is_strided_sample_key(key, start, n, d));
+      // The key before it is a sample key exactly when the sample's i-1-th lands on it.
+      if (i > 0 && key - 1 >= start) {
+        const bool before = strided_sample_key(i - 1, start, n, d) == key - 1;
+        REQUIRE(is_strided_sample_key(key - 1, start, n, d) == before);
+      }
+      if (i + 1 < d || key + 1 < start + n) {
+        const bool after = i + 1 < d && strided_sample_key(i + 1, start, n, d) == key + 1;
+        REQUIRE(is_strided_sample_key(key + 1, start, n, d) == after);
+      }
+    }
+  }
 }
 
 TEST_CASE("hint entries count once, only keys below num_keys, ascending", "[stream]") {
