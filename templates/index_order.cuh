@@ -4,6 +4,7 @@
 // (outputs not sorted by score) this replaces the bitonic sort of next_pow2(k) entries,
 // about 25 barriers and 66 passes for k = 2048, by five barriers.
 #pragma once
+#include "winnow/cta_scan.cuh"
 #include "winnow/rank_order.cuh"
 #include "winnow/topk_params.cuh"
 #include "winnow/topk_smem.cuh"
@@ -28,7 +29,6 @@ __device__ bool write_row_in_index_order(const TopkParams& p, const TopkSmem<C>&
   constexpr int K = C::kTopK, WARPS = C::kThreads / 32;
   constexpr long long kWords = layout_of<C>().k_words();  // 32-bit words of the stages
   static_assert(WARPS + 2 <= 256, "the scan's warp totals fit the radix bins");
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const u32 n = min(chosen, u32(K));
   // 1. The span [lo, hi] of the chosen indices (the radix bins are free after the select).
   u32* span = s.radix;
@@ -72,17 +72,8 @@ __device__ bool write_row_in_index_order(const TopkParams& p, const TopkSmem<C>&
   const long long w1 = min(w0 + per, words);
   u32 mine = 0;
   for (long long w = w0; w < w1; ++w) mine += u32(__popc(bits[w]));
-  u32 incl = mine;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const u32 t = __shfl_up_sync(0xFFFFFFFFu, incl, o);
-    if (lane >= o) incl += t;
-  }
-  u32* warp_total = s.radix + 2;
-  if (lane == 31) warp_total[warp] = incl;
-  __syncthreads();
-  u32 run = incl - mine;
-  for (int w = 0; w < warp; ++w) run += warp_total[w];
+  u32 marks = 0;
+  u32 run = cta_exclusive_sum<C::kThreads>(mine, s.radix + 2, marks);
   for (long long w = w0; w < w1; ++w) {
     before[w] = static_cast<unsigned short>(run);
     run += u32(__popc(bits[w]));

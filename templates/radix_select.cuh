@@ -1,6 +1,7 @@
 // The k-th largest of a set of distinct RankKeys by radix select (8 bits a pass), by the
 // whole CTA.
 #pragma once
+#include "winnow/cta_scan.cuh"
 #include "winnow/topk_smem.cuh"
 
 namespace winnow {
@@ -82,20 +83,29 @@ __device__ u64 radix_kth(const Smem& s, u32 k, ForEach for_each) {
 // counted in *taken: the one exact select of the key-split merge, the retrieval mode's
 // select and the shard merge (templates/shard_merge.cuh). A scan that yields a key twice
 // (inputs breaking the contract) may take more than need: sel keeps at most kp, and
-// *taken, read after the call, says so.
+// *taken, read after the call, says so. `scan` runs twice and must yield each thread the
+// same entries in the same order both times: the first counts each thread's chosen
+// entries, a CTA scan of the counts gives each thread its first slot, the second places
+// them (one shared atomic per chosen entry on one word, 2048 a row at k = 2048, queued
+// behind each other; session 26).
 template <class C, class Smem, class Scan>
 __device__ void gather_best(const Smem& s, u32 need, u32 count, Scan scan, u64* sel, int kp,
                             u32* taken) {
   const u64 kth = count <= need ? 1ull : radix_kth<C>(s, need, scan);
-  if (threadIdx.x == 0) *taken = 0;
   for (int i = threadIdx.x; i < kp; i += C::kThreads) sel[i] = 0ull;
-  __syncthreads();
+  u32 mine = 0;
+  scan([&](u64 v) { mine += v >= kth ? 1u : 0u; });
+  // The radix bins are free (radix_kth's last barrier); the scan's barrier also orders the
+  // zeros above before the entries below.
+  u32 total = 0;
+  u32 at = cta_exclusive_sum<C::kThreads>(mine, s.radix, total);
   scan([&](u64 v) {
     if (v >= kth) {
-      const u32 at = atomicAdd(taken, 1u);
       if (at < u32(kp)) sel[at] = v;
+      ++at;
     }
   });
+  if (threadIdx.x == 0) *taken = total;
   __syncthreads();
 }
 
