@@ -201,6 +201,29 @@ __device__ void paged_stream(const PagedStreamParams& ps, const TmaMap* cmap, un
     named_barrier_sync<kPagedMathBarrier, 256>();
   };
 
+  // Each warp's survivors of a page wait one page for their list slots: the reservation's
+  // atomic (one per warp, row and page) is issued on one page and its result read on the
+  // next page of the same row slot, or after the stream, so that its round trip to L2
+  // overlaps a page's work (read at once, it was the stream's largest stall: ncu, session
+  // 26). Registers (the row slot loop is unrolled): the warp's mask, the leader's ticket,
+  // the lane's RankKey, the row.
+  u32 pend_mask[NN], pend_ticket[NN];
+  u64 pend_rk[NN];
+  int pend_row[NN];
+#pragma unroll
+  for (int j = 0; j < NN; ++j) pend_mask[j] = 0u, pend_ticket[j] = 0u, pend_rk[j] = 0ull, pend_row[j] = 0;
+  // Writes row slot j's pending survivors at the slots their reservation returned (the
+  // whole warp: the mask is the warp's ballot).
+  auto settle = [&](int j) {
+    const u32 b = pend_mask[j];
+    if (b == 0u) return;
+    const u32 base = __shfl_sync(0xFFFFFFFFu, pend_ticket[j], __ffs(b) - 1);
+    if ((b >> lane) & 1u) {
+      const u32 at = base + u32(__popc(b & ((1u << lane) - 1u)));
+      if (at < u32(cap)) p.lists[(long long)pend_row[j] * cap + at] = pend_rk[j];
+    }
+    pend_mask[j] = 0u;
+  };
   for (unsigned pos = 0;; ++pos) {
     const RingSlot slot = ring_slot(pos, ST);
     paged_wait(full + slot.stage, slot.parity);
@@ -230,7 +253,7 @@ __device__ void paged_stream(const PagedStreamParams& ps, const TmaMap* cmap, un
       // Lane t4 = 0 takes key0's score, t4 = 1 key0 + 8's (every lane of the quad holds both).
       const int mine = t4 == 0 ? key0 : t4 == 1 ? key0 + 8 : -1;
       const int pos_key = page * kPageKeys + mine;
-#pragma unroll 1
+#pragma unroll
       for (int j = 0; j < NN; ++j) {
         if (!active[j]) continue;  // the same for the whole CTA
         float acc[32];
@@ -274,23 +297,22 @@ __device__ void paged_stream(const PagedStreamParams& ps, const TmaMap* cmap, un
           const int digit = knn_digit(rk, thr[j], fixed[j]);
           if (digit >= 0) atomicAdd(p.hist + (long long)row * kKnnDigits + digit, 1u);
         }
-        // One reservation per warp and row for the warp's survivors.
+        // One reservation per warp and row for the warp's survivors, settled a page later.
+        settle(j);
         const unsigned b = __ballot_sync(0xFFFFFFFFu, pass_thr);
         if (b != 0u) {
-          const int leader = __ffs(b) - 1;
-          u32 base = 0;
-          if (lane == leader) base = atomicAdd(&p.rows[row].count, u32(__popc(b)));
-          base = __shfl_sync(0xFFFFFFFFu, base, leader);
-          if (pass_thr) {
-            const u32 at = base + u32(__popc(b & ((1u << lane) - 1u)));
-            if (at < u32(cap)) p.lists[(long long)row * cap + at] = rk;
-          }
+          if (lane == __ffs(b) - 1) pend_ticket[j] = atomicAdd(&p.rows[row].count, u32(__popc(b)));
+          pend_mask[j] = b;
+          pend_rk[j] = rk;
+          pend_row[j] = row;
         }
       }
     }
     __syncwarp();
     if (lane == 0) mbarrier_arrive(empty + slot.stage);
   }
+#pragma unroll
+  for (int j = 0; j < NN; ++j) settle(j);
 }
 #endif
 

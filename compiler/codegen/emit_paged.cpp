@@ -44,7 +44,8 @@ GeneratedKernel emit_paged_stream(const ir::Expr& score, const PagedStreamConfig
       "{}(const winnow::PagedStreamParams p) {{\n"
       "  winnow::paged_stream_prepare<winnow::kPagedPrepareThreads>(p);\n"
       "}}\n\n"
-      "extern \"C\" __global__ void __launch_bounds__(winnow::kPagedStreamThreads, 1)\n"
+      // Two CTAs an SM (112 registers at most): the op's grid (the shared memory fits two).
+      "extern \"C\" __global__ void __launch_bounds__(winnow::kPagedStreamThreads, 2)\n"
       "{}(const winnow::PagedStreamParams p, const __grid_constant__ winnow::TmaMap cmap) {{\n"
       "  extern __shared__ __align__(1024) unsigned char smem[];  // swizzled wgmma tiles\n"
       "  winnow::paged_stream<WinnowPagedConfig, WinnowScore>(p, &cmap, smem);\n"
