@@ -31,6 +31,7 @@ inline constexpr int kPagedHeads = 64;                // wgmma N: the engines' h
 // The sample of one request: at most this many pages (8192 keys).
 inline constexpr int kPagedMaxSamplePages = 128;
 inline constexpr int kPagedMinSamplePages = 8;
+static_assert(kPagedMaxSamplePages * kPageKeys <= 8192, "paged_sample_rank's 32-bit product");
 // The prepare kernel: one CTA.
 inline constexpr int kPagedPrepareThreads = 1024;
 
@@ -75,25 +76,30 @@ WINNOW_HD int paged_sample_pages(int n, int pages, int k, int capacity) {
 }
 // The i-th sampled page (of s, spread evenly over the request's `pages`).
 WINNOW_HD int paged_sample_page(int i, int s, int pages) { return scaled_index(i, pages, s); }
-// Sampled keys that a row seeing v keys sees.
-WINNOW_HD int paged_sample_valid(int s, int pages, int v) {
-  int valid = 0;
-  for (int i = 0; i < s; ++i) {
-    const int left = v - paged_sample_page(i, s, pages) * kPageKeys;
-    valid += left <= 0 ? 0 : left < kPageKeys ? left : kPageKeys;
+// The keys of the i-th sampled page (of s over the request's `pages`) that a row seeing v
+// keys sees (0..kPageKeys); the threshold kernel sums them over the sample, a page a thread.
+WINNOW_HD int paged_sample_page_valid(int i, int s, int pages, int v) {
+  const int left = v - paged_sample_page(i, s, pages) * kPageKeys;
+  return left <= 0 ? 0 : left < kPageKeys ? left : kPageKeys;
+}
+// floor(sqrt(x)), a bit at a time: no division and no floating point (every thread of the
+// threshold kernel computes the rank; 64 Newton steps of fp64 division each were a few
+// microseconds of the kernel's 15, session 27).
+WINNOW_HD u32 floor_sqrt(u32 x) {
+  u32 r = 0;
+  for (u32 b = 1u << 15; b != 0u; b >>= 1) {
+    const u32 t = r | b;
+    if (t * t <= x) r = t;
   }
-  return valid;
+  return r;
 }
 // The rank of the row's first threshold among its `valid` sampled scores: N rank / valid
-// at sqrt(k capacity) expected survivors, as knn_sample aims (1..valid).
+// at sqrt(k capacity) expected survivors, as knn_sample aims (1..valid; v > 0 keys seen).
+// In 32 bits: k capacity <= 8192 * 32768 = 2^28, sqrt(k capacity) valid <= 2^14 * 8192.
 WINNOW_HD int paged_sample_rank(int k, int capacity, int valid, int v) {
-  double mid = 1.0;  // sqrt(k * capacity) by Newton steps (no libm on the host side here)
-  const double target = double(k) * double(capacity);
-  for (int i = 0; i < 64; ++i) mid = 0.5 * (mid + target / mid);
-  long long rank = (long long)(mid * double(valid) / double(v) + 0.5);
-  if (rank < 1) rank = 1;
-  if (rank > valid) rank = valid;
-  return int(rank);
+  const u32 mid = floor_sqrt(u32(k) * u32(capacity));
+  const u32 rank = (mid * u32(valid) + u32(v) / 2u) / u32(v);
+  return rank < 1u ? 1 : rank > u32(valid) ? valid : int(rank);
 }
 
 // What the producer tells the math warps about a ring stage.

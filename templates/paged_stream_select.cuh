@@ -19,13 +19,24 @@ namespace winnow {
 #if defined(__CUDA_ARCH__) || defined(WINNOW_EMULATED)
 template <class C>
 __device__ void paged_stream_threshold(const PagedStreamParams& ps, unsigned char* smem) {
+  grid_dependency_trigger();  // the next launch may start (grid_dependency.cuh)
   grid_dependency_wait();
   const KnnParams& p = ps.knn;
   const int row = blockIdx.x, r = row / ps.next_n;
   const int v = ps.row_visible[row], sampled = ps.req_sample_pages[r], pages = ps.req_pages[r];
   u64 thr = 0;
   if ((ps.row_flags[row] & kPagedRowFilters) != 0 && sampled > 0 && v > p.capacity) {
-    const int valid = paged_sample_valid(sampled, pages, v);
+    // The sampled keys the row sees: a page a thread, summed in the radix bins (free until
+    // knn_sample_threshold's passes clear them).
+    static_assert(kPagedMaxSamplePages <= kKnnSelectThreads, "a sampled page a thread");
+    u32* sum = KnnSelectSmem(smem).radix;
+    if (threadIdx.x == 0) *sum = 0u;
+    __syncthreads();
+    if (int(threadIdx.x) < sampled)
+      atomicAdd(sum, u32(paged_sample_page_valid(int(threadIdx.x), sampled, pages, v)));
+    __syncthreads();
+    const int valid = int(*sum);
+    __syncthreads();  // every thread has read the sum before the passes clear the bins
     if (valid > 0)
       thr = knn_sample_threshold<C>(p, smem, p.samples + (long long)row * p.sample_cap,
                                     sampled * kPageKeys,
@@ -40,6 +51,7 @@ __device__ void paged_stream_threshold(const PagedStreamParams& ps, unsigned cha
 
 template <class C>
 __device__ void paged_stream_select(const PagedStreamParams& ps, unsigned char* smem) {
+  grid_dependency_trigger();  // the next launch may start (grid_dependency.cuh)
   grid_dependency_wait();
   const KnnParams& p = ps.knn;
   const int row = blockIdx.x, r = row / ps.next_n;

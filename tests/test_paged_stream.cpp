@@ -3,6 +3,9 @@
 // no spills) [nvrtc], and the device against the CPU reference, graph replay included
 // [gpu] (skipped visibly without a GPU). The kernels' CPU emulation:
 // tests/test_paged_stream_emulated.cpp.
+#include <algorithm>
+#include <cmath>
+#include <random>
 #include <regex>
 
 #include "compiler/backend/backend.h"
@@ -52,6 +55,42 @@ TEST_CASE("paged decode stream path: the default where it can run, WINNOW_PAGED_
   test::ScopedEnv bad("WINNOW_PAGED_STREAM", "yes");
   p.stream = false;
   CHECK_THROWS_WITH(ops::PagedTopkOp::create(p, nullptr), Catch::Contains("expected 0 or 1"));
+}
+
+TEST_CASE("paged decode stream path: the sample's rank and visible keys in integer arithmetic",
+          "[decode]") {
+  std::mt19937_64 rng(test::test_seed() ^ 0x5a3bu);
+  auto draw = [&](long long lo, long long hi) {
+    return std::uniform_int_distribution<long long>(lo, hi)(rng);
+  };
+  for (int t = 0; t < 20000; ++t) {
+    const u32 x = t < 64 ? u32(t) : t < 128 ? (1u << 28) - u32(t - 64) : u32(draw(0, 1 << 28));
+    const u32 r = floor_sqrt(x);
+    INFO("x " << x);
+    REQUIRE(uint64_t(r) * r <= x);
+    REQUIRE((uint64_t(r) + 1) * (uint64_t(r) + 1) > x);
+  }
+  for (int t = 0; t < 3000; ++t) {
+    const int k = int(draw(1, 8192)), capacity = knn_capacity(k);
+    const int pages = int(draw(1, (1 << 25) - 1)), v = int(draw(capacity + 1, int64_t(pages) * 64));
+    const int n = int(std::min<int64_t>(int64_t(pages) * 64, INT32_MAX));
+    const int s = paged_sample_pages(n, pages, k, capacity);
+    if (s == 0) continue;
+    int valid = 0;
+    for (int i = 0; i < s; ++i) {
+      const int64_t left = int64_t(v) - int64_t(int64_t(i) * pages / s) * 64;
+      const int got = paged_sample_page_valid(i, s, pages, v);
+      REQUIRE(got == int(std::clamp<int64_t>(left, 0, 64)));
+      valid += got;
+    }
+    if (valid == 0) continue;
+    const int rank = paged_sample_rank(k, capacity, valid, v);
+    const double want = std::sqrt(double(k) * capacity) * valid / v;
+    INFO("k " << k << " valid " << valid << " v " << v);
+    REQUIRE(rank >= 1);
+    REQUIRE(rank <= valid);
+    REQUIRE(std::abs(rank - std::clamp(want, 1.0, double(valid))) <= 1.0);
+  }
 }
 
 TEST_CASE("paged decode stream path: other heads and archs and scores are refused with messages",
