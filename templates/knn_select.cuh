@@ -84,6 +84,7 @@ __device__ u64 knn_sample_threshold(const KnnParams& p, unsigned char* smem, con
 // counts (an earlier pass's are in them).
 template <class C>
 __device__ void knn_threshold(const KnnParams& p, unsigned char* smem) {
+  grid_dependency_trigger();  // the next launch may start (grid_dependency.cuh)
   grid_dependency_wait();
   const int r = blockIdx.x;
   if (r == 0) {
@@ -194,6 +195,7 @@ __device__ void knn_select_row(const KnnParams& p, unsigned char* smem, int r, u
 // Query blockIdx.x's outputs, or its next fallback round.
 template <class C>
 __device__ void knn_select(const KnnParams& p, unsigned char* smem) {
+  grid_dependency_trigger();  // the next launch may start (grid_dependency.cuh)
   grid_dependency_wait();
   knn_select_row<C>(p, smem, blockIdx.x, min(u32(C::kTopK), u32(p.num_keys)));
 }

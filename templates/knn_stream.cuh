@@ -211,6 +211,7 @@ __device__ void knn_tighten(const KnnParams& p, int q, int j, u32 need, u32* bin
 // score functor.
 template <class C, class S>
 __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char* smem) {
+  grid_dependency_trigger();  // the next launch may start (grid_dependency.cuh)
   constexpr int RB = C::kDim * 2, NC = RB / kKnnChunkBytes, Q = kKnnQueries, ST = C::kStages;
   static_assert(RB % kKnnChunkBytes == 0 && C::kThreads == kKnnStreamThreads, "knn tile shape");
   constexpr KnnStreamSmem L{RB, ST};

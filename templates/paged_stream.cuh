@@ -129,6 +129,7 @@ __device__ void paged_produce(const PagedStreamParams& ps, const TmaMap* cmap, u
 // score's uses); S: the score functor (a head-sum program).
 template <class C, class S>
 __device__ void paged_stream(const PagedStreamParams& ps, const TmaMap* cmap, unsigned char* smem) {
+  grid_dependency_trigger();  // the next launch may start (grid_dependency.cuh)
   constexpr int ST = C::kStages, NN = C::kNextN, H = kPagedHeads;
   static_assert(C::kHeads == H && S::kHeadSum && C::kWgmma && C::kMma == kElemE4M3,
                 "the stream path: 64 heads of fp8, a head-sum score");

@@ -8,6 +8,7 @@
 // request whose length is negative or above max_keys is bad (its rows are -1, counted as
 // bad windows by the select).
 #pragma once
+#include "winnow/grid_dependency.cuh"
 #include "winnow/knn_params.cuh"
 #include "winnow/paged_cache.cuh"
 #include "winnow/paged_stream_params.cuh"
@@ -18,6 +19,7 @@ namespace winnow {
 // Launched with kPagedPrepareThreads threads, one CTA, first of the call's launches.
 template <int THREADS>
 __device__ void paged_stream_prepare(const PagedStreamParams& p) {
+  grid_dependency_trigger();  // the next launch may start (grid_dependency.cuh)
   __shared__ int scan[2][THREADS];
   __shared__ int carry[2];
   const int tid = threadIdx.x;
