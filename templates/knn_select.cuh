@@ -17,6 +17,7 @@
 #include "winnow/batched_copy.cuh"
 #include "winnow/bitonic_sort.cuh"
 #include "winnow/grid_dependency.cuh"
+#include "winnow/index_rank.cuh"
 #include "winnow/knn_params.cuh"
 #include "winnow/knn_workspace.cuh"
 #include "winnow/radix_select.cuh"
@@ -137,16 +138,28 @@ __device__ void knn_select_row(const KnnParams& p, unsigned char* smem, int r, u
   float* out_sc = p.out_scores ? p.out_scores + r * p.out_scores_stride : nullptr;
   if (answered || p.round == C::kRounds) {
     u32 chosen = 0;
+    bool placed = false;  // the chosen entries are written already (index order)
     if (answered && need > 0) {
       // Exactly `need` distinct RankKeys (all of them when stored == need).
       gather_best<KnnSelectCta>(s, need, stored, scan, s.sel, KP, s.taken);
-      // Sorted: by score; unsorted: by index, ascending (one answer per row either way).
-      sort_desc<KnnSelectCta>(s.sel, KP, !C::kSorted);
       chosen = need;
+      // Sorted: by score; unsorted: by index, ascending (one answer per row either way).
+      // Unsorted rows go straight to their slots through a bitmap over their indices' span
+      // in the staging region (free after gather_best) where it fits (index_rank.cuh), else
+      // through the sort as sorted ones.
+      if constexpr (!C::kSorted) {
+        placed = index_order_place<kKnnSelectThreads>(
+            s.sel, need, static_cast<u32*>(s.stage(KP)), p.stage_bytes / 4, s.radix,
+            [&](u32 slot, u64 v) {
+              out_idx[slot] = rank_key_index(v) + p.key_offset;
+              if (out_sc) out_sc[slot] = output_score(v, true, p.negate_scores);
+            });
+      }
+      if (!placed) sort_desc<KnnSelectCta>(s.sel, KP, !C::kSorted);
     } else if (!answered && threadIdx.x == 0) {
       atomicAdd(p.counters + kKnnUnresolvedRows, 1u);
     }
-    for (int i = threadIdx.x; i < K; i += kKnnSelectThreads) {
+    for (int i = int(threadIdx.x) + (placed ? int(chosen) : 0); i < K; i += kKnnSelectThreads) {
       const bool real = u32(i) < chosen;
       const u64 v = real ? s.sel[i] : 0ull;
       out_idx[i] = real ? rank_key_index(v) + p.key_offset : -1;
