@@ -6,6 +6,7 @@
 #include "compiler/backend/backend.h"
 #include "ops/errors.h"
 #include "ops/topk.h"
+#include "ptx_entries.h"
 #include "ptxas_log.h"
 #include "support.h"
 #include "topk_check.h"
@@ -154,8 +155,13 @@ TEST_CASE("the retrieval kernels compile for sm_90a: wgmma m64n64, TMA, no spill
     CHECK(r.ptx.find(mma) != std::string::npos);
     CHECK(r.ptx.find("cp.async.bulk.tensor.2d") != std::string::npos);
     CHECK(r.ptx.find("mbarrier.try_wait.parity") != std::string::npos);
-    for (const char* entry : {"winnow_knn_stream", "winnow_knn_threshold", "winnow_knn_select"})
-      CHECK(r.ptx.find(std::string(".entry ") + entry) != std::string::npos);
+    // Every kernel lets the next launch start first thing (grid_dependency_trigger).
+    for (const char* entry : {"winnow_knn_stream", "winnow_knn_threshold", "winnow_knn_select"}) {
+      INFO(entry);
+      const std::string text = test::ptx_entry_text(r.ptx, entry);
+      CHECK(!text.empty());
+      CHECK(text.find("griddepcontrol.launch_dependents") != std::string::npos);
+    }
     // ptxas -v: every entry's spill stores and loads (none allowed beyond a few bytes).
     INFO(r.log);
     const std::vector<test::PtxasSpills> spills = test::ptxas_spills(r.log);

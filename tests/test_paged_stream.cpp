@@ -12,6 +12,7 @@
 #include "ops/paged_stream.h"
 #include "ops/paged_topk.h"
 #include "paged_support.h"
+#include "ptx_entries.h"
 #include "ptxas_log.h"
 #include "support.h"
 #include "testing/paged_harness.h"
@@ -133,9 +134,14 @@ TEST_CASE("paged decode stream path compiles for sm_90a: wgmma m64n64 e4m3 and T
     CHECK(r.ptx.find("wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3") != std::string::npos);
     CHECK(r.ptx.find("cp.async.bulk.tensor.2d") != std::string::npos);
     CHECK(r.ptx.find("griddepcontrol.wait") != std::string::npos);
+    // Every kernel lets the next launch start first thing (grid_dependency_trigger).
     for (const char* entry : {"winnow_paged_prepare", "winnow_paged_stream",
-                              "winnow_paged_threshold", "winnow_paged_select"})
-      CHECK(r.ptx.find(std::string(".entry ") + entry) != std::string::npos);
+                              "winnow_paged_threshold", "winnow_paged_select"}) {
+      INFO(entry);
+      const std::string text = test::ptx_entry_text(r.ptx, entry);
+      CHECK(!text.empty());
+      CHECK(text.find("griddepcontrol.launch_dependents") != std::string::npos);
+    }
     INFO(r.log);
     const std::vector<test::PtxasSpills> spills = test::ptxas_spills(r.log);
     for (const test::PtxasSpills& e : spills) {
