@@ -17,9 +17,23 @@ namespace {
 
 size_t round_up(size_t n) { return (n + 255) / 256 * 256; }
 
-// Ring stages of the stream: two-page stages; with the q rows (8 KB a row) two CTAs fit an
-// SM at every next_n (4 x 18 KB + 32 KB).
-constexpr int kStreamStages = 4;
+// The stream kernel's CTAs an SM and ring stages (two pages a stage). It is latency-bound
+// (session 26's ncu: 0.76 eligible warps a scheduler at two CTAs an SM), so at next_n 1 three
+// CTAs an SM: 72 registers without spills, three stages (3 x 18 KB + 8 KB of q rows a CTA);
+// at next_n 2-4 two (112 registers; three would spill from next_n 2, and four stages with
+// up to 32 KB of q rows fit two). WINNOW_PAGED_STREAM_CTAS=2 or 3 asks for one.
+struct StreamShape {
+  int ctas_per_sm, stages;
+};
+StreamShape stream_shape(int next_n) {
+  int ctas = next_n == 1 ? 3 : 2;
+  if (const auto v = rt::env_get("WINNOW_PAGED_STREAM_CTAS")) {
+    if (*v != "2" && *v != "3")
+      throw InvalidArgument(fmt::format("WINNOW_PAGED_STREAM_CTAS is '{}': expected 2 or 3", *v));
+    ctas = *v == "3" ? 3 : 2;
+  }
+  return {ctas, ctas == 3 ? 3 : 4};
+}
 
 // The workspace: the retrieval mode's regions per row (counters first: the op's counter
 // offset is 0), then the call's plan (templates/paged_stream_prepare.cuh).
@@ -151,6 +165,7 @@ struct PagedStream::Impl {
   codegen::GeneratedKernel generated;
   CompiledModule module;
   std::shared_ptr<const rt::LoadedKernel> prepare, stream, threshold, select;
+  StreamShape shape{};
   int capacity = 0, grid = 0;
   long stream_smem = 0, select_smem = 0, select_stage = 0;
   bool programmatic = true;  // WINNOW_KNN_PDL=0 turns it off here too
@@ -165,17 +180,19 @@ PagedStream::PagedStream(const PagedProblem& p, const rt::Context* ctx)
   m.ctx = ctx;
   m.capacity = winnow::knn_capacity(p.k);
   m.steps = paged_stream_steps(p);
+  m.shape = stream_shape(p.next_n);
   const ir::Expr score = p.score ? p.score : ir::relu_mh(true);
   const ir::Uses u = ir::uses(score);
   codegen::PagedStreamConfig c;
   c.next_n = p.next_n;
   c.k = p.k;
-  c.stages = kStreamStages;
+  c.stages = m.shape.stages;
+  c.ctas_per_sm = m.shape.ctas_per_sm;
   c.sorted = p.sorted;
   c.uses_w = u.w;
   c.uses_kscale = u.kscale;
   m.generated = codegen::emit_paged_stream(score, c);
-  m.stream_smem = winnow::PagedStreamSmem{kStreamStages, p.next_n}.bytes();
+  m.stream_smem = winnow::PagedStreamSmem{m.shape.stages, p.next_n}.bytes();
   const long smem_limit = ctx ? ctx->info().max_smem_optin : kDefaultSmemLimit;
   m.select_stage = winnow::knn_select_stage_bytes(p.k, smem_limit);
   m.select_smem = winnow::knn_select_smem_bytes(p.k) + m.select_stage;
@@ -198,9 +215,9 @@ bool PagedStream::built() const { return !impl_->module.cubin.empty(); }
 void PagedStream::build(rt::CubinCache& cache, const backend::Backend& be) {
   Impl& m = *impl_;
   const std::string program = fmt::format(
-      "{}\npaged stream v1 next_n={} k={} sorted={} stages={}",
+      "{}\npaged stream v1 next_n={} k={} sorted={} stages={} ctas_per_sm={}",
       ir::print(m.problem.score ? m.problem.score : ir::relu_mh(true)), m.problem.next_n,
-      m.problem.k, m.problem.sorted, kStreamStages);
+      m.problem.k, m.problem.sorted, m.shape.stages, m.shape.ctas_per_sm);
   m.module = compile_cached(cache, be, compile_request(), "winnow_paged_stream", program,
                             "paged stream");
   if (!m.ctx) return;
@@ -213,7 +230,7 @@ void PagedStream::build(rt::CubinCache& cache, const backend::Backend& be) {
     throw NotSupported(fmt::format("the paged stream kernel cannot run on this device ({} bytes "
                                    "of shared memory, {} registers per thread)",
                                    m.stream_smem, m.stream->num_registers()));
-  m.grid = m.ctx->info().sm_count * std::min(per_sm, 2);
+  m.grid = m.ctx->info().sm_count * std::min(per_sm, m.shape.ctas_per_sm);
 }
 
 size_t PagedStream::workspace_bytes() const {
@@ -228,7 +245,7 @@ std::string PagedStream::launch_info() const {
   return fmt::format("paged stream: {} CTAs x {} threads, {} registers, {} bytes of shared "
                      "memory, {} two-page stages, capacity {}, {} launches a call",
                      m.grid, winnow::kPagedStreamThreads, m.stream->num_registers(),
-                     m.stream_smem, kStreamStages, m.capacity, m.steps.size());
+                     m.stream_smem, m.shape.stages, m.capacity, m.steps.size());
 }
 
 void PagedStream::execute(const PagedInputs& in, int64_t B, const TensorView& out_indices,

@@ -12,7 +12,7 @@
 namespace winnow::rt {
 namespace {
 
-constexpr std::array<EnvVar, 22> kRegistry{{
+constexpr std::array<EnvVar, 23> kRegistry{{
     {"HOME", false, "home folder: the cache defaults to $HOME/.cache/winnow"},
     {"TMPDIR", false, "without HOME the cache is $TMPDIR/winnow-cache-<uid> (default /tmp)"},
     // The backend's name and exact version are in every key already (ops/jit_module.cpp).
@@ -67,6 +67,10 @@ constexpr std::array<EnvVar, 22> kRegistry{{
      "the paged decode op's path: unset or \"1\" the stream path wherever it fits (64 heads, "
      "sm_90a, head-sum scores: per-row sample, threshold, filter stream over the cache in "
      "place, exact select), \"0\" the gathered path (copy of the touched pages + fused top-k)"},
+    // Changes the stream kernel's source and program text, which are in its key.
+    {"WINNOW_PAGED_STREAM_CTAS", false,
+     "\"2\" or \"3\": the paged stream kernel's CTAs an SM (launch bounds and ring stages; "
+     "the default 3 at next_n 1, 2 above it), for measuring"},
     // Changes the plan, which is part of the key (the describe() text): no key input.
     // Writes what compiles; changes no kernel: no key input.
     {"WINNOW_RECORD_COMPILES", false,

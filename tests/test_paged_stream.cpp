@@ -58,6 +58,37 @@ TEST_CASE("paged decode stream path: the default where it can run, WINNOW_PAGED_
   CHECK_THROWS_WITH(ops::PagedTopkOp::create(p, nullptr), Catch::Contains("expected 0 or 1"));
 }
 
+TEST_CASE("paged decode stream path: three CTAs an SM at next_n 1, two above, WINNOW_PAGED_STREAM_CTAS",
+          "[decode]") {
+  auto bounds = [](const ops::PagedStream& s) {
+    const std::string& src = s.source();
+    const std::string key = "__launch_bounds__(winnow::kPagedStreamThreads, ";
+    const size_t at = src.find(key);
+    return at == std::string::npos ? -1 : src[at + key.size()] - '0';
+  };
+  {
+    test::ScopedEnv unset("WINNOW_PAGED_STREAM_CTAS", nullptr);
+    CHECK(bounds(ops::PagedStream(decode_problem(64, 2048, 1, 8, 16), nullptr)) == 3);
+    CHECK(bounds(ops::PagedStream(decode_problem(64, 2048, 2, 8, 16), nullptr)) == 2);
+    CHECK(bounds(ops::PagedStream(decode_problem(64, 2048, 4, 8, 16), nullptr)) == 2);
+  }
+  {
+    test::ScopedEnv two("WINNOW_PAGED_STREAM_CTAS", "2");
+    const ops::PagedStream s(decode_problem(64, 2048, 1, 8, 16), nullptr);
+    CHECK(bounds(s) == 2);
+    CHECK_THAT(s.source(), Catch::Contains("kStages = 4"));
+  }
+  {
+    test::ScopedEnv three("WINNOW_PAGED_STREAM_CTAS", "3");
+    const ops::PagedStream s(decode_problem(64, 2048, 2, 8, 16), nullptr);
+    CHECK(bounds(s) == 3);
+    CHECK_THAT(s.source(), Catch::Contains("kStages = 3"));
+  }
+  test::ScopedEnv bad("WINNOW_PAGED_STREAM_CTAS", "4");
+  CHECK_THROWS_WITH(ops::PagedStream(decode_problem(64, 2048, 1, 8, 16), nullptr),
+                    Catch::Contains("WINNOW_PAGED_STREAM_CTAS is '4'"));
+}
+
 TEST_CASE("paged decode stream path: the sample's rank and visible keys in integer arithmetic",
           "[decode]") {
   std::mt19937_64 rng(test::test_seed() ^ 0x5a3bu);
