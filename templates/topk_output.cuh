@@ -11,7 +11,7 @@
 namespace winnow {
 
 // Sorts the chosen RankKeys of row r (in sel) and writes the row's outputs (index order
-// through a bitmap instead, where WINNOW_INDEX_ORDER_BITMAP asks and the span fits).
+// through a bitmap instead where the span fits, unless WINNOW_INDEX_ORDER_BITMAP is 0).
 template <class C>
 __device__ void write_row(const TopkParams& p, const TopkSmem<C>& s, int r, int row, u64* sel) {
   constexpr int K = C::kTopK, KP = next_pow2(C::kTopK);

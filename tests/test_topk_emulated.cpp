@@ -7,7 +7,7 @@
 // checks as the [gpu] cases (tests/topk_check.h), before any GPU run. Tiny shapes (the
 // emulation runs one std::thread per CUDA thread): a few seconds per case.
 // A file that includes this one with a kernel switch set names its cases with EMU_CASE
-// (tests/test_topk_emulated_bitmap.cpp: the index order through the bitmap).
+// (tests/test_topk_emulated_sort.cpp: the index order through the bitonic sort).
 #ifndef EMU_CASE
 #define EMU_CASE(what) "emulated sm_90a kernel: " what
 #endif
