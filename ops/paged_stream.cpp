@@ -17,16 +17,15 @@ namespace {
 
 size_t round_up(size_t n) { return (n + 255) / 256 * 256; }
 
-// The stream kernel's CTAs an SM and ring stages (two pages a stage). It is latency-bound
-// (session 26's ncu: 0.76 eligible warps a scheduler at two CTAs an SM), so at next_n 1 three
-// CTAs an SM: 72 registers without spills, three stages (3 x 18 KB + 8 KB of q rows a CTA);
-// at next_n 2-4 two (112 registers; three would spill from next_n 2, and four stages with
-// up to 32 KB of q rows fit two). WINNOW_PAGED_STREAM_CTAS=2 or 3 asks for one.
+// The stream kernel's CTAs an SM and ring stages (two pages a stage): two (112 registers,
+// four stages with up to 32 KB of q rows). Three (72 registers, no spills at next_n 1, three
+// stages) were no faster on the H100 (session 27: 64 x 64K 0.272 against 0.267 ms), so
+// they stay a measuring option: WINNOW_PAGED_STREAM_CTAS=2 or 3.
 struct StreamShape {
   int ctas_per_sm, stages;
 };
 StreamShape stream_shape(int next_n) {
-  int ctas = next_n == 1 ? 3 : 2;
+  int ctas = 2;
   if (const auto v = rt::env_get("WINNOW_PAGED_STREAM_CTAS")) {
     if (*v != "2" && *v != "3")
       throw InvalidArgument(fmt::format("WINNOW_PAGED_STREAM_CTAS is '{}': expected 2 or 3", *v));

@@ -70,7 +70,7 @@ constexpr std::array<EnvVar, 23> kRegistry{{
     // Changes the stream kernel's source and program text, which are in its key.
     {"WINNOW_PAGED_STREAM_CTAS", false,
      "\"2\" or \"3\": the paged stream kernel's CTAs an SM (launch bounds and ring stages; "
-     "the default 3 at next_n 1, 2 above it), for measuring"},
+     "the default 2; 3 fits 72 registers at next_n 1), for measuring"},
     // Changes the plan, which is part of the key (the describe() text): no key input.
     // Writes what compiles; changes no kernel: no key input.
     {"WINNOW_RECORD_COMPILES", false,

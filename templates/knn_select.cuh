@@ -148,8 +148,11 @@ __device__ void knn_select_row(const KnnParams& p, unsigned char* smem, int r, u
       // in the staging region (free after gather_best) where it fits (index_rank.cuh), else
       // through the sort as sorted ones.
       if constexpr (!C::kSorted) {
+        // Spans up to 128 KP keys (the fused kernel's reach): marking a wider one costs more
+        // than the sort (a 1M-key row's select was slower so, session 27's H100 run).
+        const long long words_cap = p.stage_bytes / 4 < 6LL * KP ? p.stage_bytes / 4 : 6LL * KP;
         placed = index_order_place<kKnnSelectThreads>(
-            s.sel, need, static_cast<u32*>(s.stage(KP)), p.stage_bytes / 4, s.radix,
+            s.sel, need, static_cast<u32*>(s.stage(KP)), words_cap, s.radix,
             [&](u32 slot, u64 v) {
               out_idx[slot] = rank_key_index(v) + p.key_offset;
               if (out_sc) out_sc[slot] = output_score(v, true, p.negate_scores);

@@ -58,7 +58,7 @@ TEST_CASE("paged decode stream path: the default where it can run, WINNOW_PAGED_
   CHECK_THROWS_WITH(ops::PagedTopkOp::create(p, nullptr), Catch::Contains("expected 0 or 1"));
 }
 
-TEST_CASE("paged decode stream path: three CTAs an SM at next_n 1, two above, WINNOW_PAGED_STREAM_CTAS",
+TEST_CASE("paged decode stream path: two CTAs an SM unless WINNOW_PAGED_STREAM_CTAS asks for three",
           "[decode]") {
   auto bounds = [](const ops::PagedStream& s) {
     const std::string& src = s.source();
@@ -68,7 +68,7 @@ TEST_CASE("paged decode stream path: three CTAs an SM at next_n 1, two above, WI
   };
   {
     test::ScopedEnv unset("WINNOW_PAGED_STREAM_CTAS", nullptr);
-    CHECK(bounds(ops::PagedStream(decode_problem(64, 2048, 1, 8, 16), nullptr)) == 3);
+    CHECK(bounds(ops::PagedStream(decode_problem(64, 2048, 1, 8, 16), nullptr)) == 2);
     CHECK(bounds(ops::PagedStream(decode_problem(64, 2048, 2, 8, 16), nullptr)) == 2);
     CHECK(bounds(ops::PagedStream(decode_problem(64, 2048, 4, 8, 16), nullptr)) == 2);
   }
