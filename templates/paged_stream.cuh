@@ -154,7 +154,12 @@ __device__ void paged_stream(const PagedStreamParams& ps, const TmaMap* cmap, un
   if (tid == 0) {
     for (int i = 0; i < ST; ++i) {
       mbarrier_init(full + i, 1);
-      mbarrier_init(empty + i, 8);  // one arrival per math warp
+      // One arrival per math thread: each thread's own reads of the stage (its metadata
+      // included, which the producer rewrites) are released by its own arrive. One lane's
+      // arrive after a __syncwarp is ordered too, but compute-sanitizer's racecheck does
+      // not follow that chain and reported the producer's rewrite of meta[].request as a
+      // hazard (session 27, mapped in session 28).
+      mbarrier_init(empty + i, 256);
     }
     mbarrier_init_fence();
   }
@@ -309,8 +314,7 @@ __device__ void paged_stream(const PagedStreamParams& ps, const TmaMap* cmap, un
         }
       }
     }
-    __syncwarp();
-    if (lane == 0) mbarrier_arrive(empty + slot.stage);
+    mbarrier_arrive(empty + slot.stage);
   }
 #pragma unroll
   for (int j = 0; j < NN; ++j) settle(j);
