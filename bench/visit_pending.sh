@@ -76,8 +76,8 @@ sanitize)
 bench)
   # main's and the pending build's binaries in one run, alternating per workload, with
   # the torch baselines and ceilings of this visit; then ncu's per-launch durations of a
-  # decode call at 64 x 64K for both. .devbin/p11/winnow, .devbin/pipe/winnow (optional):
-  # other builds (an earlier pending commit, an experiment), timed on the decode shapes too.
+  # decode call at 64 x 64K for both. EXTRA="a b": the builds .devbin/a/winnow,
+  # .devbin/b/winnow (an earlier pending commit, an experiment), timed on decode too.
   python3 bench/ceilings.py > "$O/ceilings.json" 2> "$O/ceilings.err"
   timeout 200 python3 bench/torch_baselines.py "$O/baselines.json" \
     --decode "64x65536:1:2048,128x4096:1:2048,63x1024+1x1048576:1:2048" 2>&1 | tail -n 4
@@ -95,7 +95,7 @@ bench)
       note "bench $b $r rc=$?"
     done
   }
-  extra=(); for x in p11 pipe p256; do [ -x .devbin/$x/winnow ] && extra+=($x); done
+  extra=(); for x in ${EXTRA:-}; do [ -x .devbin/$x/winnow ] && extra+=($x); done
   bench_run "dsa-decode --B 64,128 --len 4K,64K --mixed 63x1K+1x1M --graph 1x128,64x64K,128x4K,63x1K+1x1M" main pending "${extra[@]}"
   # Where the stream kernel's time goes at 64 x 64K (the pending build): warp states,
   # scheduler statistics and per-instruction stall samples of one round-0 launch (the
