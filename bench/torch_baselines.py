@@ -16,7 +16,8 @@ the same visit (PERF.md, "Baselines to run beside winnow").
     PyTorch over the engines' cache uint8 [blocks, 64, 1, 132] (keys gathered through the
     block table per request, fp32 relu_mh with the key scales into [B * next_n, max_len]
     logits masked past each query's length, then torch.topk(K)). Key
-    "decode_torch_ms:LENS:NEXT_N:K"; also "topk_ms:RxTxK" for R = B * next_n, T = max_len
+    "decode_torch_ms:LENS:NEXT_N:K"; also "topk_ms:RxTxK" for R = B * next_n, T = max_len,
+    and "topk_graph_ms:RxTxK", the same torch.topk captured in a CUDA graph and replayed
     (the top-k half of materialize + torch.topk).
 
 Each value is the median of REPEATS runs between CUDA events, after WARMUP runs; a size
@@ -60,6 +61,25 @@ def topk_ms(rows, cols, k):
     # k past the row (decode's short requests): torch.topk refuses it, the op pads with -1.
     ms = median_ms(lambda: torch.topk(logits, min(k, cols), dim=1, sorted=False))
     del logits
+    return ms
+
+
+def topk_graph_ms(rows, cols, k):
+    """torch.topk of a [rows, cols] fp32 matrix captured in a CUDA graph and replayed (as an
+    engine's decode step runs): the top-k half of materialize + torch.topk under graphs."""
+    logits = torch.randn(rows, cols, device="cuda", dtype=torch.float32)
+    kk = min(k, cols)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up off the default stream, as capture requires
+        for _ in range(2):
+            torch.topk(logits, kk, dim=1, sorted=False)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        torch.topk(logits, kk, dim=1, sorted=False)
+    ms = median_ms(graph.replay)
+    del graph, logits
     return ms
 
 
@@ -158,6 +178,9 @@ def main():
         topk_key = f"topk_ms:{rows}x{width}x{k}"
         if topk_key not in result:
             result[topk_key] = measure(topk_key, lambda: topk_ms(rows, width, k))
+        graph_key = f"topk_graph_ms:{rows}x{width}x{k}"
+        if graph_key not in result:
+            result[graph_key] = measure(graph_key, lambda: topk_graph_ms(rows, width, k))
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)
         f.write("\n")

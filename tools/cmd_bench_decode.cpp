@@ -9,7 +9,9 @@
 // max_len keys shared by every request: it reads less than a paged materialize would, a
 // lower bound of that baseline), "materialize+torch.topk" and "torch" (from --baselines,
 // bench/torch_baselines.py --decode) and "floor". "winnow-graph" times CUDA-graph replay
-// (--graph shapes, B = 1 x 128 keys by default). Each shape's block tables are rotated
+// (--graph shapes, B = 1 x 128 keys by default), beside "materialize-graph" and
+// "materialize+torch.topk-graph" (torch_baselines.py --decode: topk_graph_ms) where it has more
+// than one page. Each shape's block tables are rotated
 // over disjoint blocks between runs where the cache holds several copies, so small shapes
 // are not served from L2. `exact`: every row's form, and the rows of --check-requests
 // requests against the CPU reference (testing/paged_reference.h) on their downloaded pages.
@@ -412,7 +414,8 @@ DecodeRun run_winnow(const DecodeArgs& a, const ops::PagedTopkOp& op, const Deco
 // [B * next_n, max_len] logits; nullopt when they do not fit the device.
 std::optional<Timing> run_materialize(const DecodeArgs& a, const DecodeInputs& in,
                                       const DecodeShape& s, const rt::Context& ctx,
-                                      rt::CubinCache& cache, const backend::Backend& be) {
+                                      rt::CubinCache& cache, const backend::Backend& be,
+                                      CUstream capture_stream) {
   const int64_t rows = s.batch() * a.next_n, T = s.max_len();
   const size_t matrix = size_t(rows) * size_t(T) * 4;
   size_t free = 0, total = 0;
@@ -432,9 +435,25 @@ std::optional<Timing> run_materialize(const DecodeArgs& a, const DecodeInputs& i
   rt::DeviceBuffer scores(matrix), ws(std::max<size_t>(op->workspace_bytes(), 256));
   const ops::TensorView out =
       on_device(ops::contiguous_view(scores.data(), DType::F32, {rows, T}), device);
-  return time_launches(
-      [&](CUstream st) { op->execute(t, nullptr, &out, ws.data(), ws.size(), st); }, a.warmup,
-      a.repeats, "materialize " + s.label);
+  if (!s.graph) {
+    return time_launches(
+        [&](CUstream st) { op->execute(t, nullptr, &out, ws.data(), ws.size(), st); }, a.warmup,
+        a.repeats, "materialize " + s.label);
+  }
+  // Under graph replay as winnow's own call is (an engine captures its decode step).
+  const rt::DriverApi& cu = rt::driver();
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  rt::check(cu.cuStreamBeginCapture(capture_stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "capture");
+  op->execute(t, nullptr, &out, ws.data(), ws.size(), capture_stream);
+  rt::check(cu.cuStreamEndCapture(capture_stream, &graph), "end capture");
+  rt::check(cu.cuGraphInstantiate(&exec, graph, 0), "graph instantiate");
+  const Timing timing =
+      time_launches([&](CUstream st) { rt::check(cu.cuGraphLaunch(exec, st), "graph launch"); },
+                    a.warmup, a.repeats, "materialize graph " + s.label);
+  cu.cuGraphExecDestroy(exec);
+  cu.cuGraphDestroy(graph);
+  return timing;
 }
 
 std::string params_json(const DecodeArgs& a, const DecodeShape& s) {
@@ -529,9 +548,14 @@ int bench_decode_main(int argc, char** argv) {
     if (!op->stream() && ops::paged_stream_unsuited(op->problem()).empty())
       fields += ", \"variant\": \"WINNOW_PAGED_STREAM=0\"";
     std::optional<Timing> mat;
-    if (!s.graph) mat = run_materialize(a, in, s, ctx, cache, *be);
+    // Under graph replay (s.graph) the baselines are too: the materialize kernel captured,
+    // torch.topk from bench/torch_baselines.py's graph-replayed "topk_graph_ms" records.
+    // The tiny graph shapes (one page: 1 x 128, whose goal is an absolute time) have none.
+    const bool tiny = s.max_len() <= kPageKeys;
+    if (!(s.graph && tiny)) mat = run_materialize(a, in, s, ctx, cache, *be, capture_stream);
     const int64_t rows = s.batch() * a.next_n;
-    const std::string topk_key = fmt::format("topk_ms:{}x{}x{}", rows, s.max_len(), a.k);
+    const std::string topk_key =
+        fmt::format("{}:{}x{}x{}", s.graph ? "topk_graph_ms" : "topk_ms", rows, s.max_len(), a.k);
     const std::string torch_key = fmt::format("decode_torch_ms:{}:{}:{}", s.label, a.next_n, a.k);
     const std::optional<double> topk_ms = baseline(meta, topk_key), torch_ms = baseline(meta, torch_key);
     if (mat) fields += fmt::format(", \"ratio_to_materialize\": {:.4f}", r.t.median / mat->median);
@@ -547,21 +571,22 @@ int bench_decode_main(int argc, char** argv) {
     const std::string shared =
         ", \"exact\": null, \"fallbacks\": 0, \"keys\": \"shared: max_len contiguous keys read "
         "by every request (no paged materialize in winnow: a lower bound of one)\"";
+    const char* mat_impl = s.graph ? "materialize-graph" : "materialize";
+    const char* both_impl = s.graph ? "materialize+torch.topk-graph" : "materialize+torch.topk";
     if (mat) {
-      lines.push_back(record(a, meta, s, "materialize", *mat, floor_ms, bytes + double(logits),
+      lines.push_back(record(a, meta, s, mat_impl, *mat, floor_ms, bytes + double(logits),
                              logits, shared));
-      table.push_back({s.label, "materialize", mat->median, mat->median / floor_ms, std::nullopt});
+      table.push_back({s.label, mat_impl, mat->median, mat->median / floor_ms, std::nullopt});
     }
     if (mat && topk_ms) {
       const float ms = float(*topk_ms);
       const Timing both{mat->median + ms, mat->min + ms, mat->max + ms};
-      lines.push_back(record(a, meta, s, "materialize+torch.topk", both, floor_ms,
+      lines.push_back(record(a, meta, s, both_impl, both, floor_ms,
                              bytes + double(logits), logits,
                              shared + fmt::format(", \"includes_topk\": true, \"torch_ms\": {:.4f}, "
                                                   "\"baselines\": {}",
                                                   *topk_ms, json_string(a.baselines_path))));
-      table.push_back({s.label, "materialize+torch.topk", both.median, both.median / floor_ms,
-                       std::nullopt});
+      table.push_back({s.label, both_impl, both.median, both.median / floor_ms, std::nullopt});
     }
     if (torch_ms) {
       const float ms = float(*torch_ms);
