@@ -20,11 +20,11 @@ size_t round_up(size_t n) { return (n + 255) / 256 * 256; }
 // The stream kernel's CTAs an SM and ring stages (two pages a stage): two (112 registers,
 // four stages with up to 32 KB of q rows). Three (72 registers, no spills at next_n 1, three
 // stages) were no faster on the H100 (session 27: 64 x 64K 0.272 against 0.267 ms), so
-// they stay a measuring option: WINNOW_PAGED_STREAM_CTAS=2 or 3.
+// they stay a measuring option at any next_n (above 1 they may spill): WINNOW_PAGED_STREAM_CTAS=2 or 3.
 struct StreamShape {
   int ctas_per_sm, stages;
 };
-StreamShape stream_shape(int next_n) {
+StreamShape stream_shape() {
   int ctas = 2;
   if (const auto v = rt::env_get("WINNOW_PAGED_STREAM_CTAS")) {
     if (*v != "2" && *v != "3")
@@ -179,7 +179,7 @@ PagedStream::PagedStream(const PagedProblem& p, const rt::Context* ctx)
   m.ctx = ctx;
   m.capacity = winnow::knn_capacity(p.k);
   m.steps = paged_stream_steps(p);
-  m.shape = stream_shape(p.next_n);
+  m.shape = stream_shape();
   const ir::Expr score = p.score ? p.score : ir::relu_mh(true);
   const ir::Uses u = ir::uses(score);
   codegen::PagedStreamConfig c;
