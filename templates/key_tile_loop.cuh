@@ -99,8 +99,7 @@ __device__ void pipelined_math_tiles(const TopkSmem<C>& s, unsigned pos0, int ti
     float ks0 = C::kUsesKScale ? st.kscale[key0] : 1.0f;
     float ks1 = C::kUsesKScale ? st.kscale[key0 + 8] : 1.0f;
     keep_in_registers(ks0, ks1);
-    __syncwarp();  // the warp's reads of the stage are done
-    if ((threadIdx.x & 31) == 0) mbarrier_arrive(empty0 + 8u * unsigned(done.stage));
+    mbarrier_arrive(empty0 + 8u * unsigned(done.stage));  // after this thread's reads of it
     done.advance(STAGES);
     wgmma_tile_visits<C, S>(d, ks0, ks1, [&](int r, int jj) { return wreg[r][jj]; },
                             tile_keys(t), visit);
@@ -157,8 +156,7 @@ __device__ void partial_math_tiles(const TopkSmem<C>& s, unsigned pos0, int tile
     keep_in_registers(ks0, ks1);
     wgmma_wait<0>();
     wgmma_pin(d);
-    __syncwarp();  // the warp's reads of the stage are done
-    if (lane == 0) mbarrier_arrive(empty0 + 8u * unsigned(slot.stage));
+    mbarrier_arrive(empty0 + 8u * unsigned(slot.stage));  // after this thread's reads of it
     float pp[C::kRows][2];
     wgmma_tile_partials<C, S>(
         d, ks0, ks1,
@@ -166,14 +164,13 @@ __device__ void partial_math_tiles(const TopkSmem<C>& s, unsigned pos0, int tile
         pp);
     mbarrier_wait(pempty0 + 8u * unsigned(ps.stage), ps.parity ^ 1u);
     store_tile_partials<C>(s.part + ps.stage * L.part_stage_words(), pp, ks0, ks1);
-    __syncwarp();  // the warp's stores precede lane 0's (releasing) arrival
-    if (lane == 0) mbarrier_arrive(pfull0 + 8u * unsigned(ps.stage));
+    mbarrier_arrive(pfull0 + 8u * unsigned(ps.stage));  // releases this thread's stores
   }
 }
 
 // ... and its filter warps' loop: for each tile, wait for its partial stage, sum and visit
 // the scores at or above gate(row) (filter_tile_visits; the stage released, one arrival per
-// warp, once read), then after_tile() (the filter's steps between tiles, synchronised by
+// thread, once read), then after_tile() (the filter's steps between tiles, synchronised by
 // visitor_sync()).
 template <class C, class S, class TileKeys, class Visit, class AfterTile, class Gate>
 __device__ void filter_tiles(const TopkSmem<C>& s, unsigned pos0, int tiles, TileKeys tile_keys,
@@ -187,10 +184,7 @@ __device__ void filter_tiles(const TopkSmem<C>& s, unsigned pos0, int tiles, Til
     mbarrier_wait(pfull0 + 8u * unsigned(ps.stage), ps.parity);
     const unsigned empty = pempty0 + 8u * unsigned(ps.stage);
     filter_tile_visits<C, S>(s.part + ps.stage * L.part_stage_words(), tile_keys(t), visit,
-                             [empty, lane] {
-                               __syncwarp();  // the warp's reads of the stage are done
-                               if (lane == 0) mbarrier_arrive(empty);
-                             },
+                             [empty] { mbarrier_arrive(empty); },  // after this thread's reads
                              gate, s.queue);
     after_tile();
   }
@@ -300,7 +294,7 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
   if constexpr (C::kWgmma) {
     // Warp-specialised: the producer warp fills a ring of k_stages() stages (waiting for
     // each stage's `empty` barrier), the two math warpgroups wait for `full`, score, and
-    // release the stage (one arrival per warp) as soon as their MMAs have read it, before
+    // release the stage (one arrival per thread) as soon as their MMAs have read it, before
     // the head sums and the visits. No CTA barrier per tile: each
     // warpgroup runs as far ahead as the ring allows.
     constexpr int STAGES = layout_of<C>().k_stages();
@@ -355,10 +349,8 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
       for (int t = 0; t < tiles; ++t, slot.advance(STAGES)) {
         mbarrier_wait(full0 + 8u * unsigned(slot.stage), slot.parity);
         const unsigned empty = empty0 + 8u * unsigned(slot.stage);
-        score_loaded_tile<C, S>(p, s, slot.stage, tile_keys(t), visit, [empty] {
-          __syncwarp();  // the warp's reads of the stage are done
-          if ((threadIdx.x & 31) == 0) mbarrier_arrive(empty);
-        });
+        score_loaded_tile<C, S>(p, s, slot.stage, tile_keys(t), visit,
+                                [empty] { mbarrier_arrive(empty); });  // after this thread's reads
         after_tile();
       }
     }

@@ -201,12 +201,15 @@ __device__ void topk_kernel(const TopkParams& p, const TmaMap* kmap, unsigned ch
     constexpr int STAGES = layout_of<C>().k_stages();
     if (threadIdx.x == 0) {
       for (int i = 0; i < STAGES; ++i) {
-        mbarrier_init(s.ring_full + i, 33);                   // 32 lanes + lane 0's bytes
-        mbarrier_init(s.ring_empty + i, C::kMathThreads / 32);  // one arrival per math warp
+        mbarrier_init(s.ring_full + i, 33);  // 32 lanes + lane 0's bytes
+        // One arrival per math thread, after its own reads of the stage: a warp's reads
+        // ordered by __syncwarp before lane 0's arrival are ordered too, but racecheck
+        // does not follow that chain (session 28: hazards at the producer's writes).
+        mbarrier_init(s.ring_empty + i, C::kMathThreads);
       }
       for (int i = 0; i < layout_of<C>().part_stages; ++i) {
-        mbarrier_init(s.part_full + i, C::kMathThreads / 32);     // one arrival per math warp
-        mbarrier_init(s.part_empty + i, C::kFilterThreads / 32);  // one per filter warp
+        mbarrier_init(s.part_full + i, C::kMathThreads);     // one per math thread
+        mbarrier_init(s.part_empty + i, C::kFilterThreads);  // one per filter thread
       }
       mbarrier_init_fence();
     }
