@@ -78,7 +78,9 @@ bench)
   # the torch baselines and ceilings of this visit; then ncu's per-launch durations of a
   # decode call at 64 x 64K for both. EXTRA="a b": the builds .devbin/a/winnow,
   # .devbin/b/winnow (an earlier pending commit, an experiment), timed on decode too.
-  python3 bench/ceilings.py > "$O/ceilings.json" 2> "$O/ceilings.err"
+  # (the file is its argument: session 28 and 29 redirected stdout, so the ceilings file was
+  # empty and the ratios used the published H200 copy bandwidth, 4.23 TB/s)
+  python3 bench/ceilings.py "$O/ceilings.json" > "$O/ceilings.txt" 2> "$O/ceilings.err"
   timeout 200 python3 bench/torch_baselines.py "$O/baselines.json" \
     --decode "64x65536:1:2048,128x4096:1:2048,63x1024+1x1048576:1:2048" 2>&1 | tail -n 4
   note "baselines"
