@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Fills .devbin/ on the CPU machine for a visit of bench/visit_pending.sh (carry [".devbin"]):
+#   .devbin/main/winnow                      main's build
+#   .devbin/{winnow,winnow_tests,winnow_c_two_contexts,libwinnow.so.0}
+#                                            the pending build: main + bench/pending/*.patch,
+#                                            applied on the branch `pending` (recreated)
+#   .devbin/<name>/winnow                    wrappers: the pending build under one
+#                                            environment switch each (WRAP, below)
+#   .devbin/llvm-cache.tar.gz                the llvm step's kernels, compiled here by the
+#                                            pending build with WINNOW_BACKEND=llvm
+# Every binary is stripped: the tree and .devbin travel in 64 MiB. Leaves main checked out.
+#
+#   bash bench/prepare_devbin.sh
+#   WRAP="p1:WINNOW_PAGED_WG_PAGES=1 nopf:WINNOW_PAGED_PREFETCH=0" bash bench/prepare_devbin.sh
+#   NO_LLVM=1 bash bench/prepare_devbin.sh   # without the llvm cache
+set -euo pipefail
+cd "$(git rev-parse --show-toplevel)"
+if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
+  echo "prepare_devbin: the tree has uncommitted changes; commit or stash them first" >&2
+  exit 1
+fi
+WRAP=${WRAP:-"p1:WINNOW_PAGED_WG_PAGES=1 nopf:WINNOW_PAGED_PREFETCH=0 pf8:WINNOW_PAGED_PREFETCH=8 pf16:WINNOW_PAGED_PREFETCH=16 c3:WINNOW_PAGED_STREAM_CTAS=3"}
+step() { echo "prepare_devbin: $* ($(date +%H:%M:%S))"; }
+
+git checkout -q main
+step "building main"
+./scripts/build.sh > /tmp/prepare-devbin-main.log 2>&1 || { tail -n 20 /tmp/prepare-devbin-main.log; exit 1; }
+rm -rf .devbin && mkdir -p .devbin/main
+cp build/winnow .devbin/main/winnow && strip .devbin/main/winnow
+
+patches=(bench/pending/*.patch)
+if [ -e "${patches[0]}" ]; then
+  git checkout -q -B pending main
+  git am -k -q "${patches[@]}" || { git am --abort; git checkout -q main; echo "prepare_devbin: the patches do not apply" >&2; exit 1; }
+  step "building pending ($(git rev-list --count main..pending) commits on main)"
+  ./scripts/build.sh > /tmp/prepare-devbin-pending.log 2>&1 || {
+    tail -n 20 /tmp/prepare-devbin-pending.log; git checkout -q main; exit 1; }
+else
+  step "no pending patches: the pending build is main's"
+fi
+for f in winnow winnow_tests winnow_c_two_contexts; do cp build/$f .devbin/$f && strip .devbin/$f; done
+cp -L build/libwinnow.so.0 .devbin/libwinnow.so.0 && strip --strip-unneeded .devbin/libwinnow.so.0
+
+for w in $WRAP; do
+  name=${w%%:*} setting=${w#*:}
+  mkdir -p .devbin/$name
+  printf '#!/bin/sh\n# the pending build with %s\n%s exec "$(dirname "$0")/../winnow" "$@"\n' \
+    "$setting" "$setting" > .devbin/$name/winnow
+  chmod +x .devbin/$name/winnow
+done
+
+if [ "${NO_LLVM:-0}" != 1 ]; then
+  step "the llvm step's kernels"
+  rm -rf /tmp/llvmcache
+  for w in "dsa-prefill --T 64K" "knn-ip --T 1M --k 128,8192"; do
+    # shellcheck disable=SC2086  # the workload's words are separate arguments
+    WINNOW_CACHE_DIR=/tmp/llvmcache WINNOW_BACKEND=llvm build/winnow bench $w --compile-only > /dev/null
+  done
+  tar -C /tmp -czf .devbin/llvm-cache.tar.gz llvmcache
+fi
+git checkout -q main
+size=$(du -sm .devbin | cut -f1)
+step ".devbin holds ${size} MB"
+if [ "$size" -gt 50 ]; then
+  echo "prepare_devbin: over 50 MB; with the tree that may pass the 64 MiB carry" >&2
+  exit 1
+fi
