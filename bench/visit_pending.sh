@@ -150,4 +150,8 @@ llvm)
   ;;
 *) echo "unknown step $step"; exit 2 ;;
 esac
+# The step's folder becomes $OUT/<step>.tar.gz here: a caller's own tar of $OUT/<step> after
+# this would find no folder and write an empty archive over it (session 29 lost three
+# calls' results so).
 tar -C "$OUT" -czf "$OUT/$step.tar.gz" "$step" && rm -rf "$O"
+echo "visit_pending: $step's files are in $OUT/$step.tar.gz ($(du -k "$OUT/$step.tar.gz" | cut -f1) KB)"
