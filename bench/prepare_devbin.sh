@@ -8,6 +8,7 @@
 #                                            environment switch each (WRAP, below)
 #   .devbin/llvm-cache.tar.gz                the llvm step's kernels, compiled here by the
 #                                            pending build with WINNOW_BACKEND=llvm
+#   .devbin/llvm-suite-cache.tar.gz          kept when present (not made here)
 # Every binary is stripped: the tree and .devbin travel in 64 MiB. Leaves main checked out.
 #
 #   bash bench/prepare_devbin.sh
@@ -25,7 +26,13 @@ step() { echo "prepare_devbin: $* ($(date +%H:%M:%S))"; }
 git checkout -q main
 step "building main"
 ./scripts/build.sh > /tmp/prepare-devbin-main.log 2>&1 || { tail -n 20 /tmp/prepare-devbin-main.log; exit 1; }
+# Everything else in .devbin is replaced; the suite's llvm cache (made from a visit's
+# records, bench/visit_pending.sh suites-llvm) is kept.
+keep=/tmp/prepare-devbin-llvm-suite-cache.tar.gz
+rm -f "$keep"
+[ -f .devbin/llvm-suite-cache.tar.gz ] && mv .devbin/llvm-suite-cache.tar.gz "$keep"
 rm -rf .devbin && mkdir -p .devbin/main
+[ -f "$keep" ] && mv "$keep" .devbin/llvm-suite-cache.tar.gz
 cp build/winnow .devbin/main/winnow && strip .devbin/main/winnow
 
 patches=(bench/pending/*.patch)
