@@ -17,21 +17,38 @@ namespace {
 
 size_t round_up(size_t n) { return (n + 255) / 256 * 256; }
 
-// The stream kernel's CTAs an SM and ring stages (two pages a stage): two (112 registers,
-// four stages with up to 32 KB of q rows). Three (72 registers, no spills at next_n 1, three
-// stages) were no faster on the H100 (session 27: 64 x 64K 0.272 against 0.267 ms), so
-// they stay a measuring option at any next_n (above 1 they may spill): WINNOW_PAGED_STREAM_CTAS=2 or 3.
+// The stream kernel's CTAs an SM, pages a math warpgroup takes of each ring stage and ring
+// stages: two CTAs (112 registers) of two pages a warpgroup (one epilogue a page pair: its
+// ballot, reservation, barrier waits and shuffles serve 32 keys a warp instead of 16) and two
+// four-page stages, the same 72 KB of ring as four two-page stages. WINNOW_PAGED_WG_PAGES=1
+// gives session 28's one page a warpgroup and four stages. Three CTAs (72 registers, no
+// spills at next_n 1, three two-page stages) were no faster on the H100 (session 27: 64 x
+// 64K 0.272 against 0.267 ms), so they stay a measuring option at any next_n (above 1 they
+// may spill): WINNOW_PAGED_STREAM_CTAS=2 or 3; three take one page a warpgroup.
 struct StreamShape {
-  int ctas_per_sm, stages;
+  int ctas_per_sm, wg_pages, stages;
 };
 StreamShape stream_shape() {
-  int ctas = 2;
+  int ctas = 2, wg_pages = 2;
   if (const auto v = rt::env_get("WINNOW_PAGED_STREAM_CTAS")) {
     if (*v != "2" && *v != "3")
       throw InvalidArgument(fmt::format("WINNOW_PAGED_STREAM_CTAS is '{}': expected 2 or 3", *v));
     ctas = *v == "3" ? 3 : 2;
   }
-  return {ctas, ctas == 3 ? 3 : 4};
+  const auto w = rt::env_get("WINNOW_PAGED_WG_PAGES");
+  if (w) {
+    if (*w != "1" && *w != "2")
+      throw InvalidArgument(fmt::format("WINNOW_PAGED_WG_PAGES is '{}': expected 1 or 2", *w));
+    wg_pages = *w == "1" ? 1 : 2;
+  }
+  if (ctas == 3) {
+    if (w && wg_pages == 2)
+      throw InvalidArgument(
+          "WINNOW_PAGED_WG_PAGES=2 with WINNOW_PAGED_STREAM_CTAS=3: three CTAs an SM have no "
+          "shared memory for two four-page stages each; take one page a warpgroup");
+    wg_pages = 1;
+  }
+  return {ctas, wg_pages, ctas == 3 ? 3 : wg_pages == 2 ? 2 : 4};
 }
 
 // The workspace: the retrieval mode's regions per row (counters first: the op's counter
@@ -186,12 +203,13 @@ PagedStream::PagedStream(const PagedProblem& p, const rt::Context* ctx)
   c.next_n = p.next_n;
   c.k = p.k;
   c.stages = m.shape.stages;
+  c.wg_pages = m.shape.wg_pages;
   c.ctas_per_sm = m.shape.ctas_per_sm;
   c.sorted = p.sorted;
   c.uses_w = u.w;
   c.uses_kscale = u.kscale;
   m.generated = codegen::emit_paged_stream(score, c);
-  m.stream_smem = winnow::PagedStreamSmem{m.shape.stages, p.next_n}.bytes();
+  m.stream_smem = winnow::PagedStreamSmem{m.shape.stages, p.next_n, m.shape.wg_pages}.bytes();
   const long smem_limit = ctx ? ctx->info().max_smem_optin : kDefaultSmemLimit;
   m.select_stage = winnow::knn_select_stage_bytes(p.k, smem_limit);
   m.select_smem = winnow::knn_select_smem_bytes(p.k) + m.select_stage;
@@ -214,9 +232,9 @@ bool PagedStream::built() const { return !impl_->module.cubin.empty(); }
 void PagedStream::build(rt::CubinCache& cache, const backend::Backend& be) {
   Impl& m = *impl_;
   const std::string program = fmt::format(
-      "{}\npaged stream v1 next_n={} k={} sorted={} stages={} ctas_per_sm={}",
+      "{}\npaged stream v1 next_n={} k={} sorted={} stages={} wg_pages={} ctas_per_sm={}",
       ir::print(m.problem.score ? m.problem.score : ir::relu_mh(true)), m.problem.next_n,
-      m.problem.k, m.problem.sorted, m.shape.stages, m.shape.ctas_per_sm);
+      m.problem.k, m.problem.sorted, m.shape.stages, m.shape.wg_pages, m.shape.ctas_per_sm);
   m.module = compile_cached(cache, be, compile_request(), "winnow_paged_stream", program,
                             "paged stream");
   if (!m.ctx) return;
@@ -242,9 +260,10 @@ std::string PagedStream::launch_info() const {
   const Impl& m = *impl_;
   if (!m.stream) return "not loaded";
   return fmt::format("paged stream: {} CTAs x {} threads, {} registers, {} bytes of shared "
-                     "memory, {} two-page stages, capacity {}, {} launches a call",
+                     "memory, {} stages of {} pages, capacity {}, {} launches a call",
                      m.grid, winnow::kPagedStreamThreads, m.stream->num_registers(),
-                     m.stream_smem, m.shape.stages, m.capacity, m.steps.size());
+                     m.stream_smem, m.shape.stages, 2 * m.shape.wg_pages, m.capacity,
+                     m.steps.size());
 }
 
 void PagedStream::execute(const PagedInputs& in, int64_t B, const TensorView& out_indices,

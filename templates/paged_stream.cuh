@@ -6,11 +6,13 @@
 // warpgroups: session 25's items of 8 pages from an atomic counter switched at almost
 // every item). The producer warp brings each page's 64 keys and 64
 // scales by TMA (one 66-row box of the cache viewed as [num_blocks * 66, 128] bytes) into a
-// ring of two-page stages; math warpgroup h scores page h of a stage on wgmma m64n64 (64
-// keys x 64 heads, the row's q as the B operand in shared memory), one row of the request
-// after another, sums the weighted heads next to the accumulators (wgmma_lane_partials:
-// the fused top-k kernel's bits for the same program) and applies the post step (the key
-// scale). Two uses of the same scoring:
+// ring of stages of 2 kWgPages pages; math warpgroup h scores pages h kWgPages .. of a
+// stage, one after another, on wgmma m64n64 (64 keys x 64 heads, the row's q as the B
+// operand in shared memory), one row of the request after another, sums the weighted heads
+// next to the accumulators (wgmma_lane_partials: the fused top-k kernel's bits for the same
+// program), sums the quad's partials so that with two pages each lane holds one key (one
+// filter epilogue for 32 keys a warp: ballot, reservation and barriers a page pair) and
+// applies the post step (the key scale). Two uses of the same scoring:
 //   sample pass (knn.sample_pass): every score of the request's sampled pages into the
 //     row's sample slots (order keys, 0 past the row's window);
 //   filter (knn.round r): RankKeys at or above the row's threshold appended to the row's
@@ -53,11 +55,12 @@ __device__ __forceinline__ void paged_wait(u64* bar, unsigned parity) {
 }
 
 // The producer: lane 0 of warp 8. Streams this CTA's share of the pass's pages (request
-// order, two pages of one request a stage), then marks the next stage as the end.
+// order, up to 2 kWgPages pages of one request a stage), then marks the next stage as the end.
 template <class C>
 __device__ void paged_produce(const PagedStreamParams& ps, const TmaMap* cmap, unsigned char* ring,
                               PagedStage* meta, u64* full, u64* empty, bool sample) {
-  constexpr int ST = C::kStages, NN = C::kNextN;
+  constexpr int ST = C::kStages, NN = C::kNextN, SP = 2 * C::kWgPages;  // pages a stage
+  constexpr int stage_bytes = paged_stage_bytes(C::kWgPages);
   const KnnParams& p = ps.knn;
   const int* off = ps.page_offset + (sample ? 0 : ps.batch + 1);
   const int total = off[ps.batch];
@@ -87,7 +90,7 @@ __device__ void paged_produce(const PagedStreamParams& ps, const TmaMap* cmap, u
     }
     const int pages = ps.req_pages[r], sampled = ps.req_sample_pages[r];
     const int first = gp - off[r];
-    const int count = min(2, req_end - gp);
+    const int count = min(SP, req_end - gp);
     gp += count;
     const RingSlot slot = ring_slot(pos++, ST);
     paged_wait(empty + slot.stage, slot.parity ^ 1u);
@@ -95,10 +98,12 @@ __device__ void paged_produce(const PagedStreamParams& ps, const TmaMap* cmap, u
     m.request = r;
     m.first = first;
     m.count = count;
-    long long block[2] = {0, 0};  // registers: the loops below are unrolled
+    long long block[SP];  // registers: the loops below are unrolled
+#pragma unroll
+    for (int h = 0; h < SP; ++h) block[h] = 0;
     unsigned bytes = 0;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < SP; ++h) {
       if (h >= count) break;
       const int page = sample ? paged_sample_page(first + h, sampled, pages) : first + h;
       block[h] = ps.block_table[(long long)r * ps.block_table_stride + page];
@@ -113,9 +118,9 @@ __device__ void paged_produce(const PagedStreamParams& ps, const TmaMap* cmap, u
     }
     mbarrier_arrive_expect_tx(full + slot.stage, bytes);
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < SP; ++h) {
       if (h < count && m.ok[h])
-        tma_load_2d(ring + slot.stage * kPagedStageBytes + h * kPagedHalfBytes, cmap,
+        tma_load_2d(ring + slot.stage * stage_bytes + h * kPagedPageSlot, cmap,
                     full + slot.stage, 0, int(block[h] * kPagedBoxRows));
     }
   }
@@ -130,15 +135,17 @@ __device__ void paged_produce(const PagedStreamParams& ps, const TmaMap* cmap, u
 template <class C, class S>
 __device__ void paged_stream(const PagedStreamParams& ps, const TmaMap* cmap, unsigned char* smem) {
   grid_dependency_trigger();  // the next launch may start (grid_dependency.cuh)
-  constexpr int ST = C::kStages, NN = C::kNextN, H = kPagedHeads;
+  constexpr int ST = C::kStages, NN = C::kNextN, H = kPagedHeads, WP = C::kWgPages;
   static_assert(C::kHeads == H && S::kHeadSum && C::kWgmma && C::kMma == kElemE4M3,
                 "the stream path: 64 heads of fp8, a head-sum score");
+  static_assert(WP == 1 || WP == 2, "one or two pages a warpgroup and stage");
+  constexpr int stage_bytes = paged_stage_bytes(WP);
   const KnnParams& p = ps.knn;
   const bool sample = p.sample_pass != 0;
   grid_dependency_wait();
   // A fallback round with no row to rerun ends at once (the same word for every thread).
   if (!sample && p.round > 0 && p.counters[kKnnRoundRows + p.round] == 0) return;
-  constexpr PagedStreamSmem L{ST, NN};
+  constexpr PagedStreamSmem L{ST, NN, WP};
   unsigned char* ring = smem + L.ring_off();
   unsigned char* qs = smem + L.q_off();
   float* ws = reinterpret_cast<float*>(smem + L.w_off());
@@ -238,57 +245,93 @@ __device__ void paged_stream(const PagedStreamParams& ps, const TmaMap* cmap, un
     const PagedStage& m = meta[slot.stage];
     const int request = m.request;
     if (request < 0) break;
-    const bool mine_loaded = wg < m.count && m.ok[wg] != 0;
-    const int page = m.page[wg], list_index = m.first + wg;
+    // This warpgroup's pages of the stage: wg WP .. wg WP + WP - 1 (the first `have`).
+    const int have = min(WP, m.count - wg * WP);
     if (request != cur) {
       load_request(request);
       cur = request;
     }
-    if (mine_loaded) {
-      const unsigned char* half = ring + slot.stage * kPagedStageBytes + wg * kPagedHalfBytes;
-      const int key0 = warp * 16 + g;  // the thread's keys: key0 and key0 + 8 of the page
-      // Key i's scale: byte 4 i of rows 64, 65 of the box (swizzled like every row).
-      auto scale_of = [&](int i) {
-        const int row = kPageKeys + (i >> 5), byte = (4 * i) & 127;
-        return *reinterpret_cast<const float*>(half + row * 128 + ((((byte >> 4) ^ (row & 7))) << 4) +
-                                               (byte & 15));
-      };
-      const float ks0 = C::kUsesKScale ? scale_of(key0) : 1.0f;
-      const float ks1 = C::kUsesKScale ? scale_of(key0 + 8) : 1.0f;
-      const u32 a_lo = wgmma_desc_lo(half);
-      // Lane t4 = 0 takes key0's score, t4 = 1 key0 + 8's (every lane of the quad holds both).
-      const int mine = t4 == 0 ? key0 : t4 == 1 ? key0 + 8 : -1;
-      const int pos_key = page * kPageKeys + mine;
+    if (have > 0) {
+      const int key0 = warp * 16 + g;  // the thread's keys of a page: key0 and key0 + 8
+      // The lane's own key after the quad's reduction (below): page `lp` of this
+      // warpgroup's, key0 + 8 (t4 & 1) of it. With one page a warpgroup, lanes t4 = 2, 3
+      // end with copies of lanes 0, 1's sums and own no key.
+      const int lp = WP == 2 ? t4 >> 1 : 0;
+      const int mine = key0 + 8 * (t4 & 1);
+      const int lpage = wg * WP + lp;  // the lane's page in the stage
+      const bool lane_key = (WP == 2 || t4 < 2) && lp < have && m.ok[lpage] != 0;
+      const int pos_key = m.page[lpage] * kPageKeys + mine, list_index = m.first + lpage;
+      bool loaded[WP];
+      u32 a_lo[WP];
+      float ks[WP][2];
+#pragma unroll
+      for (int i = 0; i < WP; ++i) {
+        loaded[i] = i < have && m.ok[wg * WP + i] != 0;
+        const unsigned char* half = ring + slot.stage * stage_bytes + (wg * WP + i) * kPagedPageSlot;
+        // Key i's scale: byte 4 i of rows 64, 65 of the box (swizzled like every row).
+        auto scale_of = [&](int key) {
+          const int row = kPageKeys + (key >> 5), byte = (4 * key) & 127;
+          return *reinterpret_cast<const float*>(half + row * 128 + ((((byte >> 4) ^ (row & 7))) << 4) +
+                                                 (byte & 15));
+        };
+        ks[i][0] = C::kUsesKScale && loaded[i] ? scale_of(key0) : 1.0f;
+        ks[i][1] = C::kUsesKScale && loaded[i] ? scale_of(key0 + 8) : 1.0f;
+        a_lo[i] = wgmma_desc_lo(half);
+      }
 #pragma unroll
       for (int j = 0; j < NN; ++j) {
         if (!active[j]) continue;  // the same for the whole CTA
-        float acc[32];
         const u32 b_lo = wgmma_desc_lo(qs + j * H * kPageDim);
-        wgmma_fence();
+        // Each page's weighted head sums of the thread's two keys, page after page in the
+        // same accumulators: part[i][0] for key0, part[i][1] for key0 + 8.
+        float part[WP][2];
 #pragma unroll
-        for (int kk = 0; kk < kPageDim; kk += 32)
-          wgmma_m64n<64, kElemE4M3>(acc, wgmma_desc_from_lo(a_lo, kk),
-                                    wgmma_desc_from_lo(b_lo, swizzled_at<H>(0, kk)), kk > 0 ? 1 : 0);
-        wgmma_commit();
-        wgmma_wait<0>();
-        wgmma_pin(acc);
-        float p0, p1;
-        wgmma_lane_partials<C, S>(
-            acc,
-            [&](int, int jj) { return *reinterpret_cast<const float2*>(ws + j * H + jj * 8 + 2 * t4); },
-            0, ks0, ks1, p0, p1);
-        // (P0 + P1) + (P2 + P3) in every lane of the quad, as wgmma_tile_visits sums.
-        p0 = op_add(p0, __shfl_xor_sync(0xFFFFFFFFu, p0, 1));
-        p1 = op_add(p1, __shfl_xor_sync(0xFFFFFFFFu, p1, 1));
-        const float s0 = op_add(p0, __shfl_xor_sync(0xFFFFFFFFu, p0, 2));
-        const float s1 = op_add(p1, __shfl_xor_sync(0xFFFFFFFFu, p1, 2));
+        for (int i = 0; i < WP; ++i) {
+          part[i][0] = part[i][1] = 0.0f;
+          if (!loaded[i]) continue;  // the same for the whole warpgroup
+          float acc[32];
+          wgmma_fence();
+#pragma unroll
+          for (int kk = 0; kk < kPageDim; kk += 32)
+            wgmma_m64n<64, kElemE4M3>(acc, wgmma_desc_from_lo(a_lo[i], kk),
+                                      wgmma_desc_from_lo(b_lo, swizzled_at<H>(0, kk)), kk > 0 ? 1 : 0);
+          wgmma_commit();
+          wgmma_wait<0>();
+          wgmma_pin(acc);
+          wgmma_lane_partials<C, S>(
+              acc,
+              [&](int, int jj) { return *reinterpret_cast<const float2*>(ws + j * H + jj * 8 + 2 * t4); },
+              0, ks[i][0], ks[i][1], part[i][0], part[i][1]);
+        }
+        // The quad's sums, (P0 + P1) + (P2 + P3) of lane partials Pi as wgmma_tile_visits
+        // adds them (addition commutes bit for bit, so the pair each lane forms first may
+        // come in either order), scattered: first lanes t4 ^ 1 swap halves (even lanes keep
+        // key0's partials, odd ones key0 + 8's), then lanes t4 ^ 2 (with two pages, lanes
+        // t4 < 2 keep the first page's sum, the others the second's).
+        const bool odd = (t4 & 1) != 0;
+        float pair[WP];
+#pragma unroll
+        for (int i = 0; i < WP; ++i) {
+          const float keep = odd ? part[i][1] : part[i][0], give = odd ? part[i][0] : part[i][1];
+          pair[i] = op_add(keep, __shfl_xor_sync(0xFFFFFFFFu, give, 1));
+        }
+        float sum;
+        if constexpr (WP == 2) {
+          const bool upper = (t4 & 2) != 0;
+          sum = op_add(upper ? pair[1] : pair[0], __shfl_xor_sync(0xFFFFFFFFu, upper ? pair[0] : pair[1], 2));
+        } else {
+          sum = op_add(pair[0], __shfl_xor_sync(0xFFFFFFFFu, pair[0], 2));
+        }
         ScoreArgs a{};  // post reads no per-head value
-        a.kscale = t4 == 0 ? ks0 : ks1;
-        const float score = S::post(t4 == 0 ? s0 : s1, a);
+        // (selected, not indexed: a register array indexed at run time goes to local memory)
+        const float ks_lo = WP == 2 && lp == 1 ? ks[WP - 1][0] : ks[0][0];
+        const float ks_hi = WP == 2 && lp == 1 ? ks[WP - 1][1] : ks[0][1];
+        a.kscale = odd ? ks_hi : ks_lo;
+        const float score = S::post(sum, a);
         const int row = cur * NN + j;
-        const bool real = mine >= 0 && pos_key < visible[j];
+        const bool real = lane_key && pos_key < visible[j];
         if (sample) {
-          if (mine >= 0)
+          if (lane_key)
             p.samples[(long long)row * p.sample_cap + list_index * kPageKeys + mine] =
                 real ? order_key(score) : 0u;
           continue;
