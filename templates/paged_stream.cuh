@@ -251,16 +251,19 @@ __device__ void paged_stream(const PagedStreamParams& ps, const TmaMap* cmap, un
       load_request(request);
       cur = request;
     }
+    const int key0 = warp * 16 + g;  // the thread's keys of a page: key0 and key0 + 8
+    // The lane's own key after the quad's reduction (below): page `lp` of this
+    // warpgroup's, key0 + 8 (t4 & 1) of it. With one page a warpgroup, lanes t4 = 2, 3
+    // end with copies of lanes 0, 1's sums and own no key.
+    const int lp = WP == 2 ? t4 >> 1 : 0;
+    const int mine = key0 + 8 * (t4 & 1);
+    const int lpage = wg * WP + lp;  // the lane's page in the stage
+    const bool lane_key = (WP == 2 || t4 < 2) && lp < have && m.ok[lpage] != 0;
+    const int pos_key = m.page[lpage] * kPageKeys + mine, list_index = m.first + lpage;
+    float score[NN];  // the lane's key's score for each row of the request
+#pragma unroll
+    for (int j = 0; j < NN; ++j) score[j] = 0.0f;
     if (have > 0) {
-      const int key0 = warp * 16 + g;  // the thread's keys of a page: key0 and key0 + 8
-      // The lane's own key after the quad's reduction (below): page `lp` of this
-      // warpgroup's, key0 + 8 (t4 & 1) of it. With one page a warpgroup, lanes t4 = 2, 3
-      // end with copies of lanes 0, 1's sums and own no key.
-      const int lp = WP == 2 ? t4 >> 1 : 0;
-      const int mine = key0 + 8 * (t4 & 1);
-      const int lpage = wg * WP + lp;  // the lane's page in the stage
-      const bool lane_key = (WP == 2 || t4 < 2) && lp < have && m.ok[lpage] != 0;
-      const int pos_key = m.page[lpage] * kPageKeys + mine, list_index = m.first + lpage;
       bool loaded[WP];
       u32 a_lo[WP];
       float ks[WP][2];
@@ -327,19 +330,29 @@ __device__ void paged_stream(const PagedStreamParams& ps, const TmaMap* cmap, un
         const float ks_lo = WP == 2 && lp == 1 ? ks[WP - 1][0] : ks[0][0];
         const float ks_hi = WP == 2 && lp == 1 ? ks[WP - 1][1] : ks[0][1];
         a.kscale = odd ? ks_hi : ks_lo;
-        const float score = S::post(sum, a);
+        score[j] = S::post(sum, a);
+      }
+    }
+    // Every read of the stage (its pages by the MMAs, which have completed, the scales, its
+    // description) is done: release it before the filter, so that the producer refills it
+    // while this warp tests and appends (at two pages a warpgroup the ring has two stages).
+    mbarrier_arrive(empty + slot.stage);
+    if (have > 0) {
+#pragma unroll
+      for (int j = 0; j < NN; ++j) {
+        if (!active[j]) continue;  // the same for the whole CTA
         const int row = cur * NN + j;
         const bool real = lane_key && pos_key < visible[j];
         if (sample) {
           if (lane_key)
             p.samples[(long long)row * p.sample_cap + list_index * kPageKeys + mine] =
-                real ? order_key(score) : 0u;
+                real ? order_key(score[j]) : 0u;
           continue;
         }
         bool pass_thr = false;
         u64 rk = 0;
-        if (real && !(score < pf[j])) {
-          rk = rank_key(order_key(score), pos_key);
+        if (real && !(score[j] < pf[j])) {
+          rk = rank_key(order_key(score[j]), pos_key);
           pass_thr = rk >= thr[j];
         }
         if (radix && pass_thr) {
@@ -357,7 +370,6 @@ __device__ void paged_stream(const PagedStreamParams& ps, const TmaMap* cmap, un
         }
       }
     }
-    mbarrier_arrive(empty + slot.stage);
   }
 #pragma unroll
   for (int j = 0; j < NN; ++j) settle(j);
