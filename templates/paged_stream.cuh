@@ -285,6 +285,16 @@ __device__ void paged_stream(const PagedStreamParams& ps, const TmaMap* cmap, un
       for (int j = 0; j < NN; ++j) {
         if (!active[j]) continue;  // the same for the whole CTA
         const u32 b_lo = wgmma_desc_lo(qs + j * H * kPageDim);
+        // The row's weights of the thread's heads (8 jj + 2 t4, + 1): with two pages and up
+        // to two rows, read once for the stage's pages into registers (the MMAs' memory
+        // clobbers made each page read them again); at three or four rows the registers
+        // would spill (96 at two CTAs an SM), so each page reads them.
+        constexpr bool kHeld = WP == 2 && NN <= 2;
+        const float* wrow = ws + j * H + 2 * t4;
+        float2 wv[H / 8];
+#pragma unroll
+        for (int jj = 0; jj < H / 8; ++jj)
+          wv[jj] = kHeld ? *reinterpret_cast<const float2*>(wrow + jj * 8) : float2{0.0f, 0.0f};
         // Each page's weighted head sums of the thread's two keys, page after page in the
         // same accumulators: part[i][0] for key0, part[i][1] for key0 + 8.
         float part[WP][2];
@@ -303,7 +313,9 @@ __device__ void paged_stream(const PagedStreamParams& ps, const TmaMap* cmap, un
           wgmma_pin(acc);
           wgmma_lane_partials<C, S>(
               acc,
-              [&](int, int jj) { return *reinterpret_cast<const float2*>(ws + j * H + jj * 8 + 2 * t4); },
+              [&](int, int jj) {
+                return kHeld ? wv[jj] : *reinterpret_cast<const float2*>(wrow + jj * 8);
+              },
               0, ks[i][0], ks[i][1], part[i][0], part[i][1]);
         }
         // The quad's sums, (P0 + P1) + (P2 + P3) of lane partials Pi as wgmma_tile_visits
