@@ -12,7 +12,7 @@
 namespace winnow::rt {
 namespace {
 
-constexpr std::array<EnvVar, 24> kRegistry{{
+constexpr std::array<EnvVar, 25> kRegistry{{
     {"HOME", false, "home folder: the cache defaults to $HOME/.cache/winnow"},
     {"TMPDIR", false, "without HOME the cache is $TMPDIR/winnow-cache-<uid> (default /tmp)"},
     // The backend's name and exact version are in every key already (ops/jit_module.cpp).
@@ -71,6 +71,11 @@ constexpr std::array<EnvVar, 24> kRegistry{{
     {"WINNOW_PAGED_STREAM_CTAS", false,
      "\"2\" or \"3\": the paged stream kernel's CTAs an SM (launch bounds and ring stages; "
      "the default 2; 3 fits 72 registers at next_n 1), for measuring"},
+    // A kernel argument of the stream kernel: no key input.
+    {"WINNOW_PAGED_PREFETCH", false,
+     "pages (0 to 64) the paged stream kernel's producer hints into L2 ahead of its ring in "
+     "the sample pass and round 0 (default: one stage, 2 x WINNOW_PAGED_WG_PAGES; 0: off), "
+     "for measuring"},
     // Changes the stream kernel's source and program text, which are in its key.
     {"WINNOW_PAGED_WG_PAGES", false,
      "\"1\" or \"2\": pages each math warpgroup of the paged stream kernel takes of a ring "
