@@ -52,10 +52,12 @@ StreamShape stream_shape() {
 }
 
 // How far ahead of the ring the producer hints pages into L2 (a kernel argument: no
-// rebuild): one stage's pages by default; WINNOW_PAGED_PREFETCH=N (0..64 pages) to measure.
-int stream_prefetch_pages(const StreamShape& s) {
+// rebuild): off by default, WINNOW_PAGED_PREFETCH=N (0..64 pages) to measure. Session 30's
+// H100 run had every setting slower than none: 64 x 64K 0.2571 ms off, 0.3043 at one stage
+// (4 pages), 0.3496 at 8, 0.4189 at 16 (bench/results/2026-12-05-s30-decode-builds-h100.jsonl).
+int stream_prefetch_pages() {
   const auto v = rt::env_get("WINNOW_PAGED_PREFETCH");
-  if (!v) return 2 * s.wg_pages;
+  if (!v) return 0;
   int n = -1;
   try {
     size_t used = 0;
@@ -237,7 +239,7 @@ PagedStream::PagedStream(const PagedProblem& p, const rt::Context* ctx)
                                    "above the device's {}",
                                    m.stream_smem, m.select_smem, smem_limit));
   if (const auto v = rt::env_get("WINNOW_KNN_PDL")) m.programmatic = *v != "0";
-  m.prefetch_pages = stream_prefetch_pages(m.shape);
+  m.prefetch_pages = stream_prefetch_pages();
 }
 
 PagedStream::~PagedStream() = default;

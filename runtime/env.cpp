@@ -74,7 +74,7 @@ constexpr std::array<EnvVar, 25> kRegistry{{
     // A kernel argument of the stream kernel: no key input.
     {"WINNOW_PAGED_PREFETCH", false,
      "pages (0 to 64) the paged stream kernel's producer hints into L2 ahead of its ring in "
-     "the sample pass and round 0 (default: one stage, 2 x WINNOW_PAGED_WG_PAGES; 0: off), "
+     "the sample pass and round 0 (default 0: off; every setting measured slower on the H100), "
      "for measuring"},
     // Changes the stream kernel's source and program text, which are in its key.
     {"WINNOW_PAGED_WG_PAGES", false,
