@@ -170,7 +170,7 @@ TEST_CASE("emulated paged stream: edge lengths equal the reference position for 
   opt.levels = 3;  // integer inputs: exact scores, heavy ties
   SECTION("k 64 next_n 2 at len 0 1 63 64 65 130 200 511, plans of 8 and 70 pages") {
     // 8 pages: within the list (no sample, no fallback); 70: sample, thresholds, all rounds.
-    for (const auto [blocks, launches] : {std::pair{8, 3}, std::pair{70, 3 + 2 * (kKnnRadixRounds + 1)}}) {
+    for (const auto& [blocks, launches] : {std::pair{8, 3}, std::pair{70, 3 + 2 * (kKnnRadixRounds + 1)}}) {
       INFO("plan of " << blocks << " pages");
       const auto p = stream_problem(64, 2, 8, blocks);
       REQUIRE(ops::paged_stream_steps(p).size() == size_t(launches));
