@@ -10,6 +10,8 @@
 #include <random>
 #include <string>
 
+#include "ops/backend_choice.h"
+#include "ops/errors.h"
 #include "runtime/cuda_driver.h"
 
 namespace winnow::test {
@@ -47,6 +49,24 @@ inline bool skip_without_gpu() {
 #define WINNOW_REQUIRE_GPU()                          \
   do {                                                \
     if (::winnow::test::skip_without_gpu()) return;  \
+  } while (0)
+
+// A [gpu] test that compiles into a cache folder of its own (not WINNOW_CACHE_DIR) checks
+// this after WINNOW_REQUIRE_GPU: under WINNOW_BACKEND=llvm on a machine without LLVM's
+// libraries (the GPU machine runs the llvm suite from a cache filled on the CPU machine,
+// bench/visit_pending.sh suites-llvm) nothing compiles there, so it says why and returns.
+inline bool skip_without_backend() {
+  try {
+    (void)winnow::ops::choose_backend(nullptr);
+    return false;
+  } catch (const winnow::ops::NotSupported& e) {
+    WARN("WINNOW_SKIP: this test compiles into its own cache folder, and " << e.what());
+    return true;
+  }
+}
+#define WINNOW_REQUIRE_BACKEND()                         \
+  do {                                                   \
+    if (::winnow::test::skip_without_backend()) return;  \
   } while (0)
 
 // WINNOW_TEST_SMALL=1 (bench/device_run.sh's sanitizer mode): the few large [gpu] cases

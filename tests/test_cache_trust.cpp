@@ -558,6 +558,7 @@ TEST_CASE("winnow cache: a file as --dir, raw descriptions, symlinks reported", 
 
 TEST_CASE("a plan builds when its cached cubin is one the driver refuses", "[gpu][cache]") {
   WINNOW_REQUIRE_GPU();
+  WINNOW_REQUIRE_BACKEND();
   TempDir dir;
   ScopedEnv cache_dir("WINNOW_CACHE_DIR", dir.path.c_str());
   ScopedEnv disk_on("WINNOW_DISABLE_DISK_CACHE", nullptr);

@@ -1024,6 +1024,7 @@ TEST_CASE("a small ip plan builds for sm_90a without a GPU", "[capi]") {
 
 TEST_CASE("C API end to end: ip top-k with sorted output and scores", "[capi][gpu]") {
   WINNOW_REQUIRE_GPU();
+  WINNOW_REQUIRE_BACKEND();
   namespace rt = winnow::rt;
   winnow::test::TempDir cache_dir;
   ScopedEnv dir("WINNOW_CACHE_DIR", cache_dir.path.string());
