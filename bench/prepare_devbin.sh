@@ -8,12 +8,18 @@
 #                                            environment switch each (WRAP, below)
 #   .devbin/llvm-cache.tar.gz                the llvm step's kernels, compiled here by the
 #                                            pending build with WINNOW_BACKEND=llvm
-#   .devbin/llvm-suite-cache.tar.gz          kept when present (not made here)
+#   .devbin/llvm-suite-cache.tar.gz          with RECORDS=FILE.tar.gz (a suites step's records/
+#                                            folder, e.g. bench/results/2026-12-05-s30-suite-
+#                                            compile-records.tar.gz): those requests compiled by
+#                                            the pending build with --backend llvm (about 5 min;
+#                                            the NVRTC-only first tier's records fail, and their
+#                                            case skips under llvm); else kept when present
 # Every binary is stripped: the tree and .devbin travel in 64 MiB. Leaves main checked out.
 #
 #   bash bench/prepare_devbin.sh
 #   WRAP="p1:WINNOW_PAGED_WG_PAGES=1 nopf:WINNOW_PAGED_PREFETCH=0" bash bench/prepare_devbin.sh
 #   NO_LLVM=1 bash bench/prepare_devbin.sh   # without the llvm cache
+#   RECORDS=bench/results/2026-12-05-s30-suite-compile-records.tar.gz bash bench/prepare_devbin.sh
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
@@ -64,6 +70,17 @@ if [ "${NO_LLVM:-0}" != 1 ]; then
     WINNOW_CACHE_DIR=/tmp/llvmcache WINNOW_BACKEND=llvm build/winnow bench $w --compile-only > /dev/null
   done
   tar -C /tmp -czf .devbin/llvm-cache.tar.gz llvmcache
+fi
+if [ -n "${RECORDS:-}" ]; then
+  # The sources in the records are the generated ones; the templates and the build id come
+  # from this build, so the keys are the ones the pending build's tests ask for.
+  step "the suite's kernels under llvm from $RECORDS"
+  rm -rf /tmp/prepare-devbin-records /tmp/c-llvm-suite && mkdir -p /tmp/prepare-devbin-records
+  tar -C /tmp/prepare-devbin-records -xzf "$RECORDS"
+  build/winnow cache replay /tmp/prepare-devbin-records/records --backend llvm --dir /tmp/c-llvm-suite \
+    > /tmp/prepare-devbin-replay.log 2>&1 || true
+  grep -c FAILED /tmp/prepare-devbin-replay.log | sed 's/^/prepare_devbin: records that failed (the first tier fails under llvm): /'
+  tar -C /tmp -czf .devbin/llvm-suite-cache.tar.gz c-llvm-suite
 fi
 git checkout -q main
 size=$(du -sm .devbin | cut -f1)

@@ -53,9 +53,20 @@ suites-llvm)
   # llvm --dir /tmp/c-llvm-suite` over a `suites` step's records, then tar -C /tmp): this
   # machine has no LLVM, so a kernel missing from the cache fails its case.
   mkdir -p /tmp/c-llvm-suite && tar -C /tmp -xzf .devbin/llvm-suite-cache.tar.gz
-  WINNOW_BACKEND=llvm WINNOW_CACHE_DIR=/tmp/c-llvm-suite WINNOW_TEST_CACHE_DIR=/tmp/c-llvm-suite \
-    timeout ${TT:-540} .devbin/winnow_tests '[gpu]' -r console --durations yes > "$O/suite-llvm.txt" 2>&1
+  # Every request is recorded (before its compile) into $O/records: a request missing from
+  # the cache fails its case ("the llvm backend cannot be loaded"), and its record, replayed
+  # on the CPU machine, says which kernel it was (session 30's barrier audit case).
+  mkdir -p "$O/records"
+  WINNOW_RECORD_COMPILES=$(cd "$O/records" && pwd) WINNOW_BACKEND=llvm WINNOW_CACHE_DIR=/tmp/c-llvm-suite \
+    WINNOW_TEST_CACHE_DIR=/tmp/c-llvm-suite \
+    timeout ${TT:-540} .devbin/winnow_tests "${LLVM_SPEC:-[gpu]}" -r console --durations yes > "$O/suite-llvm.txt" 2>&1
   note "suite under llvm rc=$? :: $(grep -E 'All tests passed|test cases:' "$O/suite-llvm.txt" | tail -n 1)"
+  # The records whose kernel the cache lacks (the misses), by key.
+  for r in "$O"/records/*.compile; do
+    [ -e "$r" ] || continue
+    k=$(basename "$r" .compile)
+    [ -d "/tmp/c-llvm-suite/v1/sm_90a/$k" ] || echo "missing from the cache: $k $(sed -n 3p "$r")"
+  done | tee -a "$O/summary.txt"
   ;;
 sanitize)
   # racecheck (hazards) and memcheck side by side, the large cases shrunk. RACE picks
