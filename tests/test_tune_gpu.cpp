@@ -39,6 +39,7 @@ std::vector<double> medians_of(const std::string& timings) {
 
 TEST_CASE("TUNE_ON_MISS stores the fastest measured plan, which stays exact", "[gpu][tune]") {
   WINNOW_REQUIRE_GPU();
+  WINNOW_REQUIRE_BACKEND();
   INFO("seed " << test::test_seed());
   test::TempDir dir;
   test::ScopedEnv cache_dir{"WINNOW_CACHE_DIR", dir.path.string()};
