@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -51,6 +52,7 @@ void record_compile(const RecordedCompile& r, const std::string& key) {
     put(out, r.program);
     put(out, r.description);
     put(out, r.request.source);
+    put(out, rt::cache_relevant_env());  // the last field: a reader of older records stops before it
     // Written whole, then renamed: a reader never sees half a record.
     const fs::path tmp = folder / fmt::format(".{}.{}.tmp", key, ::getpid());
     {
@@ -96,11 +98,55 @@ std::vector<RecordedCompile> read_recorded_compiles(const fs::path& dir, std::ve
       if (skipped) skipped->push_back(file.string() + ": not a winnow compile record");
       continue;
     }
+    if (!get(in, &r.env)) r.env.clear();  // an older record: no environment field
     r.request.source_name = r.stem + ".cu";
     r.request.headers = codegen::template_headers();
     out.push_back(std::move(r));
   }
   return out;
+}
+
+namespace {
+
+// "NAME=VALUE" lines into pairs.
+std::vector<std::pair<std::string, std::string>> env_lines(const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    const size_t eq = line.find('=');
+    if (eq != std::string::npos && eq > 0) out.emplace_back(line.substr(0, eq), line.substr(eq + 1));
+  }
+  return out;
+}
+
+}  // namespace
+
+RecordedEnvScope::RecordedEnvScope(const std::string& env) {
+  const auto wanted = env_lines(env);
+  // The variables to touch: the record's and the cache-relevant ones set now.
+  std::vector<std::string> names;
+  for (const auto& [name, value] : wanted) names.push_back(name);
+  for (const auto& [name, value] : env_lines(rt::cache_relevant_env())) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  for (const std::string& name : names) {
+    const char* now = std::getenv(name.c_str());
+    saved_.emplace_back(name, now ? std::optional<std::string>(now) : std::nullopt);
+    const auto it = std::find_if(wanted.begin(), wanted.end(), [&](const auto& w) { return w.first == name; });
+    if (it != wanted.end())
+      ::setenv(name.c_str(), it->second.c_str(), 1);
+    else
+      ::unsetenv(name.c_str());
+  }
+}
+
+RecordedEnvScope::~RecordedEnvScope() {
+  for (const auto& [name, value] : saved_) {
+    if (value)
+      ::setenv(name.c_str(), value->c_str(), 1);
+    else
+      ::unsetenv(name.c_str());
+  }
 }
 
 }  // namespace winnow::ops

@@ -5,7 +5,9 @@
 // a run there, replay here with WINNOW_BACKEND=llvm, carry the cache back.
 #pragma once
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compiler/backend/backend.h"
@@ -15,6 +17,24 @@ namespace winnow::ops {
 struct RecordedCompile {
   std::string stem, program, description;
   backend::CompileRequest request;  // without headers: the same build's templates
+  // The cache-relevant environment at the request (rt::cache_relevant_env(): "NAME=VALUE"
+  // lines), which is part of its key: WINNOW_NVRTC_OPTIONS of a case that sets it. Empty
+  // in a record written before session 30's change.
+  std::string env;
+};
+
+// For its life, the cache-relevant environment a record was made under (its variables set
+// as recorded, the others unset), so that the replay's key is the recorded run's; the
+// caller's values come back after.
+class RecordedEnvScope {
+ public:
+  explicit RecordedEnvScope(const std::string& env);
+  ~RecordedEnvScope();
+  RecordedEnvScope(const RecordedEnvScope&) = delete;
+  RecordedEnvScope& operator=(const RecordedEnvScope&) = delete;
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
 };
 
 // Writes `r` to $WINNOW_RECORD_COMPILES/<key>.compile when the variable names a folder

@@ -258,12 +258,16 @@ TEST_CASE("winnow bench --compile-only fills the kernel cache with the run's ker
 
 // A run recorded (WINNOW_RECORD_COMPILES) and replayed into another cache: the replay
 // builds the same kernels under the same keys (the same backend here); a file that is not
-// a record is reported and fails the replay.
+// a record is reported and fails the replay. The run sets WINNOW_NVRTC_OPTIONS, which is
+// in the key twice (the options, and the cache-relevant environment) and the replay does
+// not: the record carries the environment (session 30's llvm suite missed a case's
+// kernels without it).
 TEST_CASE("winnow cache replay builds a recorded run's kernels under the same keys", "[tool][cache]") {
   winnow::test::TempDir rec, first, second;
   std::string keys;
   {
     winnow::test::ScopedEnv record("WINNOW_RECORD_COMPILES", rec.path.c_str());
+    winnow::test::ScopedEnv options("WINNOW_NVRTC_OPTIONS", "-DWINNOW_RECORDED_OPTION=1");
     winnow::test::ScopedEnv cache("WINNOW_CACHE_DIR", first.path.c_str());
     const ToolRun r = run_tool("bench knn-ip --T 4096 --k 16 --d 128 --compile-only");
     INFO(r.output);

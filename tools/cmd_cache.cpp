@@ -34,7 +34,9 @@ The on-disk kernel cache (default $WINNOW_CACHE_DIR, else $XDG_CACHE_HOME/winnow
             WINNOW_RECORD_COMPILES=RECORDS, possibly on another machine, with the same
             winnow build) with this machine's backend (--backend, else $WINNOW_BACKEND,
             else nvrtc) into the cache: e.g. the llvm backend's cubins for a GPU machine
-            that has no LLVM. Exits 1 if a request fails to compile or read
+            that has no LLVM. Each request is keyed under the cache-relevant
+            environment it was recorded with (WINNOW_NVRTC_OPTIONS), as the recorded run
+            keyed it. Exits 1 if a request fails to compile or read
 
 Only entries are removed: a folder <arch>/<64 hex digits> holding kernel.cubin and a
 meta.txt written by winnow. Symlinks (at any level) and anything else are never followed
@@ -84,6 +86,7 @@ int replay(const std::filesystem::path& records, const std::optional<std::string
     const auto& r = recorded[i];
     const auto t0 = std::chrono::steady_clock::now();
     try {
+      const winnow::ops::RecordedEnvScope env(r.env);  // part of the key
       const auto m = winnow::ops::compile_cached(cache, *be, r.request, r.stem, r.program, r.description);
       fmt::print("[{}/{}] {} {} {}: {:.1f} s\n", i + 1, recorded.size(), r.stem, r.request.arch.str(),
                  m.key.substr(0, 16),
