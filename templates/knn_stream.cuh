@@ -24,6 +24,13 @@
 #ifndef WINNOW_KNN_WAIT_LIMIT
 #define WINNOW_KNN_WAIT_LIMIT (1u << 26)
 #endif
+// A diagnostic switch (through WINNOW_NVRTC_OPTIONS, either backend): 1 prints, before the
+// trap, which thread gave up on which barrier (its shared-memory offset) and parity. Off by
+// default: a printf call in the kernel is an extern call, which makes ptxas serialise the
+// wgmma pipeline. For session 30's trap of the llvm build with WINNOW_KNN_TIGHTEN=1.
+#ifndef WINNOW_KNN_WAIT_REPORT
+#define WINNOW_KNN_WAIT_REPORT 0
+#endif
 // The filter's first test per score: one float compare against the query's threshold as a
 // score held in registers (a superset of the exact RankKey test, which runs only behind
 // it). 0: the exact test on every score (the form measured before session 11's change).
@@ -53,7 +60,13 @@ __device__ __forceinline__ void knn_wait(u64* bar, unsigned parity) {
         : "r"(shared_address(bar)), "r"(parity)
         : "memory");
     if (done) return;
-    if (i >= WINNOW_KNN_WAIT_LIMIT) __trap();
+    if (i >= WINNOW_KNN_WAIT_LIMIT) {
+#if WINNOW_KNN_WAIT_REPORT
+      printf("winnow knn_wait: CTA %d thread %d gave up on the mbarrier at shared offset %u, "
+             "parity %u\n", int(blockIdx.x), int(threadIdx.x), shared_address(bar), parity);
+#endif
+      __trap();
+    }
   }
 }
 

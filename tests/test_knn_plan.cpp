@@ -173,6 +173,28 @@ TEST_CASE("the retrieval kernels compile for sm_90a: wgmma m64n64, TMA, no spill
   }
 }
 
+// The barrier wait's report (WINNOW_KNN_WAIT_REPORT=1): a printf before the trap only when
+// asked, through the options either backend takes.
+TEST_CASE("the retrieval kernel reports a barrier wait it gives up on only when asked",
+          "[knn][nvrtc]") {
+  test::ScopedEnv on("WINNOW_KNN_RETRIEVAL", "1");
+  auto p = knn_problem(ir::ip(), 128, 128, ops::DType::F16);
+  auto op = ops::TopkOp::create(p, nullptr);
+  REQUIRE(op->retrieval_mode());
+  auto be = backend::make_nvrtc_backend();
+  for (const bool report : {false, true}) {
+    INFO("report " << report);
+    backend::CompileRequest req = op->compile_request();
+    req.options.clear();
+    if (report) req.options.push_back("-DWINNOW_KNN_WAIT_REPORT=1");
+    const backend::CompileResult r = be->compile(req, /*emit_ptx=*/true);
+    const std::string text = test::ptx_entry_text(r.ptx, "winnow_knn_stream");
+    REQUIRE_FALSE(text.empty());
+    CHECK((text.find("vprintf") != std::string::npos) == report);
+    CHECK(text.find("trap;") != std::string::npos);
+  }
+}
+
 TEST_CASE("the retrieval mode's radix fallback rounds are the default, WINNOW_KNN_RADIX=0 takes them away",
           "[knn][codegen]") {
   test::ScopedEnv on("WINNOW_KNN_RETRIEVAL", "1");
