@@ -8,7 +8,7 @@
 #                                            environment switch each (WRAP, below)
 #   .devbin/llvm-cache.tar.gz                the llvm step's kernels, compiled here by the
 #                                            pending build with WINNOW_BACKEND=llvm
-#   .devbin/llvm-suite-cache.tar.gz          with RECORDS=FILE.tar.gz (a suites step's records/
+#   .devbin/llvm-suite-cache.tar.gz          with RECORDS="FILE.tar.gz ..." (a suites step's records/
 #                                            folder, e.g. bench/results/2026-12-05-s30-suite-
 #                                            compile-records.tar.gz): those requests compiled by
 #                                            the pending build with --backend llvm (about 5 min;
@@ -76,7 +76,7 @@ if [ -n "${RECORDS:-}" ]; then
   # from this build, so the keys are the ones the pending build's tests ask for.
   step "the suite's kernels under llvm from $RECORDS"
   rm -rf /tmp/prepare-devbin-records /tmp/c-llvm-suite && mkdir -p /tmp/prepare-devbin-records
-  tar -C /tmp/prepare-devbin-records -xzf "$RECORDS"
+  for r in $RECORDS; do tar -C /tmp/prepare-devbin-records -xzf "$r"; done  # each holds records/
   build/winnow cache replay /tmp/prepare-devbin-records/records --backend llvm --dir /tmp/c-llvm-suite \
     > /tmp/prepare-devbin-replay.log 2>&1 || true
   grep -c FAILED /tmp/prepare-devbin-replay.log | sed 's/^/prepare_devbin: records that failed (the first tier fails under llvm): /'
