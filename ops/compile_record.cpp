@@ -106,37 +106,22 @@ std::vector<RecordedCompile> read_recorded_compiles(const fs::path& dir, std::ve
   return out;
 }
 
-namespace {
-
-// "NAME=VALUE" lines into pairs.
-std::vector<std::pair<std::string, std::string>> env_lines(const std::string& text) {
-  std::vector<std::pair<std::string, std::string>> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    const size_t eq = line.find('=');
-    if (eq != std::string::npos && eq > 0) out.emplace_back(line.substr(0, eq), line.substr(eq + 1));
-  }
-  return out;
-}
-
-}  // namespace
-
 RecordedEnvScope::RecordedEnvScope(const std::string& env) {
-  const auto wanted = env_lines(env);
-  // The variables to touch: the record's and the cache-relevant ones set now.
-  std::vector<std::string> names;
-  for (const auto& [name, value] : wanted) names.push_back(name);
-  for (const auto& [name, value] : env_lines(rt::cache_relevant_env())) names.push_back(name);
-  std::sort(names.begin(), names.end());
-  names.erase(std::unique(names.begin(), names.end()), names.end());
-  for (const std::string& name : names) {
-    const char* now = std::getenv(name.c_str());
-    saved_.emplace_back(name, now ? std::optional<std::string>(now) : std::nullopt);
-    const auto it = std::find_if(wanted.begin(), wanted.end(), [&](const auto& w) { return w.first == name; });
-    if (it != wanted.end())
-      ::setenv(name.c_str(), it->second.c_str(), 1);
+  // Every cache-relevant variable of the registry as the record has it (set, or unset when
+  // the record does not name it); a line naming anything else is ignored.
+  for (const rt::EnvVar& v : rt::env_registry()) {
+    if (!v.cache_relevant) continue;
+    const std::string prefix = std::string(v.name) + "=";
+    std::optional<std::string> wanted;
+    std::istringstream in(env);
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind(prefix, 0) == 0) wanted = line.substr(prefix.size());
+    const char* now = std::getenv(v.name);
+    saved_.emplace_back(v.name, now ? std::optional<std::string>(now) : std::nullopt);
+    if (wanted)
+      ::setenv(v.name, wanted->c_str(), 1);
     else
-      ::unsetenv(name.c_str());
+      ::unsetenv(v.name);
   }
 }
 

@@ -23,9 +23,10 @@ struct RecordedCompile {
   std::string env;
 };
 
-// For its life, the cache-relevant environment a record was made under (its variables set
-// as recorded, the others unset), so that the replay's key is the recorded run's; the
-// caller's values come back after.
+// For its life, the cache-relevant environment a record was made under (each cache-relevant
+// variable of the registry set as recorded, or unset; other names in the record are
+// ignored), so that the replay's key is the recorded run's; the caller's values come back
+// after.
 class RecordedEnvScope {
  public:
   explicit RecordedEnvScope(const std::string& env);
