@@ -17,6 +17,7 @@
 #include "winnow/rank_order.cuh"
 #include "winnow/score_ops.cuh"
 #include "winnow/tma.cuh"
+#include "winnow/warp_reduce.cuh"
 #include "winnow/wgmma_tiles.cuh"
 
 // Tries of an mbarrier wait before the kernel traps: a handshake bug then ends the launch
@@ -158,8 +159,8 @@ __device__ void knn_tighten(const KnnParams& p, int q, int j, u32 need, u32* bin
     }
   }
   if (!__all_sync(0xFFFFFFFFu, ok)) return;
-  lo = __reduce_min_sync(0xFFFFFFFFu, lo);
-  hi = __reduce_max_sync(0xFFFFFFFFu, hi);
+  lo = warp_min_u32(0xFFFFFFFFu, lo);
+  hi = warp_max_u32(0xFFFFFFFFu, hi);
   // Radix passes of 8 bits over the order keys from the range's top bit down: each finds
   // the highest bin with `want` entries at or above it, then narrows to that bin.
   const u32 range = hi - lo;
