@@ -8,11 +8,11 @@ set -euo pipefail
 # pkg-config: the install_consumers test builds a C program with `pkg-config --libs winnow`.
 # python3-venv: the Python tests' virtual environment (.venv, below).
 # libsqlite3-dev: the tuning database (runtime/tuning_db.cpp).
-# llvm-19-dev, libclang-cpp19-dev, libclang-19-dev (clang's headers; its CMake package lists
-# the static libraries there too), clang-19: the LLVM backend (libwinnow_llvm.so: clang 19
-# as a library, LLVM's NVPTX target; clang-19 for its CUDA wrapper headers and resource
-# folder). Debian 12 (bookworm) has them in main; without them the build leaves the
-# backend out (WINNOW_LLVM=AUTO) and NVRTC serves alone.
+# llvm-19-dev, libclang-cpp19-dev, libclang-19-dev (clang's headers and static libraries,
+# which -DWINNOW_LLVM_STATIC=ON links), clang-19: the LLVM backend (libwinnow_llvm.so:
+# clang 19 as a library, LLVM's NVPTX target; clang-19's CUDA wrapper headers are embedded
+# into the module at build time). Debian 12 (bookworm) has them in main; without them the
+# build leaves the backend out (WINNOW_LLVM=AUTO) and NVRTC serves alone.
 packages=(g++ cmake ninja-build libfmt-dev catch2 libssl-dev libsqlite3-dev pkg-config clang
           libclang-rt-14-dev python3 python3-venv llvm-19-dev libclang-cpp19-dev libclang-19-dev
           clang-19)

@@ -49,6 +49,9 @@ class Backend {
   virtual std::string version() const = 0;  // exact version, e.g. "13.0"
   // Throws CompileError. emit_ptx also returns the PTX text.
   virtual CompileResult compile(const CompileRequest& req, bool emit_ptx = false) const = 0;
+  // Loads what compiling needs (the llvm backend's module; nothing for NVRTC, which is
+  // linked in). Throws CompileError saying why it cannot be loaded.
+  virtual void load() const {}
   // The optimised LLVM IR of the request, for backends that have one; the others throw
   // std::invalid_argument.
   virtual std::string llvm_ir(const CompileRequest& req) const {

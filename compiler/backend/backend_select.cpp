@@ -79,6 +79,7 @@ class LazyLlvmBackend final : public Backend {
     return real().compile(req, emit_ptx);
   }
   std::string llvm_ir(const CompileRequest& req) const override { return real().llvm_ir(req); }
+  void load() const override { (void)real(); }
 
  private:
   const Backend& real() const {

@@ -1,5 +1,5 @@
 // The templates/*.cuh files, embedded into the library at build time
-// (cmake/embed_templates.cmake) and handed to NVRTC from memory.
+// (cmake/embed_files.cmake) and handed to the backend from memory.
 #pragma once
 #include <cstddef>
 #include <span>

@@ -14,6 +14,7 @@
 #include <clang/Frontend/CompilerInstance.h>
 #include <clang/Frontend/CompilerInvocation.h>
 #include <clang/Frontend/TextDiagnosticPrinter.h>
+#include <clang/Lex/HeaderSearchOptions.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/LegacyPassManager.h>
@@ -33,9 +34,10 @@
 #include <mutex>
 
 #include "compiler/backend/dump_sources.h"
+#include "compiler/backend/llvm/clang_headers.h"
 
 #ifndef WINNOW_CLANG_EXECUTABLE
-#error "WINNOW_CLANG_EXECUTABLE (the clang binary whose resource folder is used) must be defined"
+#error "WINNOW_CLANG_EXECUTABLE (the clang binary the driver is named after) must be defined"
 #endif
 #ifndef WINNOW_CUDA_PATH
 #error "WINNOW_CUDA_PATH (the CUDA toolkit's root) must be defined"
@@ -57,8 +59,10 @@ void init_nvptx() {
   });
 }
 
-// The source, the headers under include/, and an empty texture_fetch_functions.h: clang
-// 19's CUDA wrapper includes it, CUDA 13 dropped it, and winnow uses no textures.
+// The source, the headers under include/, clang's CUDA headers as the resource folder
+// (clang_headers.h: embedded, so clang's own folder need not exist where this runs), and an
+// empty texture_fetch_functions.h: clang 19's CUDA wrapper includes it, CUDA 13 dropped it,
+// and winnow uses no textures.
 llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem> file_system(const CompileRequest& req,
                                                             const std::string& source_path) {
   auto mem = llvm::makeIntrusiveRefCnt<llvm::vfs::InMemoryFileSystem>();
@@ -67,11 +71,34 @@ llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem> file_system(const CompileRequest
     const std::string path = std::string(kRoot) + "/include/" + name;
     mem->addFile(path, 0, llvm::MemoryBuffer::getMemBufferCopy(text, path));
   }
+  for (const auto& h : clang_cuda_headers()) {
+    const std::string path = std::string(kRoot) + "/resource/include/" + h.name;
+    mem->addFile(path, 0, llvm::MemoryBuffer::getMemBuffer(llvm::StringRef(h.text, h.size), path));
+  }
   mem->addFile(std::string(kRoot) + "/compat/texture_fetch_functions.h", 0,
                llvm::MemoryBuffer::getMemBufferCopy("// empty: see clang_device.cpp\n"));
   auto overlay = llvm::makeIntrusiveRefCnt<llvm::vfs::OverlayFileSystem>(llvm::vfs::getRealFileSystem());
   overlay->pushOverlay(mem);
   return overlay;
+}
+
+// The driver's builtin header folders (its resource folder's include/ and cuda_wrappers/;
+// with Debian's clang, where that folder is absent, /usr/include/clang/<version>/include)
+// become the embedded copy (file_system): the same headers on every machine, and none of
+// clang's files needed where this runs. -resource-dir cannot do it: Debian's driver then
+// takes its builtin headers from /usr/include/clang/<version>/include.
+void use_embedded_resource_headers(clang::CompilerInvocation& invocation) {
+  const std::string real = clang::driver::Driver::GetResourcesPath(WINNOW_CLANG_EXECUTABLE) + "/include";
+  const std::string debian = "/usr/include/clang/" CLANG_VERSION_STRING "/include";
+  const std::string embedded = std::string(kRoot) + "/resource/include";
+  clang::HeaderSearchOptions& hs = invocation.getHeaderSearchOpts();
+  for (clang::HeaderSearchOptions::Entry& e : hs.UserEntries) {
+    std::string path = e.Path;
+    while (path.size() > 1 && path.back() == '/') path.pop_back();
+    if (path == debian) e.Path = embedded;
+    else if (path.rfind(real, 0) == 0) e.Path = embedded + path.substr(real.size());
+  }
+  hs.ResourceDir = std::string(kRoot) + "/resource";
 }
 
 // -mllvm options set LLVM's global flags, once per process as clang's own main does; every
@@ -161,6 +188,7 @@ DeviceModule compile_to_module(const CompileRequest& req) {
   if (!clang::CompilerInvocation::CreateFromArgs(*invocation, cmd.getArguments(), diags))
     throw_compile_error(req, "clang", "bad compiler invocation", log);
 
+  use_embedded_resource_headers(*invocation);
   apply_llvm_args(invocation->getFrontendOpts().LLVMArgs);
   // Diagnostics go to the log only: with carets on, CompilerInstance also prints "N warnings
   // generated" to the process's stderr, which a library must not write.
