@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Fills .devbin/ on the CPU machine for a visit of bench/visit_pending.sh (carry [".devbin"]):
-#   .devbin/main/winnow                      main's build
+#   .devbin/main/winnow                      main's build (when patches are pending)
+#   .devbin/libwinnow_llvm.so                the llvm backend linked statically
+#                                            (-DWINNOW_LLVM_STATIC=ON): it compiles there
+#   (each binary xz-compressed: bench/devbin_unpack.sh unpacks them on the GPU machine)
 #   .devbin/{winnow,winnow_tests,winnow_c_two_contexts,libwinnow.so.0}
 #                                            the pending build: main + bench/pending/*.patch,
 #                                            applied on the branch `pending` (recreated)
@@ -19,6 +22,7 @@
 #   bash bench/prepare_devbin.sh
 #   WRAP="p1:WINNOW_PAGED_WG_PAGES=1 nopf:WINNOW_PAGED_PREFETCH=0" bash bench/prepare_devbin.sh
 #   NO_LLVM=1 bash bench/prepare_devbin.sh   # without the llvm cache
+#   NO_LLVM_MODULE=1 bash bench/prepare_devbin.sh   # without the static llvm module
 #   RECORDS=bench/results/2026-12-05-s30-suite-compile-records.tar.gz bash bench/prepare_devbin.sh
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
@@ -37,12 +41,12 @@ step "building main"
 keep=/tmp/prepare-devbin-llvm-suite-cache.tar.gz
 rm -f "$keep"
 [ -f .devbin/llvm-suite-cache.tar.gz ] && mv .devbin/llvm-suite-cache.tar.gz "$keep"
-rm -rf .devbin && mkdir -p .devbin/main
+rm -rf .devbin && mkdir -p .devbin
 [ -f "$keep" ] && mv "$keep" .devbin/llvm-suite-cache.tar.gz
-cp build/winnow .devbin/main/winnow && strip .devbin/main/winnow
 
 patches=(bench/pending/*.patch)
 if [ -e "${patches[0]}" ]; then
+  mkdir -p .devbin/main && cp build/winnow .devbin/main/winnow && strip .devbin/main/winnow
   git checkout -q -B pending main
   git am -k -q "${patches[@]}" || { git am --abort; git checkout -q main; echo "prepare_devbin: the patches do not apply" >&2; exit 1; }
   step "building pending ($(git rev-list --count main..pending) commits on main)"
@@ -62,6 +66,16 @@ for w in $WRAP; do
   chmod +x .devbin/$name/winnow
 done
 
+if [ "${NO_LLVM_MODULE:-0}" != 1 ]; then
+  # The llvm backend linked against LLVM's static libraries, so that it compiles on the GPU
+  # machine, which has no LLVM (the tree's sources at this point: the pending build's).
+  step "the static llvm module"
+  { cmake -S . -B /tmp/winnow-build-static -G Ninja -DCMAKE_BUILD_TYPE=Release -DWINNOW_LLVM=ON \
+      -DWINNOW_LLVM_STATIC=ON -DWINNOW_BUILD_TESTS=OFF -DWINNOW_TORCH_EXTENSION=OFF &&
+    cmake --build /tmp/winnow-build-static --target winnow_llvm; } > /tmp/prepare-devbin-static.log 2>&1 || {
+    tail -n 20 /tmp/prepare-devbin-static.log; git checkout -q main; exit 1; }
+  strip --strip-unneeded -o .devbin/libwinnow_llvm.so /tmp/winnow-build-static/libwinnow_llvm.so
+fi
 if [ "${NO_LLVM:-0}" != 1 ]; then
   step "the llvm step's kernels"
   rm -rf /tmp/llvmcache
@@ -83,6 +97,11 @@ if [ -n "${RECORDS:-}" ]; then
   tar -C /tmp -czf .devbin/llvm-suite-cache.tar.gz c-llvm-suite
 fi
 git checkout -q main
+# The binaries travel xz-compressed (bench/devbin_unpack.sh on the GPU machine): the module
+# alone is 75 MB.
+step "compressing"
+find .devbin -type f \( -name winnow -o -name winnow_tests -o -name 'lib*.so*' \) -print0 |
+  xargs -0 -n 1 xz -T2 -6 -f
 size=$(du -sm .devbin | cut -f1)
 step ".devbin holds ${size} MB"
 if [ "$size" -gt 50 ]; then

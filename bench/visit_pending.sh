@@ -11,13 +11,17 @@
 #
 # Carry .devbin (run's carry: [".devbin"]) holding, built on the CPU machine:
 #   .devbin/{winnow,winnow_tests,winnow_c_two_contexts,libwinnow.so.0}  the pending build
-#   .devbin/main/winnow                                                 main's build (static)
+#   .devbin/main/winnow                 main's build (static), when patches are pending
+#   .devbin/libwinnow_llvm.so           the llvm backend, linked statically (WINNOW_LLVM_STATIC):
+#                                       with it the llvm backend compiles on this machine
+#   (the binaries as .xz, unpacked by bench/devbin_unpack.sh)
 #   .devbin/llvm-cache.tar.gz   a kernel cache filled by the pending build with
 #                               WINNOW_BACKEND=llvm (bench --compile-only; step llvm)
 # Everything goes under $OUT (a step's files tarred into $OUT/<step>.tar.gz: a run returns
 # few files).
 set -o pipefail
 step=${1:?usage: visit_pending.sh suites|suites-llvm|sanitize|bench|llvm}
+bash bench/devbin_unpack.sh  # the binaries travel xz-compressed
 OUT=${OUT:-out}
 O=$OUT/$step
 mkdir -p "$O"
@@ -55,22 +59,32 @@ suites)
 suites-llvm)
   # The [gpu] suite in one process under WINNOW_BACKEND=llvm from a cache filled on the
   # CPU machine (.devbin/llvm-suite-cache.tar.gz: `winnow cache replay RECORDS --backend
-  # llvm --dir /tmp/c-llvm-suite` over a `suites` step's records, then tar -C /tmp): this
-  # machine has no LLVM, so a kernel missing from the cache fails its case.
+  # llvm --dir /tmp/c-llvm-suite` over a `suites` step's records, then tar -C /tmp): the
+  # cases' compiles would not fit one call. A kernel missing from the cache is compiled here
+  # by .devbin/libwinnow_llvm.so (static); without it, the case fails.
+  # ORDERS="decl rand": both orders side by side (rand with a printed seed), each into its own
+  # copy of the cache.
   mkdir -p /tmp/c-llvm-suite && tar -C /tmp -xzf .devbin/llvm-suite-cache.tar.gz
+  ls /tmp/c-llvm-suite/v1/sm_90a > "$O/prepared-keys.txt"
   # Every request is recorded (before its compile) into $O/records: a request missing from
-  # the cache fails its case ("the llvm backend cannot be loaded"), and its record, replayed
-  # on the CPU machine, says which kernel it was (session 30's barrier audit case).
+  # the prepared cache is compiled here (or, without the module, fails its case), and its
+  # record, replayed on the CPU machine, says which kernel it was.
   mkdir -p "$O/records"
-  WINNOW_RECORD_COMPILES=$(cd "$O/records" && pwd) WINNOW_BACKEND=llvm WINNOW_CACHE_DIR=/tmp/c-llvm-suite \
-    WINNOW_TEST_CACHE_DIR=/tmp/c-llvm-suite \
-    timeout ${TT:-540} .devbin/winnow_tests "${LLVM_SPEC:-[gpu]}" -r console --durations yes > "$O/suite-llvm.txt" 2>&1
-  note "suite under llvm rc=$? :: $(grep -E 'All tests passed|test cases:' "$O/suite-llvm.txt" | tail -n 1)"
-  # The records whose kernel the cache lacks (the misses), by key.
+  seed=$(( (RANDOM << 15) | RANDOM )); note "rand order seed $seed"
+  for order in ${ORDERS:-decl}; do
+    cache=/tmp/c-llvm-suite; [ $order != decl ] && { cache=/tmp/c-llvm-suite-$order; cp -r /tmp/c-llvm-suite $cache; }
+    (WINNOW_RECORD_COMPILES=$(cd "$O/records" && pwd) WINNOW_BACKEND=llvm WINNOW_CACHE_DIR=$cache \
+      WINNOW_TEST_CACHE_DIR=$cache \
+      timeout ${TT:-540} .devbin/winnow_tests "${LLVM_SPEC:-[gpu]}" --order $order --rng-seed $seed -r console --durations yes \
+      > "$O/suite-llvm-$order.txt" 2>&1
+     note "suite under llvm, $order order, rc=$? :: $(grep -E 'All tests passed|test cases:' "$O/suite-llvm-$order.txt" | tail -n 1)") &
+  done
+  wait
+  # The records whose kernel the prepared cache lacked (the misses), by key.
   for r in "$O"/records/*.compile; do
     [ -e "$r" ] || continue
     k=$(basename "$r" .compile)
-    [ -d "/tmp/c-llvm-suite/v1/sm_90a/$k" ] || echo "missing from the cache: $k $(sed -n 3p "$r")"
+    grep -qx "$k" "$O/prepared-keys.txt" || echo "missing from the prepared cache: $k $(sed -n 3p "$r")"
   done | tee -a "$O/summary.txt"
   ;;
 sanitize)
@@ -106,7 +120,7 @@ bench)
     local r=$1 b bin; shift
     for b in "$@"; do
       [ $((SECONDS - t0)) -gt ${BENCH_LIMIT:-470} ] && { note "skipped $b $r (time)"; continue; }
-      bin=.devbin/winnow; [ $b != pending ] && bin=.devbin/$b/winnow
+      bin=.devbin/winnow; [ $b != pending ] && [ -x .devbin/$b/winnow ] && bin=.devbin/$b/winnow
       WINNOW_CACHE_DIR=/tmp/c-bench-$b timeout 150 $bin bench $r \
         --ceilings "$O/ceilings.json" --baselines "$O/baselines.json" \
         > "$O/bench-$b-${r%% *}.jsonl" 2> "$O/bench-$b-${r%% *}.txt"
@@ -131,7 +145,7 @@ bench)
   # Each launch's duration in a decode call at 64 x 64K.
   for b in main pending "${extra[@]}"; do
     [ $((SECONDS - t0)) -gt ${BENCH_LIMIT:-470} ] && { note "skipped ncu $b (time)"; continue; }
-    bin=.devbin/winnow; [ $b != pending ] && bin=.devbin/$b/winnow
+    bin=.devbin/winnow; [ $b != pending ] && [ -x .devbin/$b/winnow ] && bin=.devbin/$b/winnow
     WINNOW_CACHE_DIR=/tmp/c-bench-$b timeout 60 \
       ncu --metrics gpu__time_duration.sum \
       $bin bench dsa-decode --B 64 --len 64K --mixed none --graph none --repeats 1 --warmup 0 \

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Unpacks what bench/prepare_devbin.sh compressed in .devbin (the carry is 64 MiB): each
+# .devbin/**/*.xz beside itself, executable, unless already unpacked. Python's lzma: the GPU
+# machine may have no xz. Called by bench/visit_pending.sh and bench/visit_llvm.sh.
+set -euo pipefail
+python3 - <<'PY'
+import glob, lzma, os, shutil
+for f in glob.glob(".devbin/**/*.xz", recursive=True):
+    out = f[:-3]
+    if os.path.exists(out) and os.path.getmtime(out) >= os.path.getmtime(f):
+        continue
+    with lzma.open(f) as i, open(out + ".part", "wb") as o:
+        shutil.copyfileobj(i, o)
+    os.chmod(out + ".part", 0o755)
+    os.replace(out + ".part", out)
+PY

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Issue 17 on the GPU machine, with .devbin/libwinnow_llvm.so linked statically
+# (bench/prepare_devbin.sh): the llvm backend compiles there. Steps, several per call:
+#   jit       `winnow compile --timings` of relu_mh under both backends, then `winnow bench
+#             jit` with both backends and NVRTC's first tier in one run (the cold-build goal)
+#   knn       the [gpu][knn] cases under NVRTC in one process (templates/knn_stream.cuh changed)
+#   sanitize  memcheck over the [gpu][knn] cases (shrunk) and racecheck over the tightening
+#             case and an ip case under NVRTC; memcheck of the tightening case under llvm
+# Files under $OUT/llvm/, then $OUT/llvm-<steps>.tar.gz.
+set -o pipefail
+OUT=${OUT:-out}
+O=$OUT/llvm
+mkdir -p "$O"
+bash bench/devbin_unpack.sh
+export LD_LIBRARY_PATH=$PWD/.devbin:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+t0=$SECONDS
+note() { echo "$* (at $((SECONDS - t0)) s)" | tee -a "$O/summary.txt"; }
+nvidia-smi --query-gpu=name,driver_version --format=csv > "$O/gpu.txt"
+nproc > "$O/cores.txt"; lscpu | grep -i "model name" >> "$O/cores.txt"
+TIGHTEN='"knn retrieval: a sample threshold too low*"'
+for step in "$@"; do
+  case $step in
+  jit)
+    for be in nvrtc llvm; do
+      rm -rf /tmp/cj-$be
+      WINNOW_CACHE_DIR=/tmp/cj-$be CUDA_CACHE_DISABLE=1 .devbin/winnow compile --score relu_mh --heads 64 \
+        --dim 128 --q-dtype fp8 --k-dtype fp8 --k 2048 --arch sm_90a --emit cubin -o /tmp/cj-$be.cubin \
+        --backend $be --timings > "$O/timings-$be.txt" 2>&1
+      note "compile --timings $be rc=$?"
+    done
+    timeout 300 .devbin/winnow bench jit --kernels relu_mh,softplus --backends nvrtc,llvm --fast-first \
+      > "$O/jit.jsonl" 2> "$O/jit.txt"
+    note "bench jit rc=$?"
+    ;;
+  knn)
+    WINNOW_CACHE_DIR=/tmp/c-knn WINNOW_TEST_CACHE_DIR=/tmp/c-knn timeout 300 .devbin/winnow_tests \
+      "[gpu][knn]" -r console --durations yes > "$O/knn-nvrtc.txt" 2>&1
+    note "[gpu][knn] under nvrtc rc=$? :: $(grep -E 'All tests passed|test cases:' "$O/knn-nvrtc.txt" | tail -n 1)"
+    ;;
+  sanitize)
+    export WINNOW_TEST_SMALL=1
+    (WINNOW_CACHE_DIR=/tmp/c-mem WINNOW_TEST_CACHE_DIR=/tmp/c-mem timeout 400 "$SAN" --tool memcheck \
+       --print-limit 100 .devbin/winnow_tests "[gpu][knn]" -r console > "$O/memcheck-knn-nvrtc.txt" 2>&1
+     note "memcheck [gpu][knn] nvrtc rc=$?") &
+    (WINNOW_CACHE_DIR=/tmp/c-race WINNOW_TEST_CACHE_DIR=/tmp/c-race timeout 400 "$SAN" --tool racecheck \
+       --racecheck-report hazard --print-limit 100 .devbin/winnow_tests \
+       "$TIGHTEN,knn retrieval: ip*" -r console > "$O/racecheck-knn-nvrtc.txt" 2>&1
+     note "racecheck knn nvrtc rc=$?") &
+    (WINNOW_BACKEND=llvm WINNOW_CACHE_DIR=/tmp/c-mem-llvm WINNOW_TEST_CACHE_DIR=/tmp/c-mem-llvm timeout 400 \
+       "$SAN" --tool memcheck --print-limit 100 .devbin/winnow_tests "$TIGHTEN" -r console \
+       > "$O/memcheck-tighten-llvm.txt" 2>&1
+     note "memcheck tightening llvm rc=$?") &
+    wait
+    grep -HE "ERROR SUMMARY|RACECHECK SUMMARY|test cases:|All tests passed" "$O"/*check*.txt | tee -a "$O/summary.txt"
+    ;;
+  *) echo "unknown step $step"; exit 2 ;;
+  esac
+done
+name=llvm-$(IFS=-; echo "$*")
+tar -C "$OUT" -czf "$OUT/$name.tar.gz" llvm && rm -rf "$O"
+echo "visit_llvm: files in $OUT/$name.tar.gz"
