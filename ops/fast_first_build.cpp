@@ -2,7 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 
 #include "runtime/env.h"
@@ -33,6 +38,14 @@ BackgroundBuild::BackgroundBuild(rt::CubinCache& cache, const backend::Backend& 
     : thread_([this, &cache, &be, req = std::move(req), stem = std::move(stem),
                program = std::move(program), description = std::move(description)]() mutable {
         const auto t0 = std::chrono::steady_clock::now();
+        // The first tier (on the caller's thread, ptxas on every core) is what the caller
+        // waits for: this thread, and any thread the compiler starts from it, yields to it.
+        // Linux's nice value is per thread and inherited by the threads it creates; a
+        // refusal leaves the priority as it was.
+        const auto tid = static_cast<id_t>(syscall(SYS_gettid));
+        errno = 0;
+        const int nice_now = getpriority(PRIO_PROCESS, tid);
+        if (errno == 0) (void)setpriority(PRIO_PROCESS, tid, std::min(19, nice_now + kBackgroundNice));
         try {
           module_ = compile_cached(cache, be, std::move(req), stem, program, description);
         } catch (const std::exception& e) {

@@ -36,7 +36,9 @@ backend::CompileRequest fast_first_request(backend::CompileRequest req);
 
 // compile_cached on a background thread: started at construction, joined at destruction
 // (an NVRTC compile cannot be interrupted: destruction waits for it). The cache and the
-// backend must outlive it.
+// backend must outlive it. The thread runs kBackgroundNice above its creator's nice value:
+// the first tier, compiling at the same time, gets the cores first.
+inline constexpr int kBackgroundNice = 10;
 class BackgroundBuild {
  public:
   BackgroundBuild(rt::CubinCache& cache, const backend::Backend& be, backend::CompileRequest req,

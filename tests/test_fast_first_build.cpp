@@ -2,6 +2,12 @@
 // lookup without a compile, the first tier's request and key, the background full build
 // filling the cache; on a GPU, the first tier's kernels (NVRTC -Ofc=max -split-compile=0) against
 // the full build's, bit for bit, and a plan that starts on the first tier and switches.
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -111,6 +117,36 @@ TEST_CASE("fast first build: its request, its key, the background full build", "
   compile_only->build(empty, *nvrtc);
   CHECK(compile_only->build_state() == "full");
   CHECK(compile_only->content_key() == module->key);
+}
+
+// A backend that records the nice value of the thread that compiles, then fails.
+struct NiceProbe : backend::Backend {
+  mutable std::atomic<int> nice{-100};
+  std::string name() const override { return "nvrtc"; }
+  std::string version() const override { return "probe"; }
+  backend::CompileResult compile(const backend::CompileRequest&, bool) const override {
+    errno = 0;
+    const int v = getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
+    nice = errno == 0 ? v : -200;
+    throw backend::CompileError("probe: not compiled", "", "");
+  }
+};
+
+TEST_CASE("fast first build: the background full build yields the cores to the first tier",
+          "[nvrtc]") {
+  errno = 0;
+  const int mine = getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
+  REQUIRE(errno == 0);
+  NiceProbe probe;
+  rt::CubinCache cache(std::nullopt);
+  backend::CompileRequest req;
+  req.source = "// probe";
+  req.arch = backend::parse_arch("sm_90a");
+  ops::BackgroundBuild background(cache, probe, req, "winnow_topk", "probe", "test");
+  CHECK_FALSE(background.wait());  // the probe's compile fails: logged, nothing cached
+  CHECK(probe.nice == std::min(19, mine + ops::kBackgroundNice));
+  errno = 0;
+  CHECK(getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid))) == mine);  // the caller's stays
 }
 
 // The first tier's kernel is an ordinary build with its options: built that way
