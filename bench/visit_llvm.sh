@@ -40,14 +40,14 @@ for step in "$@"; do
     ;;
   sanitize)
     export WINNOW_TEST_SMALL=1
-    (WINNOW_CACHE_DIR=/tmp/c-mem WINNOW_TEST_CACHE_DIR=/tmp/c-mem timeout 400 "$SAN" --tool memcheck \
+    (WINNOW_CACHE_DIR=/tmp/c-mem WINNOW_TEST_CACHE_DIR=/tmp/c-mem timeout 280 "$SAN" --tool memcheck \
        --print-limit 100 .devbin/winnow_tests "[gpu][knn]" -r console > "$O/memcheck-knn-nvrtc.txt" 2>&1
      note "memcheck [gpu][knn] nvrtc rc=$?") &
-    (WINNOW_CACHE_DIR=/tmp/c-race WINNOW_TEST_CACHE_DIR=/tmp/c-race timeout 400 "$SAN" --tool racecheck \
+    (WINNOW_CACHE_DIR=/tmp/c-race WINNOW_TEST_CACHE_DIR=/tmp/c-race timeout 280 "$SAN" --tool racecheck \
        --racecheck-report hazard --print-limit 100 .devbin/winnow_tests \
        "$TIGHTEN,knn retrieval: ip*" -r console > "$O/racecheck-knn-nvrtc.txt" 2>&1
      note "racecheck knn nvrtc rc=$?") &
-    (WINNOW_BACKEND=llvm WINNOW_CACHE_DIR=/tmp/c-mem-llvm WINNOW_TEST_CACHE_DIR=/tmp/c-mem-llvm timeout 400 \
+    (WINNOW_BACKEND=llvm WINNOW_CACHE_DIR=/tmp/c-mem-llvm WINNOW_TEST_CACHE_DIR=/tmp/c-mem-llvm timeout 280 \
        "$SAN" --tool memcheck --print-limit 100 .devbin/winnow_tests "$TIGHTEN" -r console \
        > "$O/memcheck-tighten-llvm.txt" 2>&1
      note "memcheck tightening llvm rc=$?") &
