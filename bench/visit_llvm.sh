@@ -34,20 +34,20 @@ for step in "$@"; do
     note "bench jit rc=$?"
     ;;
   knn)
-    WINNOW_CACHE_DIR=/tmp/c-knn WINNOW_TEST_CACHE_DIR=/tmp/c-knn timeout 300 .devbin/winnow_tests \
+    WINNOW_CACHE_DIR=/tmp/c-knn WINNOW_TEST_CACHE_DIR=/tmp/c-knn timeout ${KT:-300} .devbin/winnow_tests \
       "[gpu][knn]" -r console --durations yes > "$O/knn-nvrtc.txt" 2>&1
     note "[gpu][knn] under nvrtc rc=$? :: $(grep -E 'All tests passed|test cases:' "$O/knn-nvrtc.txt" | tail -n 1)"
     ;;
   sanitize)
     export WINNOW_TEST_SMALL=1
-    (WINNOW_CACHE_DIR=/tmp/c-mem WINNOW_TEST_CACHE_DIR=/tmp/c-mem timeout 280 "$SAN" --tool memcheck \
+    (WINNOW_CACHE_DIR=/tmp/c-mem WINNOW_TEST_CACHE_DIR=/tmp/c-mem timeout ${ST:-280} "$SAN" --tool memcheck \
        --print-limit 100 .devbin/winnow_tests "[gpu][knn]" -r console > "$O/memcheck-knn-nvrtc.txt" 2>&1
      note "memcheck [gpu][knn] nvrtc rc=$?") &
-    (WINNOW_CACHE_DIR=/tmp/c-race WINNOW_TEST_CACHE_DIR=/tmp/c-race timeout 280 "$SAN" --tool racecheck \
+    (WINNOW_CACHE_DIR=/tmp/c-race WINNOW_TEST_CACHE_DIR=/tmp/c-race timeout ${ST:-280} "$SAN" --tool racecheck \
        --racecheck-report hazard --print-limit 100 .devbin/winnow_tests \
        "$TIGHTEN,knn retrieval: ip*" -r console > "$O/racecheck-knn-nvrtc.txt" 2>&1
      note "racecheck knn nvrtc rc=$?") &
-    (WINNOW_BACKEND=llvm WINNOW_CACHE_DIR=/tmp/c-mem-llvm WINNOW_TEST_CACHE_DIR=/tmp/c-mem-llvm timeout 280 \
+    (WINNOW_BACKEND=llvm WINNOW_CACHE_DIR=/tmp/c-mem-llvm WINNOW_TEST_CACHE_DIR=/tmp/c-mem-llvm timeout ${ST:-280} \
        "$SAN" --tool memcheck --print-limit 100 .devbin/winnow_tests "$TIGHTEN" -r console \
        > "$O/memcheck-tighten-llvm.txt" 2>&1
      note "memcheck tightening llvm rc=$?") &
