@@ -17,6 +17,7 @@
 #include "ops/topk.h"
 #include "runtime/kernel_cache.h"
 #include "support.h"
+#include "topk_check.h"
 
 using namespace winnow;
 using backend::CompileError;
@@ -217,12 +218,7 @@ TEST_CASE("llvm backend: a cluster kernel's PTX holds its cluster shape as NVRTC
 // reductions are whole-warp: in each entry, every redux.sync's member mask (its last
 // operand) must be a register set to -1, under both backends.
 TEST_CASE("llvm backend: the knn kernels' warp reductions take the full member mask", "[llvm]") {
-  ops::TopkProblem p;
-  p.score = ir::ip();
-  p.heads = 1;
-  p.head_dim = 128;
-  p.q_dtype = p.k_dtype = ops::DType::BF16;
-  p.k = 256;
+  ops::TopkProblem p = test::single_head(ir::ip(), 128, 256, ops::DType::BF16);
   p.arch = backend::parse_arch("sm_90a");
   auto op = ops::TopkOp::create(p, nullptr);
   REQUIRE(op->retrieval_mode());
