@@ -1,15 +1,21 @@
 # Writes OUT: a C++ file holding files of DIR as strings, so that a compiler gets them from
 # memory and the library needs no files at run time. Used for templates/*.cuh (NVRTC and
 # the llvm backend) and for clang's CUDA headers (the llvm backend, cmake/llvm_backend.cmake).
-#   DIR       the folder; GLOBS  patterns relative to it (recursive), ','-separated
+#   DIR       the folder; GLOBS  patterns relative to it, ','-separated (one with a '/'
+#             takes everything below its folder)
 #   PREFIX    put before each relative name ("winnow/": the include name)
 #   HEADER    the header declaring FUNCTION; NAMESPACE, FUNCTION: where the table is
 string(REPLACE "," ";" GLOBS "${GLOBS}")
-set(patterns "")
+set(files "")
 foreach(g ${GLOBS})
-  list(APPEND patterns ${DIR}/${g})
+  if(g MATCHES "/")  # a folder's pattern: everything below it
+    file(GLOB_RECURSE found RELATIVE ${DIR} ${DIR}/${g})
+  else()
+    file(GLOB found LIST_DIRECTORIES false RELATIVE ${DIR} ${DIR}/${g})
+  endif()
+  list(APPEND files ${found})
 endforeach()
-file(GLOB_RECURSE files RELATIVE ${DIR} ${patterns})
+list(REMOVE_DUPLICATES files)
 list(SORT files)
 if(NOT files)
   message(FATAL_ERROR "embed_files: nothing in ${DIR} matches ${GLOBS}")
