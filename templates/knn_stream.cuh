@@ -28,7 +28,8 @@
 // A diagnostic switch (through WINNOW_NVRTC_OPTIONS, either backend): 1 prints, before the
 // trap, which thread gave up on which barrier (its shared-memory offset) and parity. Off by
 // default: a printf call in the kernel is an extern call, which makes ptxas serialise the
-// wgmma pipeline. For session 30's trap of the llvm build with WINNOW_KNN_TIGHTEN=1.
+// wgmma pipeline. (Session 30's trap of the llvm build, which it was made for, was no wait:
+// clang 19's swapped __reduce_*_sync, templates/warp_reduce.cuh.)
 #ifndef WINNOW_KNN_WAIT_REPORT
 #define WINNOW_KNN_WAIT_REPORT 0
 #endif

@@ -52,9 +52,9 @@ inline bool skip_without_gpu() {
   } while (0)
 
 // A [gpu] test that compiles into a cache folder of its own (not WINNOW_CACHE_DIR) checks
-// this after WINNOW_REQUIRE_GPU: under WINNOW_BACKEND=llvm on a machine without LLVM's
-// libraries (the GPU machine runs the llvm suite from a cache filled on the CPU machine,
-// bench/visit_pending.sh suites-llvm) nothing compiles there, so it says why and returns.
+// this after WINNOW_REQUIRE_GPU: under WINNOW_BACKEND=llvm where libwinnow_llvm.so cannot
+// load (a GPU machine without LLVM's libraries and without the static module, running the
+// llvm suite from a cache filled elsewhere) nothing compiles, so it says why and returns.
 inline bool skip_without_backend() {
   try {
     winnow::ops::choose_backend(nullptr)->load();

@@ -95,8 +95,9 @@ void use_embedded_resource_headers(clang::CompilerInvocation& invocation) {
   for (clang::HeaderSearchOptions::Entry& e : hs.UserEntries) {
     std::string path = e.Path;
     while (path.size() > 1 && path.back() == '/') path.pop_back();
+    const bool below_real = path.rfind(real, 0) == 0 && (path.size() == real.size() || path[real.size()] == '/');
     if (path == debian) e.Path = embedded;
-    else if (path.rfind(real, 0) == 0) e.Path = embedded + path.substr(real.size());
+    else if (below_real) e.Path = embedded + path.substr(real.size());
   }
   hs.ResourceDir = std::string(kRoot) + "/resource";
 }
