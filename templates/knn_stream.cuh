@@ -29,7 +29,7 @@
 // trap, which thread gave up on which barrier (its shared-memory offset) and parity. Off by
 // default: a printf call in the kernel is an extern call, which makes ptxas serialise the
 // wgmma pipeline. (Session 30's trap of the llvm build, which it was made for, was no wait:
-// clang 19's swapped __reduce_*_sync, templates/warp_reduce.cuh.)
+// clang 19's warp reduction intrinsics with swapped arguments, templates/warp_reduce.cuh.)
 #ifndef WINNOW_KNN_WAIT_REPORT
 #define WINNOW_KNN_WAIT_REPORT 0
 #endif
