@@ -269,7 +269,10 @@ TEST_CASE("knn retrieval: a sample threshold too low is tightened as the lists f
   });
   UNSCOPED_INFO("tightenings " << r.tightenings << ", fallback rows " << r.fallback_rows);
   if (tighten == "1") {
-    CHECK(r.tightenings >= 4);  // every row's threshold rose at least once
+    // Every row's threshold rose at least once. Under racecheck's slowdown a tightening warp's
+    // bounded wait for a reserved slot (WINNOW_KNN_TIGHTEN_SPIN tries) gave up once and this
+    // got 3 (session 32, 0 hazards); the sanitizer runs raise the spin by a -D.
+    CHECK(r.tightenings >= 4);
     // Its aim, no fallback, is not met yet (all 4 rows fell back in sessions 15 and 16, at
     // 64K and 1M keys, with the thresholds risen and every row exact): reported, not
     // asserted, while WINNOW_KNN_TIGHTEN stays opt-in (bench/NOTES.md, "Session 16").
