@@ -576,6 +576,16 @@ winnowStatus_t winnowPlanBuildEx(winnowPlan_t plan, const winnowBuildOptions_t* 
   });
 }
 
+winnowStatus_t winnowPlanFinishBuild(winnowPlan_t plan) {
+  return guarded([&] {
+    require_non_null(plan, "plan");
+    if (!plan->op->built()) throw ops::NotBuilt("the plan is not built: call winnowPlanBuild");
+    if (!plan->op->finish_build())
+      throw StatusError{WINNOW_STATUS_COMPILE_ERROR,
+                        "the plan keeps its first kernel: " + plan->op->build_state()};
+  });
+}
+
 winnowStatus_t winnowPlanGetTuning(winnowPlan_t plan, winnowPlanTuning_t* tuning) {
   return guarded([&] {
     require_non_null(plan, "plan");

@@ -1,6 +1,8 @@
 // The whole C API path on the GPU: plan, build, workspace, execute on a stream, and the
-// same execute captured in a CUDA graph and replayed (no allocation, no sync inside).
+// same execute captured in a CUDA graph and replayed (no allocation, no sync inside), also
+// with the fast first build switched to the full kernel first (winnowPlanFinishBuild).
 #include <memory>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -96,8 +98,19 @@ TEST_CASE("C API: execute, then the same call in a CUDA graph, equal the referen
   p.k = desc.k;
   p.sorted = true;
   const int64_t rows = 64, keys = 10000;
+  // With the fast first build (and no disk cache, so that the plan starts on the first
+  // tier), winnowPlanFinishBuild switches to the full kernel before the graph is captured.
+  const bool fast_first = GENERATE(false, true);
+  INFO("WINNOW_FAST_FIRST_BUILD " << (fast_first ? "1" : "unset"));
+  std::optional<test::ScopedEnv> tier, no_disk;
+  if (fast_first) {
+    tier.emplace("WINNOW_FAST_FIRST_BUILD", "1");
+    no_disk.emplace("WINNOW_DISABLE_DISK_CACHE", "1");
+  }
   const CapiDsa c(desc, p, rows, keys, test::test_seed());
   const ops::ProblemData& d = c.d;
+  REQUIRE_OK(winnowPlanFinishBuild(c.plan));
+  REQUIRE_OK(winnowPlanFinishBuild(c.plan));  // a second call finds the full kernel in use
 
   const rt::DriverApi& cu = rt::driver();
   rt::DeviceBuffer idx(rows * p.k * 4), sc(rows * p.k * 4);

@@ -121,3 +121,10 @@ def test_closing_a_context_with_an_open_plan_is_refused():
     c.close()
     with pytest.raises(ValueError, match="closed"):
         c.handle
+
+
+def test_finish_build_before_build_raises_not_built(ctx):
+    p = ctx.topk_plan(arch="sm_90a", build=False)
+    with pytest.raises(winnow.NotBuilt, match="not built"):
+        p.finish_build()
+    p.close()

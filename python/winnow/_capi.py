@@ -133,6 +133,7 @@ _PROTOTYPES = {
     "winnowDestroy": (_STATUS, [_P]),
     "winnowPlanCreate": (_STATUS, [_P, _P, _P]),
     "winnowPlanBuild": (_STATUS, [_P]),
+    "winnowPlanFinishBuild": (_STATUS, [_P]),
     "winnowPlanGetWorkspaceSize": (_STATUS, [_P, _P]),
     "winnowPlanGetCounterOffset": (_STATUS, [_P, _P]),
     "winnowPlanGetSource": (_STATUS, [_P, _P]),

@@ -85,6 +85,14 @@ class TopkPlan(PlanHandle):
         """Uses the caller's uint8 device tensor, or allocates one (workspace_size bytes)."""
         self._use_workspace(workspace, lambda: self.workspace_size)
 
+    def finish_build(self):
+        """Waits for the full build and switches to it (winnowPlanFinishBuild): with
+        WINNOW_FAST_FIRST_BUILD=1 the plan may start on a far slower first kernel; call this
+        before capturing a CUDA graph with the plan. Raises if the plan is not built
+        (NotBuilt) or the background build failed (CompileError; the plan keeps the
+        first kernel)."""
+        check(_capi.lib.winnowPlanFinishBuild(self.handle))
+
     # ---- calls ----
     def _fill(self, q, k, weights, key_scale, window_start, window_end, sample_hint,
               key_norms, out, out_scores):
