@@ -102,6 +102,12 @@ TEST_CASE("C API: execute, then the same call in a CUDA graph, equal the referen
   // tier), winnowPlanFinishBuild switches to the full kernel before the graph is captured.
   const bool fast_first = GENERATE(false, true);
   INFO("WINNOW_FAST_FIRST_BUILD " << (fast_first ? "1" : "unset"));
+  if (fast_first && test::GpuFixture::get().be->name() != "nvrtc") {
+    // The fast first build is NVRTC's; without the disk cache this would compile under a
+    // backend that may not load here (the llvm suite runs from a prepared cache).
+    WARN("WINNOW_SKIP: the fast first build is NVRTC's; the tests run on " << test::GpuFixture::get().be->name());
+    return;
+  }
   std::optional<test::ScopedEnv> tier, no_disk;
   if (fast_first) {
     tier.emplace("WINNOW_FAST_FIRST_BUILD", "1");
