@@ -39,8 +39,8 @@ constexpr std::array<EnvVar, 25> kRegistry{{
      "-split-compile=0 (a usable kernel sooner; ptxas's performance notes then reach stderr) "
      "while the full build compiles in the background; execute switches to it once ready, "
      "outside stream capture (opt-in: the first kernel is hundreds of times slower on large "
-     "calls: 4.81 s against 14.1 ms at dsa-prefill 64K on an H100; winnowPlanFinishBuild switches "
-     "before a graph is captured)"},
+     "calls: 4.81 s against 14.1 ms at dsa-prefill 64K on an H100; finish the build before "
+     "capturing a graph, docs/environment.md)"},
     // The arch is part of every key already, so forcing it needs no extra key input.
     {"WINNOW_FORCE_ARCH", false, "compile for this arch (sm_90a, sm_100a) instead of the device's"},
     // A launch attribute of the same kernels: no key input.
