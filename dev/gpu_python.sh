@@ -1,38 +1,38 @@
 #!/usr/bin/env bash
 # The Python package on the lent GPU, straight from the source tree (no pip install: the
 # machine has no network): python/ on PYTHONPATH, the C library prebuilt here and carried in
-# .devbin/libwinnow.so.0 (WINNOW_LIBRARY overrides). Every output under $OUT:
+# .gpu-kit/libwinnow.so.0 (WINNOW_LIBRARY overrides). Every output under $OUT:
 #   python_tests.txt / .xml  pytest over python/tests (the [gpu] cases and the rest)
-#   python_overhead.json     host time of one op call over 1000 calls (bench/python_overhead.py)
+#   python_overhead.json     host time of one op call over 1000 calls (dev/python_overhead.py)
 #   python_examples.txt      examples/vllm_prefill.py and examples/sglang_ragged.py
 #   python_summary.json      each step's exit status and the test counts
 #   python_ext_build.txt     PY_EXT=1: the torch extension's build and its time
 # Env: PY_TEST_TIMEOUT (s, default 420), PY_TESTS_K (a pytest -k expression), PY_CALLS.
 # PY_EXT=1: first build the torch extension (the hot ops' C++ kernels) against the machine's
-# torch with bench/build_torch_ext.sh into $PY_EXT_DIR (default /tmp/winnow-torch-ext) and
+# torch with dev/build_torch_ext.sh into $PY_EXT_DIR (default /tmp/winnow-torch-ext) and
 # point WINNOW_TORCH_EXT at it, so the tests run the C++ path (test_fast_ops.py compares it
 # with the ctypes path) and python_overhead.json measures both paths. Without PY_EXT the ops
 # take the ctypes path (unless WINNOW_TORCH_EXT names a built extension).
-# Run alone (OUT=out bash bench/device_python.sh) or from bench/device_run.sh with PY_TESTS=1.
+# Run alone (OUT=out bash dev/gpu_python.sh) or from dev/gpu_suite.sh with PY_TESTS=1.
 set -o pipefail
 cd "$(dirname "$0")/.."
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export WINNOW_CACHE_DIR=${WINNOW_CACHE_DIR:-/tmp/winnow-cache}
-export WINNOW_LIBRARY=${WINNOW_LIBRARY:-$PWD/.devbin/libwinnow.so.0}
+export WINNOW_LIBRARY=${WINNOW_LIBRARY:-$PWD/.gpu-kit/libwinnow.so.0}
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-out}
 mkdir -p "$OUT"
 py_start=$SECONDS
 if [ ! -f "$WINNOW_LIBRARY" ]; then
-  echo "python: $WINNOW_LIBRARY missing: cp build/libwinnow.so.0 .devbin/ before the visit"
+  echo "python: $WINNOW_LIBRARY missing: cp build/libwinnow.so.0 .gpu-kit/ first"
   echo '{"error": "no libwinnow.so.0"}' > "$OUT/python_summary.json"
   exit 1
 fi
 ext_rc=
 if [ -n "${PY_EXT:-}" ]; then
   PY_EXT_DIR=${PY_EXT_DIR:-/tmp/winnow-torch-ext}
-  bash bench/build_torch_ext.sh "$PY_EXT_DIR" "$WINNOW_LIBRARY" > "$OUT/python_ext_build.txt" 2>&1
+  bash dev/build_torch_ext.sh "$PY_EXT_DIR" "$WINNOW_LIBRARY" > "$OUT/python_ext_build.txt" 2>&1
   ext_rc=$?
   tail -n 5 "$OUT/python_ext_build.txt"
   echo "python extension build: rc=$ext_rc"
@@ -50,7 +50,7 @@ tests_rc=$?
 tail -n 25 "$OUT/python_tests.txt"
 echo "python tests: rc=$tests_rc ($((SECONDS - py_start)) s)"
 
-timeout 180 python3 bench/python_overhead.py "$OUT/python_overhead.json" --calls "${PY_CALLS:-1000}" \
+timeout 180 python3 dev/python_overhead.py "$OUT/python_overhead.json" --calls "${PY_CALLS:-1000}" \
   > "$OUT/python_overhead.txt" 2>&1
 overhead_rc=$?
 cat "$OUT/python_overhead.txt" | tail -n 30

@@ -1,5 +1,5 @@
 """Host time of one winnow op call from Python, and its parts, as JSON:
-  python3 bench/python_overhead.py out.json [--calls 1000]
+  python3 dev/python_overhead.py out.json [--calls 1000]
 "path" says which implementation torch.ops.winnow.* took: "c++" (the torch extension
 libwinnow_torch.so, winnow.fast_ops_loaded()) or "ctypes" (the Python implementations).
 With the extension loaded both are measured in the same run: "paths_us" holds, per path,
@@ -34,7 +34,7 @@ def per_call_us(fn, calls):
     """Host microseconds per call: the best batch of BATCH calls, the GPU queue drained before
     each batch. A batch stays far below the launch queue's depth (about a thousand entries;
     a call queues a memset and a launch), so the host never waits for the GPU inside it: a
-    longer loop would time the kernels once the queue is full (the first visit's 71 us)."""
+    longer loop would time the kernels once the queue is full (71 us measured so)."""
     fn()  # warm
     if torch.cuda.is_available():
         torch.cuda.synchronize()

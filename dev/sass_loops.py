@@ -1,6 +1,6 @@
 # Static SASS of the tile loops: each backward branch whose body holds (Q/H)GMMA, with its
 # instruction, FFMA, FADD and LDS counts. Usage: cuobjdump -sass K.cubin > K.sass; python3
-# bench/sass_loops.py K.sass (cuobjdump: e.g. triton/backends/nvidia/bin in a venv with triton).
+# dev/sass_loops.py K.sass (cuobjdump: e.g. triton/backends/nvidia/bin in a venv with triton).
 import re,sys
 lines=open(sys.argv[1]).read().splitlines()
 ins=[]

@@ -4,12 +4,12 @@
 # when there is one) over python/winnow/_ext/CMakeLists.txt, linked with a libwinnow.so.0
 # built before. Writes <out-dir>/libwinnow_torch.so and a copy of the libwinnow.so.0 it is
 # linked with beside it (its RUNPATH is $ORIGIN), and prints the time it took.
-#   bash bench/build_torch_ext.sh <out-dir> [libwinnow.so.0]   (default .devbin/libwinnow.so.0)
+#   bash dev/build_torch_ext.sh <out-dir> [libwinnow.so.0]   (default .gpu-kit/libwinnow.so.0)
 # Then: WINNOW_LIBRARY=<out-dir>/libwinnow.so.0 WINNOW_TORCH_EXT=<out-dir>/libwinnow_torch.so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${1:?usage: bench/build_torch_ext.sh <out-dir> [libwinnow.so.0]}
-lib=${2:-$PWD/.devbin/libwinnow.so.0}
+out=${1:?usage: dev/build_torch_ext.sh <out-dir> [libwinnow.so.0]}
+lib=${2:-$PWD/.gpu-kit/libwinnow.so.0}
 python=${PYTHON:-python3}
 start=$(date +%s.%N)
 [ -f "$lib" ] || { echo "build_torch_ext: $lib missing (build the C library first)"; exit 1; }

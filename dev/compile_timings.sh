@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Cold compile of new score functions with each backend, `winnow compile --timings`
-# breakdowns one after the other in one run (issue 17). Needs no GPU: a CPU measurement.
-# Usage: bench/compile_timings.sh [build/winnow] > bench/results/<date>-compile-backends-<commit>.txt
+# breakdowns one after the other in one run. Needs no GPU: a CPU measurement.
+# Usage: dev/compile_timings.sh [build/winnow] > bench/results/<date>-compile-backends-cpu-<commit>.txt
 set -euo pipefail
 tool=${1:-build/winnow}
 export WINNOW_DISABLE_DISK_CACHE=1

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Unpacks what bench/prepare_devbin.sh compressed in .devbin (the carry is 64 MiB): each
-# .devbin/**/*.xz beside itself, executable, unless already unpacked. Python's lzma: the GPU
-# machine may have no xz. Called by bench/visit_pending.sh and bench/visit_llvm.sh.
+# Unpacks what dev/pack_binaries.sh compressed in .gpu-kit (the carry is 64 MiB): each
+# .gpu-kit/**/*.xz beside itself, executable, unless already unpacked. Python's lzma: the GPU
+# machine may have no xz. Called by the dev/gpu_*.sh scripts; does nothing without .xz files.
 set -euo pipefail
 python3 - <<'PY'
 import glob, lzma, os, shutil
-for f in glob.glob(".devbin/**/*.xz", recursive=True):
+for f in glob.glob(".gpu-kit/**/*.xz", recursive=True):
     out = f[:-3]
     if os.path.exists(out) and os.path.getmtime(out) >= os.path.getmtime(f):
         continue

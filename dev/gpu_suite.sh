@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# One visit to the lent GPU: the [gpu] tests, the demo, the ceilings (PyTorch) and the
+# One call on the GPU machine: the [gpu] tests, the demo, the ceilings (PyTorch) and the
 # benchmark, every output under $OUT. Binaries built on the CPU machine are carried in
-# .devbin/. Env: TESTS (Catch2 filter, "-" to skip), DEMO_ARGS ("-" to skip), BENCH,
+# .gpu-kit/ (BIN overrides; dev/pack_binaries.sh's .xz files are unpacked here). Env: TESTS (Catch2 filter, "-" to skip), DEMO_ARGS ("-" to skip), BENCH,
 # TORCH_TOPK, TORCH_KNN, TORCH_DECODE, BENCH_VARIANT, NCU (a demo argument list to profile with ncu),
 # VARIANT_RUNS, TEST_EACH, CASE_TIMEOUT, TEST_TIMEOUT, ORDER_SEED, C_TEST, SANITIZE, PY_TESTS,
 # TUNE.
 #
 # TUNE: ';'-separated `winnow tune` runs before the benchmark, e.g. "dsa-prefill --T 64K;
-# dsa-glm --T 256K" (tune.txt): the plans land in the visit's cache folder, where BENCH's
+# dsa-glm --T 256K" (tune.txt): the plans land in the run's cache folder, where BENCH's
 # runs find them and add "winnow-tuned" records beside "winnow".
 #
-# PY_TESTS=1: also the Python package's tests, overhead and examples (bench/device_python.sh,
-# which needs .devbin/libwinnow.so.0), after the C++ steps.
+# PY_TESTS=1: also the Python package's tests, overhead and examples (dev/gpu_python.sh,
+# which needs .gpu-kit/libwinnow.so.0), after the C++ steps.
 #
 # Tests (the pass criterion): the whole TESTS suite (default "[gpu]") in ONE process, in
 # the default order and then in a shuffled one (--order rand, the seed printed; ORDER_SEED
@@ -31,17 +31,18 @@
 # idioms.txt. All three skip the other steps unless asked for explicitly
 # (DEMO_ARGS, BENCH, NCU). Every step prints its duration ("time: ...").
 set -o pipefail
-export LD_LIBRARY_PATH=${BIN:-.devbin}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+bash "$(dirname "$0")/unpack_binaries.sh"  # no-op unless dev/pack_binaries.sh compressed them
+export LD_LIBRARY_PATH=${BIN:-.gpu-kit}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export WINNOW_CACHE_DIR=/tmp/winnow-cache
-BIN=${BIN:-.devbin}
+BIN=${BIN:-.gpu-kit}
 OUT=${OUT:-out}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
-visit_start=$SECONDS
+run_start=$SECONDS
 step_start=$SECONDS
-# Prints how long the step since the last call took, and the visit so far.
+# Prints how long the step since the last call took, and the run so far.
 timing() {
-  echo "time: $1 $((SECONDS - step_start)) s (visit $((SECONDS - visit_start)) s)"
+  echo "time: $1 $((SECONDS - step_start)) s (run $((SECONDS - run_start)) s)"
   step_start=$SECONDS
 }
 SANITIZER=${SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
@@ -100,7 +101,7 @@ elif [ "${SANITIZE:-}" = race ]; then
   sanitize synccheck "${RACE_TESTS:-[gpu]~[llvm]~\"C API*\"}" "${SYNC_TIMEOUT:-200}"
 elif [ "${SANITIZE:-}" = idioms ]; then
   # tests/sanitizer/racecheck_idioms.cu (carried in $BIN): which synchronisation idiom makes
-  # racecheck report hazards on barrier-ordered accesses (issue 11). IDIOMS: the variants.
+  # racecheck report hazards on barrier-ordered accesses. IDIOMS: the variants.
   nvcc -arch=sm_90a -lineinfo -o "$OUT/racecheck_idioms" "$BIN/racecheck_idioms.cu" -lcuda \
     > "$OUT/idioms.txt" 2>&1
   for v in ${IDIOMS:-$(seq 0 13)}; do
@@ -175,7 +176,7 @@ fi
 if [ -n "${BENCH:-}" ]; then
   timeout 120 python3 bench/ceilings.py "$OUT/ceilings.json" 2>&1 | tail -n 3
   # TORCH_TOPK="RxTxK,..." / TORCH_KNN="BxNxDxK,..." / TORCH_DECODE="LENS:NEXT_N:K,...":
-  # the PyTorch baselines, same visit.
+  # the PyTorch baselines, same run.
   if [ -n "${TORCH_TOPK:-}${TORCH_KNN:-}${TORCH_DECODE:-}" ]; then
     timeout ${TORCH_TIMEOUT:-240} python3 bench/torch_baselines.py "$OUT/baselines.json" \
       ${TORCH_TOPK:+--topk "$TORCH_TOPK"} ${TORCH_KNN:+--knn "$TORCH_KNN"} \
@@ -239,7 +240,7 @@ for v, n in sorted(st, reverse=True)[:14]:
 fi
 timing "the rest"
 if [ -n "${PY_TESTS:-}" ]; then
-  OUT="$OUT" bash bench/device_python.sh
-  echo "python (bench/device_python.sh): rc=$?"
+  OUT="$OUT" bash dev/gpu_python.sh
+  echo "python (dev/gpu_python.sh): rc=$?"
   timing python
 fi

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# One visit to the lent GPU, arranged for the most in one start (what session 8 learned):
-# the suites side by side, each in ONE process with its own kernel cache (the default
-# order, a shuffled order, and optionally the suite under VARIANT_ENV), the C program and
-# a warm-up of the bench kernels beside them; then the benchmark ALONE on the GPU, each
+# The most in one device call: the suites side by side, each in ONE process with its own
+# kernel cache (the default order, a shuffled order, and optionally the suite under
+# VARIANT_ENV), the C program and a warm-up of the bench kernels beside them; then the benchmark ALONE on the GPU, each
 # run under every environment of BENCH_ENVS; the caches are tarred before the bench so a
-# timeout cannot lose them. Binaries from .devbin/ (cp build/winnow build/winnow_tests
-# build/winnow_c_two_contexts .devbin/ && cp -L build/libwinnow.so.0 .devbin/).
+# timeout cannot lose them. Binaries from .gpu-kit/ (cp build/winnow build/winnow_tests
+# build/winnow_c_two_contexts .gpu-kit/ && cp -L build/libwinnow.so.0 .gpu-kit/, or
+# dev/pack_binaries.sh, whose .xz files are unpacked here).
 #
 # Env: TESTS (Catch2 spec, default '[gpu]~[knn]'; "-" skips the suites), TT (seconds per
 # suite, default 400), VARIANT_ENV (e.g. "WINNOW_TOPK_PIPELINE=1": a third suite under it;
@@ -14,28 +14,29 @@
 # BENCH_TIMEOUT (per run, default 120), TORCH_TOPK (bench/torch_baselines.py --topk),
 # SDPA_L (sizes for bench/sdpa_dense.py, e.g. "16K 128K": dense SDPA for block-select runs),
 # TORCH_KNN ("BxNxDxK,..."), TORCH_DECODE ("LENS:NEXT_N:K,..."): more torch baselines;
-# WARM_ONLY=1: the bench kernels compiled beside the suites, no timed bench (a later visit
+# WARM_ONLY=1: the bench kernels compiled beside the suites, no timed bench (a later call
 # with the same build and caches.tar.gz times them). A BENCH run may start with NAME=VALUE
 # words, its own environment (e.g. "WINNOW_KNN_RETRIEVAL=1 knn-ip --T 1M").
-# The default and shuffled suites share one kernel cache (/tmp/c-suite): a cold visit
+# The default and shuffled suites share one kernel cache (/tmp/c-suite): a cold run
 # compiles each plan once. PREWARM=P: before the suites (or alone, with TESTS=-), every case
 # of PREWARM_SPEC (default TESTS, or '[gpu]') in its own process, P at a time, into that
 # cache: it only fills the cache (a case per process is no pass; prewarm.txt keeps what
-# they printed) so that the one-process suites after it, or in a later visit with the
+# they printed) so that the one-process suites after it, or in a later call with the
 # returned caches, run warm. SIDE: one shell command run beside the suites and the warm-up
 # (e.g. a racecheck), its output in side.txt. ONLY_VARIANT=1: only the suite under
 # VARIANT_ENV (not the default and shuffled ones). VARIANT_CACHE: the variant suite's kernel
 # cache (default /tmp/c-variant; /tmp/c-suite shares the prewarmed one: the cache key holds
 # the options, so kernels the variant changes are still its own).
-# Everything under $OUT/v, then $OUT/visit.tar.gz (the folder removed) (and $OUT/caches.tar.gz: each suite's
-# kernel cache (WINNOW_TEST_CACHE_DIR) and the bench's; put it in .devbin/ for the next
-# visit with the same build and the suites run warm).
+# Everything under $OUT/v, then $OUT/run.tar.gz (the folder removed) (and $OUT/caches.tar.gz: each suite's
+# kernel cache (WINNOW_TEST_CACHE_DIR) and the bench's; put it in .gpu-kit/ for the next
+# call with the same build and the suites run warm).
 set -o pipefail
-export LD_LIBRARY_PATH=.devbin:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+bash "$(dirname "$0")/unpack_binaries.sh"  # no-op unless dev/pack_binaries.sh compressed them
+export LD_LIBRARY_PATH=.gpu-kit:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1
-B=.devbin; O=${OUT:-out}/v; mkdir -p "$O"
+B=.gpu-kit; O=${OUT:-out}/v; mkdir -p "$O"
 t0=$SECONDS
-# Kernel caches of an earlier visit with the same build (the cache key holds the commit).
+# Kernel caches of an earlier run with the same build (the cache key holds the commit).
 [ -f "$B/caches.tar.gz" ] && tar -C /tmp -xzf "$B/caches.tar.gz"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$O/gpu.txt"
 TT=${TT:-400}; SPEC=${TESTS:-[gpu]~[knn]}
@@ -117,6 +118,6 @@ if [ ${#runs[@]} -gt 0 ] && [ -z "${WARM_ONLY:-}" ]; then
   done
   grep -E "^[a-z-]+ +T=|^[a-z-]+ +S=" "$O/bench.txt"
 fi
-tar -C "$(dirname "$O")" -czf "${OUT:-out}/visit.tar.gz" v
+tar -C "$(dirname "$O")" -czf "${OUT:-out}/run.tar.gz" v
 # What comes back from the machine is a few files (a count limit): the tar, not its folder.
 rm -rf "$O"
