@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Measures the device ceilings `winnow bench --ceilings FILE` divides by, in the same
-visit as the benchmark (PERF.md: re-measure them when you quote a ratio to them).
+"""Measures the device ceilings `winnow bench --ceilings FILE` divides by, on the same GPU
+in the same run as the benchmark (PERF.md: re-measure them when you quote a ratio to them).
 
     python3 bench/ceilings.py OUT.json
 

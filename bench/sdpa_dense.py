@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Dense causal attention with torch SDPA for `winnow bench block-select --dense FILE`:
 the baseline of PERF.md's block-select rows (32 query heads / 8 KV heads, d = 128, bf16,
-causal), timed in the same visit as the benchmark.
+causal), timed on the same GPU in the same run as the benchmark.
 
     python3 bench/sdpa_dense.py OUT.jsonl [L ...]     (default L: 4K 16K 64K 128K 256K)
 

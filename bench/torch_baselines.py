@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Times the PyTorch baselines `winnow bench --baselines FILE` reports beside winnow, in
-the same visit (PERF.md, "Baselines to run beside winnow").
+the same run (PERF.md, "Baselines to run beside winnow").
 
     python3 bench/torch_baselines.py OUT.json [--topk RxTxK,...] [--knn BxNxDxK,...]
                                      [--decode LENS:NEXT_N:K,...]
