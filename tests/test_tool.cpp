@@ -53,6 +53,87 @@ TEST_CASE("winnow demo refuses bad sizes and an unwritable --json as usage error
   }
 }
 
+TEST_CASE("winnow demo without a GPU says so, compiles for sm_90a and prints the plan",
+          "[tool]") {
+  // No device visible, whatever the machine has: the no-GPU path.
+  winnow::test::ScopedEnv hide("CUDA_VISIBLE_DEVICES", "-1");
+  const ToolRun r = run_tool("demo --k 512");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Contains("winnow demo: no GPU here ("));
+  CHECK_THAT(r.output, Contains("Nothing is timed"));
+  CHECK_THAT(r.output,
+             Contains("problem  relu_mh H=64 d=128 fp8, 2048 queries x 65536 keys, k = 512"));
+  CHECK_THAT(r.output, Contains("compiled for sm_90a with "));
+  // The plan of the kernel just compiled: its spec (k as asked) and its tiles and bins.
+  CHECK_THAT(r.output, Contains("plan:\n  spec heads=64 dim=128 "));
+  CHECK_THAT(r.output, Contains(" topk=512 "));
+  CHECK_THAT(r.output, Contains("\n  plan rows_per_cta="));
+  CHECK_THAT(r.output, Contains(" key_tile="));
+  CHECK_THAT(r.output, Contains(" bins="));
+  CHECK_THAT(r.output, Contains("CPU reference, row 0 of 2 x 4096 keys, top 16:"));
+  // Nothing timed, so no table and no verdict.
+  CHECK(r.output.find("ms median") == std::string::npos);
+  CHECK(r.output.find("fused top-k:") == std::string::npos);
+}
+
+TEST_CASE("winnow demo --no-torch takes no value", "[tool]") {
+  const ToolRun r = run_tool("demo --no-torch=1");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Contains("--no-torch takes no value"));
+}
+
+TEST_CASE("winnow demo on a GPU: the pipelines' table, the verdict and the same-results line",
+          "[tool][gpu]") {
+  WINNOW_REQUIRE_GPU();
+  const std::string json = "/tmp/winnow-test-demo-" + std::to_string(::getpid()) + ".jsonl";
+  std::remove(json.c_str());
+  const std::string shape = "demo --rows 256 --keys 16384 --k 512 --repeats 3";
+  {
+    const ToolRun r = run_tool(shape + " --no-torch --json " + json);
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.output, Contains("torch.topk: skipped (--no-torch)"));
+    CHECK_THAT(r.output, Contains("pipeline                             ms median    ms min  "
+                                  "extra memory\n"));
+    CHECK_THAT(r.output, Contains("\nfused score + top-k (winnow)  "));
+    CHECK_THAT(r.output, Contains("  workspace\n"));
+    CHECK_THAT(r.output, Contains("\nscore matrix (winnow materialize)  "));
+    CHECK_THAT(r.output, Contains("  scores + workspace\n"));
+    CHECK(r.output.find("materialize + torch.topk  ") == std::string::npos);
+    // Without torch.topk the verdict is against the score matrix alone, and says so.
+    CHECK_THAT(r.output, Contains("the score matrix alone ("));
+    CHECK_THAT(r.output, Contains("before any top-k over it; "));
+    CHECK_THAT(r.output, Contains(" less device memory\n"));  // 16 MiB of scores
+    CHECK_THAT(r.output, Contains("same results: yes, every fused row equals the exact top-k "
+                                  "of the materialized scores bit for bit (256 rows;"));
+    std::ifstream in(json);
+    std::string line;
+    int records = 0;
+    while (std::getline(in, line)) {
+      ++records;
+      CHECK_THAT(line, Contains("\"workload\": \"demo-dsa\""));
+    }
+    CHECK(records == 2);
+  }
+  {
+    // With torch.topk when python3 has torch with CUDA, else one line saying why not.
+    const ToolRun r = run_tool(shape);
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    if (r.output.find("torch.topk: skipped (") == std::string::npos) {
+      CHECK_THAT(r.output, Contains("\n  then torch.topk over it  "));
+      CHECK_THAT(r.output, Contains("  outputs + scratch\n"));
+      CHECK_THAT(r.output, Contains("\nmaterialize + torch.topk  "));
+      CHECK_THAT(r.output, Contains("than materialize + torch.topk ("));
+    } else {
+      CHECK_THAT(r.output, Contains("the score matrix alone ("));
+    }
+    CHECK_THAT(r.output, Contains("same results: yes"));
+  }
+  std::remove(json.c_str());
+}
+
 TEST_CASE("winnow bench names every workload, block-select and jit included", "[tool]") {
   ToolRun r = run_tool("bench");
   CHECK(r.exit_code == 2);
@@ -181,7 +262,7 @@ TEST_CASE("WINNOW_LOG_LEVEL: info says what was compiled, debug also the key, wa
           "[tool]") {
   {
     winnow::test::ScopedEnv level("WINNOW_LOG_LEVEL", "info");
-    const ToolRun r = run_tool("demo --rows 2 --keys 4096");
+    const ToolRun r = run_tool("demo --rows 2 --keys 4096 --no-torch");
     INFO(r.output);
     CHECK(r.exit_code == 0);
     CHECK_THAT(r.output, Contains("winnow: info: compiled winnow_topk for sm_90a"));
@@ -189,12 +270,12 @@ TEST_CASE("WINNOW_LOG_LEVEL: info says what was compiled, debug also the key, wa
   }
   {
     winnow::test::ScopedEnv level("WINNOW_LOG_LEVEL", "debug");
-    const ToolRun r = run_tool("demo --rows 2 --keys 4096");
+    const ToolRun r = run_tool("demo --rows 2 --keys 4096 --no-torch");
     CHECK_THAT(r.output, Contains("winnow: debug: winnow_topk key "));
   }
   {
     winnow::test::ScopedEnv level("WINNOW_LOG_LEVEL", "warn");
-    const ToolRun r = run_tool("demo --rows 2 --keys 4096");
+    const ToolRun r = run_tool("demo --rows 2 --keys 4096 --no-torch");
     CHECK(r.output.find("winnow: info:") == std::string::npos);
   }
 }
