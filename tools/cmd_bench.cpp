@@ -49,6 +49,8 @@
 #include "runtime/env.h"
 #include "runtime/kernel_cache.h"
 #include "runtime/tuning_db.h"
+#include "tools/anchor_ratios.h"
+#include "tools/anchor_records.h"
 #include "tools/bench_common.h"
 #include "tools/bench_shards.h"
 #include "tools/commands.h"
@@ -97,6 +99,7 @@ struct BenchArgs {
   bool compile_only = false;  // --compile-only: the run's kernels into the cache, no GPU
   bool key_norms = false;  // --key-norms: knn-l2 / knn-cosine read |k|^2 as an input
   std::string ceilings_path, baselines_path, out_path;
+  std::string anchors_path;  // --anchors: the engines' records (tools/anchor_records.h)
   const Workload& w() const { return *workload; }
 };
 
@@ -158,10 +161,27 @@ Options:
   --seed N            random inputs seed [1]
   --ceilings FILE     JSON from bench/ceilings.py (copy_tbps, bf16_tflops, fp8_tflops);
                       docs/performance.md's published values when absent
-  --baselines FILE    JSON from bench/torch_baselines.py, measured in the same visit:
+  --baselines FILE    JSON from bench/torch_baselines.py, measured in the same run:
                       adds "materialize+torch.topk" (dsa, csa: this run's materialize
                       time plus torch.topk over the same logits) or "torch" (knn: matmul
                       + topk) records and the winnow record's ratio to them
+  --anchors FILE      the engines' pipeline timed on the same GPU in the same run
+                      (../shared/anchors/run.sh: DeepGEMM's fp8_mqa_logits or paged
+                      logits, FlashInfer's top-k, their sums, + torch.topk), one JSON
+                      record per line. Each record whose workload and params (Q, T, H, d,
+                      k; knn-ip: B, N, d, k, dtype) equal a winnow row's is printed in a
+                      table after the bench's own, with winnow's time and the ratio
+                      winnow ms / anchor ms (below 1: winnow is faster), and added to
+                      the winnow record as "anchors": {IMPL: {"ms": .., "ratio": ..}}
+                      ({"error": ..} for a record with one, such as OOM). Rows with no
+                      record say "no record"; "note" lines and records with "error" are
+                      reported as skipped. A file that cannot be read, a malformed line
+                      (named FILE:LINE) or a file without timed records stops the run
+                      (exit 1) before anything is built. With --compile-only the file is
+                      read and matched to the run's sizes, no time is taken and no
+                      ratio printed. dsa-decode takes it too. Example:
+                        bash ../shared/anchors/run.sh .anchors > anchors.jsonl
+                        winnow bench dsa-prefill --T 64K,1M --anchors anchors.jsonl
   --out FILE          append the JSON records to FILE too
   --key-norms         knn-l2 and knn-cosine: the keys' |k|^2 passed as the key_norms
                       input (computed once before the runs, as a vector database stores
@@ -242,6 +262,10 @@ bool parse_args(int argc, char** argv, BenchArgs& a) {
     else if (flag == "--seed") a.seed = uint64_t(args.int_value());
     else if (flag == "--ceilings") a.ceilings_path = args.value();
     else if (flag == "--baselines") a.baselines_path = args.value();
+    else if (flag == "--anchors") {
+      a.anchors_path = args.value();
+      if (a.anchors_path.empty()) throw UsageError("--anchors needs a file name");
+    }
     else if (flag == "--out") a.out_path = args.value();
     else if (flag == "--shards") a.shards = int(std::min<int64_t>(args.int_value(), 1 << 20)), a.sharded = true;
     else if (!flag.empty() && flag[0] != '-' && !a.workload) a.workload = &find_workload(flag);
@@ -257,6 +281,8 @@ bool parse_args(int argc, char** argv, BenchArgs& a) {
       a.w().name != std::string("dsa-prefill"))
     throw UsageError(fmt::format("--shards is for knn-ip and dsa-prefill, not {}", a.w().name));
   if (a.compile_only && a.sharded) throw UsageError("--compile-only builds one GPU's kernels: not with --shards");
+  if (a.sharded && !a.anchors_path.empty())
+    throw UsageError("--anchors compares one GPU's rows with the engines' records: not with --shards");
   if (a.key_norms && a.w().name != std::string("knn-l2") &&
       a.w().name != std::string("knn-cosine"))
     throw UsageError(fmt::format("--key-norms is for knn-l2 and knn-cosine, not {}", a.w().name));
@@ -571,6 +597,7 @@ struct Meta {
   // WINNOW_NVRTC_OPTIONS of the run and WINNOW_TOPK_PIPELINE=1 or 2 (a kernel variant),
   // recorded as "variant"; empty: none.
   std::string variant;
+  const AnchorFile* anchors = nullptr;  // --anchors; null: none
 };
 
 // The PyTorch baseline of one size from --baselines, by the keys torch_baselines.py
@@ -667,6 +694,35 @@ std::string size_label(const BenchArgs& a, const Shape& s) {
   return fmt::format("{} k={}", size_name(a, s), s.k);
 }
 
+// The params the engines' records (tools/anchor_records.h) give this row's problem;
+// nullopt where no record can be the same problem (csa; dsa inputs other than fp8).
+std::optional<AnchorParams> anchor_params(const BenchArgs& a, const Shape& s) {
+  switch (a.w().family) {
+    case Family::Dsa:
+      if (*a.dtype != DType::E4M3) return std::nullopt;
+      return AnchorParams{{"Q", double(s.Q)}, {"T", double(s.T)}, {"H", double(s.H)},
+                          {"d", double(s.d)}, {"k", double(s.k)}};
+    case Family::Knn:
+      return AnchorParams{{"B", double(s.Q)}, {"N", double(s.T)}, {"d", double(s.d)},
+                          {"k", double(s.k)}, {"dtype", std::string(dtype_flag(*a.dtype))}};
+    default: return std::nullopt;
+  }
+}
+
+// Why a row has no anchor params, for the table.
+std::string no_anchor_params(const BenchArgs& a) {
+  return a.w().family == Family::Dsa ? "no record (the engines' records are fp8 e4m3)"
+                                     : "no record";
+}
+
+// winnow_ms against the records of this row's problem; empty without --anchors.
+std::vector<AnchorRatio> ratios_to_anchors(const BenchArgs& a, const Meta& m, const Shape& s,
+                                           double winnow_ms) {
+  const std::optional<AnchorParams> params = anchor_params(a, s);
+  if (!m.anchors || !params) return {};
+  return anchor_ratios(*m.anchors, a.w().name, *params, winnow_ms);
+}
+
 double ceiling_tflops(const Ceilings& c, DType t) {
   return t == DType::E4M3 ? c.fp8_tflops : c.bf16_tflops;
 }
@@ -701,6 +757,8 @@ std::vector<std::string> size_records(const BenchArgs& a, const Meta& m, const S
                                r.fused.t.median / r.mat->t.median);
   const std::optional<Baseline> torch = with_torch(a, m, r);
   if (torch) wf += fmt::format(", \"{}\": {:.4f}", torch->ratio_field, r.fused.t.median / torch->t.median);
+  if (m.anchors)
+    wf += anchor_fields(a.anchors_path, ratios_to_anchors(a, m, s, r.fused.t.median));
   if (a.w().family == Family::Csa) {
     // docs/performance.md's csa floor is the bf16 one, also for fp8 runs.
     const double bf16_floor_ms = s.flop() / (m.ceilings.bf16_tflops * 1e9);
@@ -720,7 +778,10 @@ std::vector<std::string> size_records(const BenchArgs& a, const Meta& m, const S
                     json_bool(r.tuned_check.exact()), r.tuned->fallback_rows,
                     r.tuned->bad_windows, r.tuned_check.rows_checked,
                     r.tuned_check.rows_differing, r.tuned_check.rows_malformed,
-                    json_string(r.tuned_point), r.tuned->t.median / r.fused.t.median)));
+                    json_string(r.tuned_point), r.tuned->t.median / r.fused.t.median) +
+            (m.anchors ? anchor_fields(a.anchors_path,
+                                       ratios_to_anchors(a, m, s, r.tuned->t.median))
+                       : "")));
   }
   if (r.mat) {
     out.push_back(record(a, m, r, "materialize", r.mat->t, s.materialize_bytes(),
@@ -776,6 +837,23 @@ void print_table(const BenchArgs& a, const Meta& meta, const std::vector<SizeRes
           double(torch->extra_bytes));
     row("floor", r.floor_ms, r.shape.winnow_bytes(), "-", 0);
   }
+  if (!meta.anchors) return;
+  std::vector<AnchorRow> rows;
+  for (const SizeResult& r : results) {
+    auto add = [&](const char* impl, double ms) {
+      AnchorRow& row = rows.emplace_back();
+      row.workload = a.w().name;
+      row.size = size_label(a, r.shape);
+      row.impl = impl;
+      row.winnow_ms = ms;
+      row.ratios = ratios_to_anchors(a, meta, r.shape, ms);
+      if (!anchor_params(a, r.shape)) row.why_none = no_anchor_params(a);
+    };
+    add("winnow", r.fused.t.median);
+    if (r.tuned) add("winnow-tuned", r.tuned->t.median);
+  }
+  fmt::print(stderr, "{}{}", anchor_table(a.anchors_path, rows),
+             unmatched_records(*meta.anchors, rows));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -997,7 +1075,7 @@ std::vector<SizeResult> run_size(const BenchArgs& a, const ops::TopkProblem& bas
 // cache for sm_90a by $WINNOW_BACKEND, with no device: the same problems, so the same keys
 // a GPU run of the same arguments looks up (the plans' shared-memory limit is the default,
 // the H200's; the retrieval mode's grid is not in its key).
-int compile_only_main(const BenchArgs& a) {
+int compile_only_main(const BenchArgs& a, const AnchorFile* anchors) {
   const auto be = ops::choose_backend(nullptr);
   rt::CubinCache cache(rt::DiskStore(rt::default_cache_dir()));
   const ops::TopkProblem base = workload_problem(a.w(), *a.dtype, a.head_dim, backend::parse_arch("sm_90a"));
@@ -1006,6 +1084,22 @@ int compile_only_main(const BenchArgs& a) {
   auto built = [&](const std::string& what, const std::string& key, std::chrono::steady_clock::time_point t0) {
     fmt::print(stderr, "  {}: {} ({:.1f} s)\n", what, key.substr(0, 16), seconds_since(t0));
   };
+  if (anchors) {
+    // The records each timed row would be compared with; no row is timed here.
+    for (int64_t size : a.sizes)
+      for (int64_t k : a.ks) {
+        const Shape s = make_shape(a, base, size, int(k));
+        const std::optional<AnchorParams> params = anchor_params(a, s);
+        std::vector<std::string> impls;
+        if (params)
+          for (const AnchorRecord* r : matching_records(*anchors, a.w().name, *params))
+            impls.push_back(r->error.empty() ? r->impl : r->impl + " (error: " + r->error + ")");
+        fmt::print(stderr, "anchors: {}: {}\n", size_label(a, s),
+                   impls.empty() ? (params ? "no record" : no_anchor_params(a))
+                                 : fmt::format("{} records: {}", impls.size(), fmt::join(impls, ", ")));
+      }
+    fmt::print(stderr, "anchors: --compile-only: no time taken, no ratio to the records\n");
+  }
   for (int64_t size : a.sizes) {
     const Shape s0 = make_shape(a, base, size, int(a.ks.front()));
     if (!(a.w().family == Family::Csa && size > kCsaMaterializeMax)) {
@@ -1061,7 +1155,13 @@ int bench_main(int argc, char** argv) {
     sa.out_path = a.out_path;
     return run_bench_shards(sa);
   }
-  if (a.compile_only) return compile_only_main(a);
+  // The records are read and checked before anything is built or timed.
+  std::optional<AnchorFile> anchors;
+  if (!a.anchors_path.empty()) {
+    anchors = read_anchor_records(a.anchors_path);
+    fmt::print(stderr, "{}", anchor_file_summary(*anchors));
+  }
+  if (a.compile_only) return compile_only_main(a, anchors ? &*anchors : nullptr);
   if (!bench_gpu_present()) return 1;
   rt::Context ctx(0);
   // The variant: WINNOW_NVRTC_OPTIONS, and WINNOW_TOPK_PIPELINE=1 or 2 (the pipelined or
@@ -1078,6 +1178,10 @@ int bench_main(int argc, char** argv) {
             variant};
   if (!a.baselines_path.empty())
     meta.baselines = read_text(a.baselines_path, "baselines", "no torch records").value_or("");
+  if (anchors) {
+    meta.anchors = &*anchors;
+    fmt::print(stderr, "{}", anchor_gpu_warnings(*anchors, meta.gpu));
+  }
   const ops::TopkProblem base = make_problem(a, ctx);
   const Shape largest =
       make_shape(a, base, *std::max_element(a.sizes.begin(), a.sizes.end()), int(a.ks.front()));

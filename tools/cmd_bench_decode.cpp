@@ -4,8 +4,8 @@
 // cache once (sum of lengths x 132 bytes at the copy bandwidth).
 //
 // Records per shape: "winnow" (the whole op, eager launches), "materialize" (winnow's
-// score-only kernel writing the [B * next_n, max_len] fp32 logits engines materialise
-// today; the existing code has no paged key source, so its keys are one contiguous set of
+// score-only kernel writing the [B * next_n, max_len] fp32 logits engines materialise;
+// that kernel has no paged key source, so its keys are one contiguous set of
 // max_len keys shared by every request: it reads less than a paged materialize would, a
 // lower bound of that baseline), "materialize+torch.topk" and "torch" (from --baselines,
 // bench/torch_baselines.py --decode) and "floor". "winnow-graph" times CUDA-graph replay
@@ -30,6 +30,8 @@
 #include "ops/paged_topk.h"
 #include "runtime/kernel_cache.h"
 #include "testing/paged_reference.h"
+#include "tools/anchor_ratios.h"
+#include "tools/anchor_records.h"
 #include "tools/bench_common.h"
 #include "tools/commands.h"
 #include "tools/random_inputs.h"
@@ -67,6 +69,18 @@ Options:
   --ceilings FILE     JSON from bench/ceilings.py (copy_tbps): the floor's bandwidth
   --baselines FILE    JSON from bench/torch_baselines.py --decode: materialize+torch.topk
                       and torch records
+  --anchors FILE      the engines' records of the same run on the same GPU
+                      (../shared/anchors/run.sh: DeepGEMM's paged logits, FlashInfer's
+                      top-k, their sum, + torch.topk): each record whose params (B, len,
+                      next_n, H, k) equal a --B/--len shape's is printed after the table
+                      with the ratio winnow ms / anchor ms (below 1: winnow is faster)
+                      and added to the winnow record as "anchors": {IMPL: {"ms", "ratio"}}.
+                      Mixed and graph-replay shapes say "no record" (the records are
+                      eager launches of equal lengths). A file that cannot be read or a
+                      malformed line (FILE:LINE) stops the run (exit 1) before the GPU is
+                      touched; see winnow bench --help. Example:
+                        bash ../shared/anchors/run.sh .anchors > anchors.jsonl
+                        winnow bench dsa-decode --B 64,128 --len 4K,64K --anchors anchors.jsonl
 )";
 
 // One decode call's lengths.
@@ -91,6 +105,7 @@ struct DecodeArgs {
   int next_n = 1, k = 2048, check_requests = 2, repeats = 10, warmup = 2;
   uint64_t seed = 1;
   std::string ceilings_path, baselines_path, out_path;
+  std::string anchors_path;  // --anchors: the engines' records (tools/anchor_records.h)
   std::vector<DecodeShape> shapes;
 };
 
@@ -138,6 +153,10 @@ bool parse_decode_args(int argc, char** argv, DecodeArgs& a) {
     else if (flag == "--seed") a.seed = uint64_t(args.int_value());
     else if (flag == "--ceilings") a.ceilings_path = args.value();
     else if (flag == "--baselines") a.baselines_path = args.value();
+    else if (flag == "--anchors") {
+      a.anchors_path = args.value();
+      if (a.anchors_path.empty()) throw UsageError("--anchors needs a file name");
+    }
     else if (flag == "--out") a.out_path = args.value();
     else unknown_argument(flag);
   }
@@ -476,6 +495,14 @@ std::string record(const DecodeArgs& a, const Meta& m, const DecodeShape& s, con
       m.commit, m.date);
 }
 
+// The params the engines' decode records give this shape; nullopt for mixed batches and
+// graph replay (the records time eager launches of requests of one length).
+std::optional<AnchorParams> anchor_params(const DecodeArgs& a, const DecodeShape& s) {
+  if (s.mixed || s.graph) return std::nullopt;
+  return AnchorParams{{"B", double(s.batch())}, {"len", double(s.max_len())},
+                      {"next_n", double(a.next_n)}, {"H", 64.0}, {"k", double(a.k)}};
+}
+
 // --baselines' value of `key`, if any.
 std::optional<double> baseline(const Meta& m, const std::string& key) {
   return m.baselines.empty() ? std::nullopt : json_number(m.baselines, key);
@@ -493,9 +520,17 @@ int bench_decode_main(int argc, char** argv) {
     fmt::print("{}", kHelp);
     return 0;
   }
+  // The records are read and checked before the GPU is touched.
+  std::optional<AnchorFile> anchors;
+  if (!a.anchors_path.empty()) {
+    anchors = read_anchor_records(a.anchors_path);
+    fmt::print(stderr, "{}", anchor_file_summary(*anchors));
+  }
   if (!bench_gpu_present()) return 1;
   rt::Context ctx(0);
   Meta meta{ctx.info().name, winnow::build_id(), utc_date(), "", read_ceilings(a.ceilings_path)};
+  if (anchors) fmt::print(stderr, "{}", anchor_gpu_warnings(*anchors, meta.gpu));
+  std::vector<AnchorRow> anchor_rows;
   if (!a.baselines_path.empty())
     meta.baselines = read_text(a.baselines_path, "baselines", "no torch records").value_or("");
   rt::CubinCache cache(rt::DiskStore(rt::default_cache_dir()));
@@ -565,6 +600,18 @@ int bench_decode_main(int argc, char** argv) {
     if (torch_ms) fields += fmt::format(", \"ratio_to_torch\": {:.4f}", r.t.median / *torch_ms);
     const char* impl = op->stream() ? (s.graph ? "winnow-stream-graph" : "winnow-stream")
                                     : (s.graph ? "winnow-graph" : "winnow");
+    if (anchors) {
+      AnchorRow& row = anchor_rows.emplace_back();
+      row.workload = "dsa-decode";
+      row.size = s.label;
+      row.impl = impl;
+      row.winnow_ms = r.t.median;
+      if (const std::optional<AnchorParams> params = anchor_params(a, s))
+        row.ratios = anchor_ratios(*anchors, "dsa-decode", *params, r.t.median);
+      else
+        row.why_none = s.mixed ? "no record (mixed batch)" : "no record (graph replay)";
+      fields += anchor_fields(a.anchors_path, row.ratios);
+    }
     lines.push_back(record(a, meta, s, impl, r.t, floor_ms, bytes, extra, fields));
     table.push_back({s.label, impl, r.t.median, r.t.median / floor_ms, c.exact()});
     const size_t logits = size_t(rows) * size_t(s.max_len()) * 4;
@@ -612,6 +659,9 @@ int bench_decode_main(int argc, char** argv) {
   for (const Row& r : table)
     fmt::print(stderr, "{:<22} {:<24} {:>10.4f} {:>9.3f} {:>6}\n", r.label, r.impl, r.ms,
                r.ratio_to_floor, r.impl.rfind("winnow", 0) == 0 ? json_bool(r.exact) : "-");
+  if (anchors)
+    fmt::print(stderr, "{}{}", anchor_table(a.anchors_path, anchor_rows),
+               unmatched_records(*anchors, anchor_rows));
   if (!all_exact) fmt::print(stderr, "\nNOT EXACT: see rows_differing / rows_malformed\n");
   return all_exact ? 0 : 1;
 }

@@ -1,4 +1,4 @@
-// `winnow bench jit`: how long a new score function waits for its kernel (issue 17). Per
+// `winnow bench jit`: how long a new score function waits for its kernel. Per
 // (kernel, backend): the cold build (problem -> IR -> plan -> source -> cubin stored in an
 // empty cache folder, and loaded when there is a GPU), then a disk hit (a fresh in-memory
 // cache over that folder). Needs no GPU: without one the kernels are compiled only and
