@@ -58,8 +58,8 @@ __device__ __forceinline__ bool is_producer_warp() {
 // return to 168 for the CTA-wide steps (sample ranks, select, sort) between.
 enum : int { kPipelineLaunchRegs = 168, kPipelineProducerRegs = 40, kPipelineMathRegs = 232 };
 // Launch registers of a form that moves registers (0: none). The filter-warpgroup form
-// moves none: its first version gave the math warpgroups 104 and the last warpgroup 64
-// (setmaxnreg), which was slower than 96 for all. (ptxas
+// moves none: giving the math warpgroups 104 and the last warpgroup 64 (setmaxnreg) was
+// slower than 96 for all. (ptxas
 // compiles each instruction within the launch count too: 768 threads, 80 at launch, leave
 // too few for an m64n128 wgmma, whatever setmaxnreg gives later.)
 template <class C>
