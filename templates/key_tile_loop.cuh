@@ -13,7 +13,7 @@
 
 namespace winnow {
 
-// The threads that visit the scores and run the filter's steps between tiles (gate
+// The threads visiting the scores and running the filter's steps between tiles (gate
 // refreshes, buffer checks, compaction): the filter warps in the filter-warpgroup form
 // (C::kFilterThreads > 0: they sum the math warpgroups' partials), else the math threads
 // (every thread but the wgmma path's producer warp).

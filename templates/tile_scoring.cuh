@@ -368,7 +368,7 @@ __device__ __forceinline__ void store_tile_partials(float* part, const float (&p
   }
 }
 
-// A visit's gate: scores below gate(r) are not visited (NaN is not below anything). NoGate:
+// The gate of the visits: scores below gate(r) are not visited (NaN is not below anything). NoGate:
 // every score is visited.
 struct NoGate {
   __device__ float operator()(int) const { return -__int_as_float(0x7F800000); }
