@@ -1,4 +1,4 @@
-// `winnow bench <workload> --shards N` (issue 19): the keys split over N GPUs of this
+// `winnow bench <workload> --shards N`: the keys split over N GPUs of this
 // machine, each GPU running the fused top-k over its shard (global indices), the lists
 // merged exactly through NCCL (one communicator per GPU, ncclCommInitAll, one host thread
 // per GPU), against one GPU over all the keys in the same run: both timed the same way
