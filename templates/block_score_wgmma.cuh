@@ -225,7 +225,7 @@ __device__ void block_score_wgmma(const BlockSelectParams& p, const TmaMap* pool
   // One pass over the tiles (uses use0..), step(d, tile) on each. (Acc: the accumulators'
   // type named outside the generic lambda, which GCC 12's host compile needs.) Each
   // warpgroup's MMAs and its exponentials run one after the other; the other CTA on the SM
-  // fills the gaps (two overlaps inside the warpgroup were tried and were no faster).
+  // fills the gaps (two overlaps of the MMAs with the exponentials were tried: no faster).
   using Acc = float[T / 2];
   auto pass = [&](bool second, int use0, auto&& step) {
     for (int tile = 0; tile < tiles; ++tile) {
