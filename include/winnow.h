@@ -166,8 +166,8 @@ typedef enum winnowInput_t {
   WINNOW_INPUT_SAMPLE_HINT = 6,
   /* Optional [num_keys] fp32: |k|^2 of each key (its squared L2 norm), for scores that read
    * ksq (l2, cosine, an expression with ksq). Given, the kernel reads it instead of summing
-   * the squares of every key as it streams them (4 bytes a key more to read; l2 then took
-   * 3-10 % more than ip on the H200 instead of 23-28 %); the values are used as given. Absent: the kernel sums
+   * the squares of every key as it streams them (4 bytes a key more to read, far less than
+   * the sums cost l2 against ip); the values are used as given. Absent: the kernel sums
    * them. Callers built before this slot pass n_inputs = 7 and are served as before. */
   WINNOW_INPUT_KEY_NORMS = 7,
   WINNOW_NUM_INPUTS = 8

@@ -56,10 +56,9 @@ bool marks(const std::string& plan_text, const char* mark) {
   return plan_text.find(mark) != std::string::npos;
 }
 
-// Rates on the H200 (TFLOP/s, bench/NOTES.md sessions 21-22): the index passes at 128K
-// (1.1 TFLOP in 3.2-3.6 ms on wgmma, 7.6 ms on mma.sync), the attention over every block
-// (cuDNN's speed on wgmma, 0.4x of it on mma.sync); a structured prompt keeps ~3 % of
-// the blocks.
+// The cost model's rates (TFLOP/s; they rank points, the tuner times them): the index
+// passes on wgmma and on mma.sync, the attention over every block (cuDNN's speed on wgmma,
+// 0.4x of it on mma.sync); a structured prompt keeps ~3 % of the blocks.
 constexpr double kScoreWgmmaTflops = 320, kScoreMmaTflops = 145;
 constexpr double kAttentionWgmmaTflops = 580, kAttentionMmaTflops = 230;
 constexpr double kExpectedDensity = 0.03;

@@ -14,8 +14,7 @@
 // space is the baseline alone. Block size (128 tokens, FlashPrefill's) and the kernels'
 // tiles are fixed by the kernels. The cost model ranks points only (the tuner times them
 // all): FLOP of the two index passes and of the causal attention over every block at each
-// kernel's rate on the H200 (bench/NOTES.md, session 22), attention x the expected
-// density.
+// kernel's rate (block_space.cpp's constants), attention x the expected density.
 #pragma once
 #include <optional>
 #include <string>

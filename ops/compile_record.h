@@ -19,7 +19,7 @@ struct RecordedCompile {
   backend::CompileRequest request;  // without headers: the same build's templates
   // The cache-relevant environment at the request (rt::cache_relevant_env(): "NAME=VALUE"
   // lines), which is part of its key: WINNOW_NVRTC_OPTIONS of a case that sets it. Empty
-  // in a record written before session 30's change.
+  // in a record written by a build that did not key on it.
   std::string env;
 };
 

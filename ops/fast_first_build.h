@@ -18,11 +18,10 @@
 
 namespace winnow::ops {
 
-// The options the first tier adds to a request's: NVRTC 13's -Ofc=max
-// (bench/results/2026-12-04-jit-fast-compile-options-cpu.txt: 0.16-0.49x the cold build on
-// the CPU machine; ptxas then serialises wgmma and spills) and -split-compile=0 (ptxas on
-// every hardware thread: 0.60 s instead of 1.41 s for relu_mh on the 16-core GPU machine,
-// bench/results/2026-12-05-s27-jit-first-tier-h100.txt). The catch of the split: its ptxas
+// The options the first tier adds to a request's: NVRTC 13's -Ofc=max (a fraction of the
+// cold build's time; ptxas then serialises wgmma and spills) and -split-compile=0 (ptxas on
+// every hardware thread: less than half the time for relu_mh on a many-core machine).
+// The catch of the split: its ptxas
 // threads print their performance notes (C7520, "wgmma.mma_async instructions are
 // serialized") on the process's stderr instead of NVRTC's log, and no option of NVRTC's or
 // ptxas's silences them; the first tier is opt-in and docs/environment.md says so.

@@ -34,9 +34,9 @@ plan::KnnKnobs knn_knobs(const TopkProblem& p) {
   k.capacity = p.candidate_capacity;
   k.sample_keys = std::max(p.sample_size, 0);
   k.ctas_per_sm = p.max_ctas_per_sm;
-  // The radix fallback rounds are the default since session 25 (their [gpu] case on an
-  // adversarial corpus passed under racecheck and memcheck, and the [knn] suites under
-  // it): without them a row could stay unanswered after three rounds (bench/NOTES.md).
+  // The radix fallback rounds are the default (their [gpu] case on an adversarial corpus
+  // passes under racecheck and memcheck, and the [knn] suites under it): without them a
+  // row could stay unanswered after three rounds.
   // "0" keeps the three rounds from the stored entries, for measuring only.
   k.radix = true;
   if (const auto v = rt::env_get("WINNOW_KNN_RADIX")) {
@@ -50,8 +50,8 @@ plan::KnnKnobs knn_knobs(const TopkProblem& p) {
 }  // namespace
 
 std::string KnnRetrieval::unsuited(const TopkProblem& p, const plan::KernelSpec& spec) {
-  // The default since session 11 (its [gpu][knn] cases passed in whole-suite runs, and it
-  // measured 6-11x faster than the topk kernel in the same runs, bench/NOTES.md); "0" keeps the
+  // The default (its [gpu][knn] cases pass, and it is several times faster than the topk
+  // kernel on one-head problems); "0" keeps the
   // topk kernel. Any other value is an error, not a silent default.
   if (const auto v = rt::env_get("WINNOW_KNN_RETRIEVAL")) {
     if (*v == "0") return "the retrieval mode is off (WINNOW_KNN_RETRIEVAL=0)";

@@ -1,4 +1,4 @@
-// The retrieval mode of the topk op (issue 13): one-head scores (ip, l2, cosine or any
+// The retrieval mode of the topk op: one-head scores (ip, l2, cosine or any
 // one-head program) over a dense window, fp16 / bf16 on sm_90a. Per pass of up to 64
 // queries: a sample pass over a strided subset of the corpus tiles sets each query's first
 // threshold; one stream of the corpus on wgmma appends the keys at or above it to the

@@ -21,10 +21,10 @@ size_t round_up(size_t n) { return (n + 255) / 256 * 256; }
 // stages: two CTAs (112 registers) of two pages a warpgroup (one epilogue a page pair: its
 // ballot, reservation, barrier waits and shuffles serve 32 keys a warp instead of 16) and two
 // four-page stages, the same 72 KB of ring as four two-page stages. WINNOW_PAGED_WG_PAGES=1
-// gives session 28's one page a warpgroup and four stages. Three CTAs (72 registers, no
-// spills at next_n 1, three two-page stages) were no faster on the H100 (session 27: 64 x
-// 64K 0.272 against 0.267 ms), so they stay a measuring option at any next_n (above 1 they
-// may spill): WINNOW_PAGED_STREAM_CTAS=2 or 3; three take one page a warpgroup.
+// gives one page a warpgroup and four stages. Three CTAs (72 registers, no spills at
+// next_n 1, three two-page stages) were no faster, so they stay a measuring option at any
+// next_n (above 1 they may spill): WINNOW_PAGED_STREAM_CTAS=2 or 3; three take one page a
+// warpgroup.
 struct StreamShape {
   int ctas_per_sm, wg_pages, stages;
 };
@@ -52,9 +52,8 @@ StreamShape stream_shape() {
 }
 
 // How far ahead of the ring the producer hints pages into L2 (a kernel argument: no
-// rebuild): off by default, WINNOW_PAGED_PREFETCH=N (0..64 pages) to measure. Session 30's
-// H100 run had every setting slower than none: 64 x 64K 0.2571 ms off, 0.3043 at one stage
-// (4 pages), 0.3496 at 8, 0.4189 at 16 (bench/results/2026-12-05-s30-decode-builds-h100.jsonl).
+// rebuild): off by default, WINNOW_PAGED_PREFETCH=N (0..64 pages) to measure. Every setting
+// tried was slower than none, and more pages slower still.
 int stream_prefetch_pages() {
   const auto v = rt::env_get("WINNOW_PAGED_PREFETCH");
   if (!v) return 0;
@@ -114,8 +113,8 @@ bool paged_stream_chosen(const PagedProblem& p) {
   if (v && *v != "0" && *v != "1")
     throw InvalidArgument(fmt::format("WINNOW_PAGED_STREAM is '{}': expected 0 or 1", *v));
   if (v && *v == "0") return false;  // the gathered path, for measuring and comparing
-  // The default wherever the path can run (session 26: exact in every suite, and faster
-  // than the gathered path at every measured shape); the other problems keep the gathered
+  // The default wherever the path can run (exact in every suite, and faster than the
+  // gathered path at every shape timed); the other problems keep the gathered
   // path.
   return paged_stream_unsuited(p).empty();
 }

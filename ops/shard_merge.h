@@ -1,4 +1,4 @@
-// The shard merge op (issue 19): R ranks each ran the fused top-k over their shard of the
+// The shard merge op: R ranks each ran the fused top-k over their shard of the
 // keys (TopkProblem::shard_key_offset / total_keys: global indices); this merges their
 // per-row lists of k (index, score) into the top-k over every key, on the GPU, equal to
 // one GPU's result bit for bit. One call: pack this rank's lists into RankKeys

@@ -114,7 +114,7 @@ std::unique_ptr<TopkOp> TopkOp::create(const TopkProblem& p, const rt::Context* 
   const long smem_limit = ctx ? ctx->info().max_smem_optin : kDefaultSmemLimit;
   std::string why;
   // WINNOW_TOPK_PIPELINE=1: the wgmma path's pipelined form, =2 its filter-warpgroup form,
-  // where no knob chose (opt-in until measured on the H200).
+  // where no knob chose (opt-in until shown faster than the default form).
   plan::PlanKnobs knobs = p.plan_knobs;
   if (knobs.pipeline == 0) {
     if (const auto v = rt::env_get("WINNOW_TOPK_PIPELINE"); v && (*v == "1" || *v == "2"))

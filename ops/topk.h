@@ -62,7 +62,7 @@ struct TopkProblem {
   // 0 is one per SM, n is n where they fit). ops/topk_space.h lists the valid ones.
   plan::PlanKnobs plan_knobs;
   int max_ctas_per_sm = 0;
-  // Sharded keys (issue 19, ops/shard_merge.h): K's rows are the global keys
+  // Sharded keys (ops/shard_merge.h): K's rows are the global keys
   // [shard_key_offset, shard_key_offset + K's rows) of total_keys. Windows (ranges, causal)
   // are then in global key numbers, and the outputs are too (absolute: the global key;
   // relative: from the window's global start), so that the ranks' lists merge exactly.
@@ -88,7 +88,7 @@ struct TopkInputs {
   TensorView sample_hint;
   // Optional fp32 [num_keys]: |k|^2 of every key, for score programs that read ksq (l2,
   // cosine). Given, the kernels read it instead of summing the squares of each key tile
-  // (that sum cost l2 23-28 % more time than ip at d = 768 on the H200); its values are used as
+  // (that sum makes l2 markedly slower than ip); its values are used as
   // they are (a wrong norm gives the scores of that norm, NaN and inf included).
   TensorView key_norms;
 };

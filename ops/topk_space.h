@@ -1,4 +1,4 @@
-// The topk op's tunable space (issue 16): every knob the tuner may turn, its values and
+// The topk op's tunable space: every knob the tuner may turn, its values and
 // its hard limits, in one place. A point that breaks a limit is pruned here and never
 // compiled: the same validate_problem a caller's problem passes, and the same choose_plan
 // (SmemLayout arithmetic against the device's shared memory) that builds the plan.

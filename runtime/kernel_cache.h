@@ -1,4 +1,4 @@
-// The kernel cache of DESIGN.md section 5: a content key (SHA-256) -> an on-disk folder
+// The kernel cache (docs/design.md, Cache): a content key (SHA-256) -> an on-disk folder
 // of cubins, shared by many processes; a miss compiles through a callback, so the
 // runtime never depends on the compiler.
 #pragma once

@@ -1,4 +1,4 @@
-// The autotuner's loop, for any op (issue 16): candidates already pruned by the op's hard
+// The autotuner's loop, for any op: candidates already pruned by the op's hard
 // limits arrive with their predicted cost; the cheapest N are compiled in parallel (the
 // compiles are independent), then timed one after another on the device, R runs each
 // after a warm-up, and the one with the lowest median wins. Every timing is kept; a point

@@ -1,4 +1,4 @@
-// What a tuned plan is keyed on in the tuning database (DESIGN.md section 5), and the
+// What a tuned plan is keyed on in the tuning database (docs/design.md, Cache), and the
 // bucket rule: which call sizes share one tuned plan.
 //
 // Bucket rule: a size n >= 1 falls in the bucket of the smallest power of two >= n, so

@@ -3,7 +3,7 @@
 // requires. Each thread folds the site of every CTA barrier it passes into its own hash
 // (a global slot per thread, so the audit itself adds no shared memory and nothing that
 // racecheck tracks); at the kernel's end every thread compares its hash with thread 0's
-// and traps, printing both, where they differ. Issue 11: racecheck reports hazards
+// and traps, printing both, where they differ. Why: racecheck reports hazards
 // between the producer warp (threads 256..287) and warp 0 across the select's CTA
 // barriers; an audited run that passes shows that those barriers pair the same call sites
 // in every thread, so they order those accesses, and the reports are racecheck's view of

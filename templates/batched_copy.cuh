@@ -3,8 +3,8 @@
 // as load, store, load, store, the loop waited on one memory round trip per element per
 // thread (a store into shared memory through a generic pointer may alias the next load,
 // so the compiler keeps their order): ~21 for the retrieval stream's 96 KB of queries at
-// d = 768. Measured (session 17, bench/NOTES.md): the sample and threshold launches took
-// as long as before, so their copies were not what bound them.
+// d = 768. The sample and threshold launches took as long with it as without, so their
+// copies are not what bounds them.
 #pragma once
 #include "winnow/portable.cuh"
 

@@ -17,8 +17,8 @@
 // (wgmma_desc_mn) reads it with no copy. GQA: K and V are the KV head h / (heads /
 // kv_heads)'s (each head's list is its own, so a CTA serves one head). Inside a warpgroup
 // tile t's softmax runs while tile t - 1's P V is on the tensor cores (FlashAttention-3's
-// intra-warpgroup overlap); FlashAttention-3's ping-pong of the two warpgroups was built
-// and measured slower once the softmax got short (bench/NOTES.md, session 21): removed.
+// intra-warpgroup overlap); FlashAttention-3's ping-pong of the two warpgroups is not
+// used: with the softmax this short it was slower.
 //
 // The KV tile shared by the heads of a group (C::kCluster = G > 1, G dividing heads /
 // kv_heads): the G CTAs of (heads h0..h0+G-1, query block I) form a thread-block cluster

@@ -62,8 +62,8 @@ constexpr float kLog2e = 1.4426950408889634f;
 
 // The exponentials of column group nt (8 columns of a tile's 128): the first
 // WINNOW_BLOCK_SCORE_POLY_EXP groups of 16 on the FMA pipe (exp2_poly), the rest on MUFU
-// (exp2_approx). An NVRTC define, 0 (all on MUFU) until measured: ncu shows MUFU.EX2 and
-// the HGMMAs stalled on the MIO queue they share (bench/NOTES.md, session 23).
+// (exp2_approx). An NVRTC define, 0 (all on MUFU) until a faster split is shown: ncu shows
+// MUFU.EX2 and the HGMMAs stalled on the MIO queue they share.
 #ifndef WINNOW_BLOCK_SCORE_POLY_EXP
 #define WINNOW_BLOCK_SCORE_POLY_EXP 0
 #endif
@@ -225,8 +225,7 @@ __device__ void block_score_wgmma(const BlockSelectParams& p, const TmaMap* pool
   // One pass over the tiles (uses use0..), step(d, tile) on each. (Acc: the accumulators'
   // type named outside the generic lambda, which GCC 12's host compile needs.) Each
   // warpgroup's MMAs and its exponentials run one after the other; the other CTA on the SM
-  // fills the gaps (two overlaps were built, measured and removed: bench/NOTES.md, sessions
-  // 22-23).
+  // fills the gaps (two overlaps of the MMAs with the exponentials were tried: no faster).
   using Acc = float[T / 2];
   auto pass = [&](bool second, int use0, auto&& step) {
     for (int tile = 0; tile < tiles; ++tile) {

@@ -9,7 +9,7 @@
 // The entry's cluster shape (__cluster_dims__ on its declaration) under clang: clang 19
 // ignores the toolkit's __cluster_dims__ ("unknown attribute cluster_dims"), so a cubin of
 // the llvm backend had no cluster shape, and the ordinary launch ran the cluster
-// instructions outside a cluster (an illegal instruction, session 30's H100 run). Here it
+// instructions outside a cluster (an illegal instruction). Here it
 // becomes an annotation that the llvm backend writes into the entry's PTX as NVRTC does
 // (.explicitcluster, .reqnctapercluster; compiler/backend/llvm/cluster_dims.cpp).
 #if defined(__clang__) && defined(__CUDA__)

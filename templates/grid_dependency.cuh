@@ -10,7 +10,7 @@
 // grid_dependency_trigger first: the next launch is then scheduled once every CTA of this
 // grid has started (not when the grid ends), and its CTAs wait in grid_dependency_wait,
 // so a launch's setup overlaps the kernel before it (a call of the paged stream path has up
-// to 19 launches, most of them empty rounds of about 2.5 us each, session 26's ncu). It
+// to 19 launches, most of them short, empty rounds). It
 // needs every later launch to wait before it touches what earlier ones write, as above.
 #pragma once
 

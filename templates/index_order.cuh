@@ -8,8 +8,8 @@
 #include "winnow/topk_smem.cuh"
 #include "winnow/wgmma_tiles.cuh"
 
-// Index-ordered rows go through the bitmap where the span fits (the default since session 27:
-// -4.4 % at dsa-prefill 64K in the 2cae93b run); -DWINNOW_INDEX_ORDER_BITMAP=0 (through
+// Index-ordered rows go through the bitmap where the span fits (the default: faster than
+// the sort at dsa-prefill 64K); -DWINNOW_INDEX_ORDER_BITMAP=0 (through
 // WINNOW_NVRTC_OPTIONS) takes the bitonic sort by index instead. Same outputs, bit for bit.
 #ifndef WINNOW_INDEX_ORDER_BITMAP
 #define WINNOW_INDEX_ORDER_BITMAP 1

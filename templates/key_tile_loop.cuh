@@ -13,7 +13,7 @@
 
 namespace winnow {
 
-// The threads that visit the scores and run the filter's steps between tiles (gate
+// The threads visiting the scores and running the filter's steps between tiles (gate
 // refreshes, buffer checks, compaction): the filter warps in the filter-warpgroup form
 // (C::kFilterThreads > 0: they sum the math warpgroups' partials), else the math threads
 // (every thread but the wgmma path's producer warp).
@@ -58,8 +58,8 @@ __device__ __forceinline__ bool is_producer_warp() {
 // return to 168 for the CTA-wide steps (sample ranks, select, sort) between.
 enum : int { kPipelineLaunchRegs = 168, kPipelineProducerRegs = 40, kPipelineMathRegs = 232 };
 // Launch registers of a form that moves registers (0: none). The filter-warpgroup form
-// moves none: its first version gave the math warpgroups 104 and the last warpgroup 64
-// (setmaxnreg), measured slower than 96 for all (bench/NOTES.md, session 20). (ptxas
+// moves none: giving the math warpgroups 104 and the last warpgroup 64 (setmaxnreg) was
+// slower than 96 for all. (ptxas
 // compiles each instruction within the launch count too: 768 threads, 80 at launch, leave
 // too few for an m64n128 wgmma, whatever setmaxnreg gives later.)
 template <class C>
@@ -329,8 +329,7 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
         // Only once every math warp has given its extra registers back (barrier
         // kRegsReturned): an idle producer warp that asked at once would take back the
         // registers its own decrease had just freed, and math warps still waiting in
-        // setmaxnreg_inc would never get theirs (a hang seen on the H200 at dsa-prefill
-        // T = 64K).
+        // setmaxnreg_inc would never get theirs (a hang, seen at dsa-prefill T = 64K).
         named_barrier_sync<kRegsReturned, C::kThreads>();
         setmaxnreg_inc<kPipelineLaunchRegs>();
       }
@@ -341,9 +340,8 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
       named_barrier_sync<kRegsReturned, C::kThreads>();
     } else {
       // Each math warpgroup issues its MMAs as soon as its stage is ready (a ping-pong of
-      // the two, FlashAttention-3's turns on the tensor cores, measured 0.6-4 % slower in
-      // two H200 visits and removed: two CTAs per SM already interleave four warpgroups;
-      // bench/NOTES.md, sessions 4 and 5).
+      // the two, FlashAttention-3's turns on the tensor cores, was slower and removed: two
+      // CTAs per SM already interleave four warpgroups).
       const unsigned full0 = shared_address(s.ring_full), empty0 = shared_address(s.ring_empty);
       RingSlot slot = ring_slot(pos0, STAGES);
       for (int t = 0; t < tiles; ++t, slot.advance(STAGES)) {

@@ -8,7 +8,7 @@
 // corpus, so its k-th best is at or below the true k-th best), after too few survivors 0
 // (every key). Rows still failing after the last round are counted in
 // counters[kKnnUnresolvedRows] and written as -1. The stored entries are the first
-// survivors to arrive, so those rounds need not converge (bench/NOTES.md, session 23).
+// survivors to arrive, so those rounds need not converge.
 // With C::kRadix (WINNOW_KNN_RADIX=1) the rounds after the first instead refine the
 // threshold by the histogram of their survivors' next digit (knn_refine): each fixes
 // kKnnDigitBits more bits of the need-th best RankKey, keeping at least need survivors, so
@@ -61,8 +61,8 @@ __device__ u64 knn_sample_threshold(const KnnParams& p, unsigned char* smem, con
                                     u32 m) {
   const KnnSelectSmem s(smem);
   // The passes read shared memory for the first ns scores, the rest from global memory
-  // (at N = 5M the 65408 scores of a query exceed the staging: with all of them read from
-  // L2 in every pass the kernel took 83 us, session 16's ncu).
+  // (at N = 5M the 65408 scores of a query exceed the staging; reading all of them from
+  // L2 in every pass made the passes wait on L2).
   u32* staged = static_cast<u32*>(s.stage(next_pow2(C::kTopK)));
   const int ns = min(n, int(p.stage_bytes / 4));
   batched_copy<kKnnSelectThreads, 8>(
@@ -149,7 +149,7 @@ __device__ void knn_select_row(const KnnParams& p, unsigned char* smem, int r, u
       // through the sort as sorted ones.
       if constexpr (!C::kSorted) {
         // Spans up to 128 KP keys (the fused kernel's reach): marking a wider one costs more
-        // than the sort (a 1M-key row's select was slower so, session 27's H100 run).
+        // than the sort (a 1M-key row's select was slower so).
         const long long words_cap = p.stage_bytes / 4 < 6LL * KP ? p.stage_bytes / 4 : 6LL * KP;
         placed = index_order_place<kKnnSelectThreads>(
             s.sel, need, static_cast<u32*>(s.stage(KP)), words_cap, s.radix,

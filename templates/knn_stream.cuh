@@ -1,4 +1,4 @@
-// The retrieval mode's corpus stream (issue 13): a persistent grid, each CTA scoring its
+// The retrieval mode's corpus stream: a persistent grid, each CTA scoring its
 // key tiles against ALL queries of the pass on the tensor cores (wgmma m64n64: 64 keys of
 // a warpgroup on the M side, the 64 queries on the N side), key chunks of 128 bytes of d
 // brought by TMA into a ring of stages that a producer warp fills (mbarrier full/empty
@@ -28,21 +28,21 @@
 // A diagnostic switch (through WINNOW_NVRTC_OPTIONS, either backend): 1 prints, before the
 // trap, which thread gave up on which barrier (its shared-memory offset) and parity. Off by
 // default: a printf call in the kernel is an extern call, which makes ptxas serialise the
-// wgmma pipeline. (Session 30's trap of the llvm build, which it was made for, was no wait:
-// clang 19's warp reduction intrinsics with swapped arguments, templates/warp_reduce.cuh.)
+// wgmma pipeline. (A trap of the llvm build is not always a wait: clang 19's warp
+// reduction intrinsics swap their arguments, templates/warp_reduce.cuh.)
 #ifndef WINNOW_KNN_WAIT_REPORT
 #define WINNOW_KNN_WAIT_REPORT 0
 #endif
 // The filter's first test per score: one float compare against the query's threshold as a
 // score held in registers (a superset of the exact RankKey test, which runs only behind
-// it). 0: the exact test on every score (the form measured before session 11's change).
+// it). 0: the exact test on every score (the slower form, kept to compare against).
 #ifndef WINNOW_KNN_PREFILTER
 #define WINNOW_KNN_PREFILTER 1
 #endif
 
 // Where the l2 / cosine key norms are summed from the stage (a measuring switch, through
 // WINNOW_NVRTC_OPTIONS): 1 while the chunk's MMAs run (the default), 2 before they issue
-// (the form before 24ebcc4), 0 not at all (|k|^2 taken as 0: wrong scores, for timing the
+// (slower: the sums hold back the MMAs), 0 not at all (|k|^2 taken as 0: wrong scores, for timing the
 // sums' cost only).
 #ifndef WINNOW_KNN_KSQ
 #define WINNOW_KNN_KSQ 1
@@ -254,7 +254,7 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
 
   // The queries as the swizzled B operand (rows past the pass's queries are zeros): 16-byte
   // chunks where the rows allow (every launch pays this; element by element it took a
-  // large share of the sample pass, session 11's ncu), eight loads in flight per thread
+  // large share of the sample pass in ncu), eight loads in flight per thread
   // (batched_copy.cuh), else element by element.
   const unsigned short* qg = static_cast<const unsigned short*>(p.q);
   if ((reinterpret_cast<unsigned long long>(qg) & 15u) == 0 && (p.q_row_stride & 7) == 0) {
@@ -308,11 +308,11 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
   if (C::kUsesQSq && tid < 4 * Q) {
     // |q|^2 of query tid / 4: four threads each sum a quarter of d in element order from
     // the swizzled copy (16-byte chunks of 8 elements; d is a multiple of 64), then the
-    // quarters are added pairwise, (0 + 1) + (2 + 3): the same in every mode. Before, one
-    // thread per query summed all of d from global memory, one load after another, in every
-    // launch: l2 with the key norms given measured 90 us over ip at 1M; with four threads
-    // and 16-byte global loads l2 at 1M read 51-57 us less (two runs, session 16,
-    // bench/NOTES.md); from shared memory the loads wait on no L2 round trips.
+    // quarters are added pairwise, (0 + 1) + (2 + 3): the same in every mode. One thread
+    // per query summing all of d from global memory, one load after another, in every
+    // launch made l2 with the key norms given much slower than ip; four threads with
+    // 16-byte loads cut most of that, and from shared memory the loads wait on no L2
+    // round trips.
     constexpr int CHUNKS = C::kDim / 32;  // 16-byte chunks in a quarter of d
     static_assert(C::kDim % 32 == 0, "|q|^2 by quarters of whole chunks");
     const int n = tid >> 2, part = tid & 3;
@@ -486,8 +486,8 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
                                  (c > 0 || kk > 0) ? 1 : 0);
       }
       wgmma_commit();
-      // While the MMAs run: before them, the sums held back every chunk's wgmma issue (l2
-      // took 1.37x ip's time, session 12).
+      // While the MMAs run: before them, the sums would hold back every chunk's wgmma
+      // issue (l2 then takes well over ip's time).
       if (C::kUsesKSq && WINNOW_KNN_KSQ == 1 && !ksq_given) key_norms();
       if (c > 0) {  // the previous chunk's MMAs are done: its stage goes back to the producer
         wgmma_wait<1>();

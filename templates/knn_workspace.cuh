@@ -15,13 +15,13 @@ inline constexpr int kKnnStageBytes = kKnnKeyTile * kKnnChunkBytes;
 inline constexpr int kKnnStreamThreads = 256 + 32;  // two math warpgroups + the producer warp
 // The per-query kernels (the first threshold, the select, the shard merge): one CTA of 1024
 // threads per query (256 left them latency-bound: the threshold's radix passes over up to
-// 65408 sample scores, the select's sort of 8192 entries; session 11's ncu).
+// 65408 sample scores, the select's sort of 8192 entries).
 inline constexpr int kKnnSelectThreads = 1024;
 inline constexpr int kKnnMaxStages = 8;
 // The filter's survivors are staged in shared memory per (math warp, query), this many
 // slots each, and go to the query's CandidateList at the end of every tile with one global
 // reservation per (warp, query) that has any (an append waiting on a global atomic per
-// survivor made k = 8192 twice as slow as k = 128; session 12's ncu). A slot's overflow
+// survivor made large k far slower than small k). A slot's overflow
 // goes straight to the list.
 inline constexpr int kKnnStageSlots = 4;
 inline constexpr int kKnnMathWarps = 8;
@@ -37,7 +37,7 @@ inline constexpr int kKnnDigitBits = 11;
 inline constexpr int kKnnDigits = 1 << kKnnDigitBits;
 inline constexpr int kKnnRadixRounds = (64 + kKnnDigitBits - 1) / kKnnDigitBits + 1;
 
-// CandidateList entries per query: 4 max(k, 1024) (the issue's workspace bound).
+// CandidateList entries per query: 4 max(k, 1024) (the retrieval mode's workspace bound).
 WINNOW_HD int knn_capacity(int k) { return 4 * (k > 1024 ? k : 1024); }
 
 // The marks at which the filter tightens a query's threshold while its list fills: when a
@@ -104,8 +104,8 @@ WINNOW_HD constexpr long knn_select_smem_bytes(int k) {
 // The retrieval mode's threshold and select kernels also stage what their radix passes
 // read (the sample's order keys, the query's list) in shared memory after the sort list,
 // up to this many bytes in all: each pass over global memory waited on L2 once per entry
-// (the loop's warp-aggregated histogram keeps the loads from overlapping; 42 us for the
-// threshold at N = 1M, session 12's ncu). All of sm_90's opt-in shared memory: at
+// (the loop's warp-aggregated histogram keeps the loads from overlapping). All of sm_90's
+// opt-in shared memory: at
 // k = 8192 the list (~2k entries a query) then fits beside the 64 KB sort list.
 inline constexpr long kKnnSelectSmemTarget = 227 * 1024;
 WINNOW_HD constexpr long knn_select_stage_bytes(int k, long smem_limit) {
@@ -132,8 +132,8 @@ WINNOW_HD KnnSample knn_sample(long long num_keys, int k, int capacity, int max_
   const long long key_tiles = (num_keys + kKnnKeyTile - 1) / kKnnKeyTile;
   const long long kk = k > 1024 ? k : 1024;
   // 16 N / max(k, 1024) keys: the rank is then 11 at k = 128 and 32 at k >= 1024 (N = 1M),
-  // still several standard deviations from k and the capacity; 32 N / .. spent 32 us
-  // sampling and 42 us selecting at N = 1M (session 12's ncu).
+  // still several standard deviations from k and the capacity; 32 N / .. made the sample
+  // pass itself a large share of the time.
   const long long rule = 16 * num_keys / kk;
   long long want = ((sample_keys > rule ? sample_keys : rule) + kKnnKeyTile - 1) / kKnnKeyTile;
   long long tiles = want < max_cap / kKnnKeyTile ? want : max_cap / kKnnKeyTile;

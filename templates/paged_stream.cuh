@@ -3,7 +3,7 @@
 // order (prefix sums from the prepare kernel), so that a batch mixing 1K and 1M contexts
 // spreads its pages evenly over the SMs whatever the lengths, and a CTA loads the q rows
 // of only the one or two requests its share spans (a request switch stalls both math
-// warpgroups: session 25's items of 8 pages from an atomic counter switched at almost
+// warpgroups: items of 8 pages taken from an atomic counter would switch at almost
 // every item). The producer warp brings each page's 64 keys and 64
 // scales by TMA (one 66-row box of the cache viewed as [num_blocks * 66, 128] bytes) into a
 // ring of stages of 2 kWgPages pages; math warpgroup h scores pages h kWgPages .. of a
@@ -182,7 +182,7 @@ __device__ void paged_stream(const PagedStreamParams& ps, const TmaMap* cmap, un
       // included, which the producer rewrites) are released by its own arrive. One lane's
       // arrive after a __syncwarp is ordered too, but compute-sanitizer's racecheck does
       // not follow that chain and reported the producer's rewrite of meta[].request as a
-      // hazard (session 27, mapped in session 28).
+      // hazard.
       mbarrier_init(empty + i, 256);
     }
     mbarrier_init_fence();
@@ -234,8 +234,8 @@ __device__ void paged_stream(const PagedStreamParams& ps, const TmaMap* cmap, un
   // Each warp's survivors of a page wait one page for their list slots: the reservation's
   // atomic (one per warp, row and page) is issued on one page and its result read on the
   // next page of the same row slot, or after the stream, so that its round trip to L2
-  // overlaps a page's work (read at once, it was the stream's largest stall: ncu, session
-  // 26). Registers (the row slot loop is unrolled): the warp's mask, the leader's ticket,
+  // overlaps a page's work (read at once, it is the stream's largest stall in ncu).
+  // Registers (the row slot loop is unrolled): the warp's mask, the leader's ticket,
   // the lane's RankKey, the row.
   u32 pend_mask[NN], pend_ticket[NN];
   u64 pend_rk[NN];

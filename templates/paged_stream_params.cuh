@@ -1,4 +1,4 @@
-// The paged decode op's stream path (WINNOW_PAGED_STREAM=1, issue 18): its run-time
+// The paged decode op's stream path (WINNOW_PAGED_STREAM=1): its run-time
 // arguments, its sizes and the rules that both the host and the kernels follow (which
 // pages a request's sample takes, the sample's rank), one definition for both.
 //
@@ -87,8 +87,8 @@ WINNOW_HD int paged_sample_page_valid(int i, int s, int pages, int v) {
   return left <= 0 ? 0 : left < kPageKeys ? left : kPageKeys;
 }
 // floor(sqrt(x)), a bit at a time: no division and no floating point (every thread of the
-// threshold kernel computes the rank; 64 Newton steps of fp64 division each were a few
-// microseconds of the kernel's 15, session 27).
+// threshold kernel computes the rank; Newton steps of fp64 division each were a visible
+// share of that short kernel's time).
 WINNOW_HD u32 floor_sqrt(u32 x) {
   u32 r = 0;
   for (u32 b = 1u << 15; b != 0u; b >>= 1) {

@@ -34,9 +34,8 @@ __device__ u64 radix_kth(const Smem& s, u32 k, ForEach for_each) {
     const u32 need = *remaining_slot;  // read by every thread before warp 0 rewrites it
     const u64 high = shift == 56 ? 0ull : (~0ull << (shift + 8));
     // One shared atomic per key of the prefix. A warp-aggregated count (__match_any_sync
-    // per key, df0e6ea to session 19) was slower wherever most keys a pass scans lie
-    // outside the prefix: the topk kernel's knn path at k = 8192 30.5 -> 17.6 ms, the
-    // retrieval select -2..-3 % (bench/NOTES.md, session 19).
+    // per key) is slower wherever most keys a pass scans lie outside the prefix, as in the
+    // topk kernel's knn path at large k and the retrieval select.
     for_each([&](u64 v) {
       if ((v & high) == prefix) atomicAdd(&hist[u32(v >> shift) & 255u], 1u);
     });
@@ -86,8 +85,8 @@ __device__ u64 radix_kth(const Smem& s, u32 k, ForEach for_each) {
 // *taken, read after the call, says so. `scan` runs twice and must yield each thread the
 // same entries in the same order both times: the first counts each thread's chosen
 // entries, a CTA scan of the counts gives each thread its first slot, the second places
-// them (one shared atomic per chosen entry on one word, 2048 a row at k = 2048, queued
-// behind each other; session 26).
+// them (one shared atomic per chosen entry on one word would put k atomics a row in one
+// queue).
 template <class C, class Smem, class Scan>
 __device__ void gather_best(const Smem& s, u32 need, u32 count, Scan scan, u64* sel, int kp,
                             u32* taken) {

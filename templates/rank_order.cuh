@@ -1,4 +1,4 @@
-// The one order every result follows (DESIGN.md section 2): scores descending, NaN
+// The one order every result follows (docs/semantics.md, Order): scores descending, NaN
 // above every number, equal scores by the smaller key index; -0 equals +0.
 #pragma once
 #include "winnow/portable.cuh"

@@ -1,8 +1,8 @@
 // floor(i n / d) in 32-bit arithmetic, for the kernels' even splits (the strided sample's
 // keys, a stream CTA's share of the pages, the sampled pages). Device code has no 64-bit
 // division: under nvJitLink's link mode (the LLVM backend) one is a call of the extern
-// routine __cuda_sm20_div_s64, and ptxas then serialises the calling kernel's wgmma (C7509;
-// bench/NOTES.md, session 26).
+// routine __cuda_sm20_div_s64, and ptxas then serialises the calling kernel's wgmma
+// (warning C7509).
 #pragma once
 #include "winnow/portable.cuh"
 

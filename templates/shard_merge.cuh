@@ -1,4 +1,4 @@
-// Sharded top-k (issue 19): each rank's fused top-k over its shard of the keys gives k
+// Sharded top-k: each rank's fused top-k over its shard of the keys gives k
 // (global index, score) per row; the ranks' lists are all-gathered and merged here into the
 // top-k over every key, exactly: a key of the global top k is in its own shard's top k, and
 // the merge ranks by the same RankKeys (rank_order.cuh), so the result equals one GPU's over

@@ -67,8 +67,8 @@ struct SmemLayout {
   // Stages: the wgmma path keeps four of 8-bit tiles unless the fourth is what leaves
   // room for one CTA per SM instead of two (then three), and three of 16-bit ones (their
   // 256-byte rows take twice the room); mma.sync two, CUDA cores one. (A fourth fp8 stage
-  // put dsa-glm's H = 32 layout at 119 KB, one CTA per SM: 46.2 ms on the H200, against
-  // 35.3 ms with three stages and two CTAs.)
+  // put dsa-glm's H = 32 layout at 119 KB, one CTA per SM, which was much slower than
+  // three stages and two CTAs.)
   // The filter-warpgroup form runs one CTA per SM: four stages of 8-bit tiles, two of
   // 16-bit ones (256 keys of 256 bytes: 64 KB each).
   WINNOW_HD constexpr int k_stages() const {

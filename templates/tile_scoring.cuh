@@ -17,8 +17,8 @@
 
 // Switch: the relu of an fp8 dot as x + |x| (one FADD on the FMA pipe; 2 relu(x) for
 // every finite x, NaN for NaN) against weights stored halved (relus_by_add below), where
-// max.NaN takes the ALU pipe at half rate: 1.5-4 % faster fused in two visits (materialize
-// within noise). -DWINNOW_RELU_FADD=0
+// max.NaN takes the ALU pipe at half rate: faster in the fused kernel (the materialize
+// kernel within noise). -DWINNOW_RELU_FADD=0
 // goes back to max.NaN.
 #ifndef WINNOW_RELU_FADD
 #define WINNOW_RELU_FADD 1
@@ -218,8 +218,8 @@ __device__ __forceinline__ float weighted_factor(float dot, float kscale) {
 // of the tile (A: the swizzled key tile) against all 128 (row, head) pairs of the block
 // (B: the swizzled q rows), d / k-step m64n128 wgmma instructions into 64 fp32 accumulators
 // per thread. (Two m64n64 banks with the first's sums under the second's MMAs, DeepGEMM's
-// form, measured 1-5 % slower here: each bank reads the key tile again, and shared-memory
-// bandwidth is the tighter limit; bench/NOTES.md, session 5.) A thread holds keys key0 and key0 + 8 (the D fragment's rows) and heads
+// form, is slower here: each bank reads the key tile again, and shared-memory
+// bandwidth is the tighter limit.) A thread holds keys key0 and key0 + 8 (the D fragment's rows) and heads
 // 8 j + 2 t4, + 1 of every row (its columns): it sums term(dot, w) over its 16 heads of
 // a row in a fixed order, and two shuffles leave the row's sum in all four lanes of the
 // quad; the 2 R (row, key) scores of a quad are visited by its lanes in turn, straight
@@ -249,7 +249,7 @@ __device__ __forceinline__ WgmmaTileDescs wgmma_tile_descs(const TopkSmem<C>& s)
 
 // The same descriptors from a stage's own view (st = with_stage(s, i)), computed per tile:
 // in the plain and pipelined loops ptxas keeps these in registers as well as the hoisted
-// ones (no fewer instructions measured), and their PTX stays that of the measured kernels.
+// ones (hoisting gave no fewer instructions), and their PTX stays that of the tuned kernels.
 template <class C>
 __device__ __forceinline__ WgmmaTileDescs wgmma_stage_descs(const TopkSmem<C>& st) {
   return {wgmma_desc_lo(reinterpret_cast<const char*>(st.k) +
@@ -368,7 +368,7 @@ __device__ __forceinline__ void store_tile_partials(float* part, const float (&p
   }
 }
 
-// A visit's gate: scores below gate(r) are not visited (NaN is not below anything). NoGate:
+// The gate of the visits: scores below gate(r) are not visited (NaN is not below anything). NoGate:
 // every score is visited.
 struct NoGate {
   __device__ float operator()(int) const { return -__int_as_float(0x7F800000); }
@@ -472,8 +472,8 @@ __device__ __forceinline__ void filter_tile_visits(const float* part, KeyOf key_
 // of the tile (A: the swizzled key tile) against all 128 (row, head) pairs of the block
 // (B: the swizzled q rows), d / k-step m64n128 wgmma instructions into 64 fp32 accumulators
 // per thread. (Two m64n64 banks with the first's sums under the second's MMAs, DeepGEMM's
-// form, measured 1-5 % slower here: each bank reads the key tile again, and shared-memory
-// bandwidth is the tighter limit; bench/NOTES.md, session 5.) A thread holds keys key0 and
+// form, is slower here: each bank reads the key tile again, and shared-memory
+// bandwidth is the tighter limit.) A thread holds keys key0 and
 // key0 + 8 (the D fragment's rows) and heads 8 j + 2 t4, + 1 of every row (its columns);
 // wgmma_tile_visits sums and visits them straight from the registers. Fused and
 // materialize kernels run this same code (same bits).

@@ -204,7 +204,7 @@ __device__ void topk_kernel(const TopkParams& p, const TmaMap* kmap, unsigned ch
         mbarrier_init(s.ring_full + i, 33);  // 32 lanes + lane 0's bytes
         // One arrival per math thread, after its own reads of the stage: a warp's reads
         // ordered by __syncwarp before lane 0's arrival are ordered too, but racecheck
-        // does not follow that chain (session 28: hazards at the producer's writes).
+        // does not follow that chain (it reports hazards at the producer's writes).
         mbarrier_init(s.ring_empty + i, C::kMathThreads);
       }
       for (int i = 0; i < layout_of<C>().part_stages; ++i) {

@@ -2,7 +2,7 @@
 // backends: clang 19's CUDA header passes __reduce_min_sync's and __reduce_max_sync's
 // arguments to the builtins in the wrong order (mask as the value, the value as the member
 // mask), so the llvm build reduced the mask under a member mask made of the data, an
-// illegal instruction on the GPU (session 31, compute-sanitizer at the WARPSYNC before
+// illegal instruction on the GPU (compute-sanitizer points at the WARPSYNC before
 // REDUX.MAX in knn_tighten). NVRTC's __reduce_*_sync emit the same redux.sync as these.
 #pragma once
 #include "winnow/portable.cuh"

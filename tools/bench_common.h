@@ -39,8 +39,8 @@ size_t free_device_memory();  // bytes free on the current device now
 // False, with the reason on stderr, when no GPU can run the benchmark.
 bool bench_gpu_present();
 
-// The ceilings ratios are taken against: docs/performance.md's values on this H200 (torch
-// 2.11, CUDA 13.0), or those bench/ceilings.py measured in the same run (--ceilings).
+// The ceilings ratios are taken against: docs/performance.md's published values (the
+// defaults below), or those bench/ceilings.py measured on this machine (--ceilings).
 struct Ceilings {
   double copy_tbps = 4.23, bf16_tflops = 749, fp8_tflops = 1408;
   int measured = 0;  // how many of the three came from the file

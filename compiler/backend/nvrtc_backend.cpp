@@ -74,15 +74,15 @@ class NvrtcBackend final : public Backend {
     // A real arch, so that NVRTC produces SASS; --fmad=false keeps each mul and add
     // exact (the generated code asks for fmaf where it wants fusion). No -lineinfo: it
     // changes no instruction (same SASS, checked by a [nvrtc] test) and makes cubins 3-4x
-    // larger (line tables and the PTX text) for no measurable compile time (bench/NOTES.md,
-    // session 6); profiling asks for it through WINNOW_NVRTC_OPTIONS=-lineinfo.
+    // larger (line tables and the PTX text) for no measurable compile time; profiling
+    // asks for it through WINNOW_NVRTC_OPTIONS=-lineinfo.
     std::vector<std::string> options = {"--gpu-architecture=" + req.arch.str(), "-std=c++17",
                                         "-default-device", "--fmad=false"};
     options.insert(options.end(), req.options.begin(), req.options.end());
     // NVRTC 12.9 and later keep compiled programs in the driver's compute cache where a
     // driver is present, and a hit runs no ptxas, so a request for ptxas's report (-v)
-    // would get an empty log (session 25: the [nvrtc] spill checks failed on the GPU
-    // machine only, after another process had compiled the same module).
+    // would get an empty log (the [nvrtc] spill checks would then fail wherever another
+    // process had compiled the same module).
     if (asks_ptxas_report(req.options) && nvrtc_at_least(12, 9)) options.push_back("--no-cache");
     std::vector<const char*> option_ptrs;
     for (const std::string& o : options) option_ptrs.push_back(o.c_str());

@@ -1,4 +1,4 @@
-// The generated stub of the retrieval mode (issue 13): one module, three entry points
+// The generated stub of the retrieval mode: one module, three entry points
 // (the corpus stream, the first threshold, the select), all reading one config and the
 // score functor printed from the IR.
 #pragma once

@@ -88,9 +88,9 @@ class InternalError : public std::logic_error {
 // passes, the generated source or NVRTC (include/winnow.h: WINNOW_MAX_EXPRESSION_BYTES and
 // WINNOW_MAX_EXPRESSION_NODES). Nodes are counted as the printer writes them (a shared
 // sub-expression counts at every use). Real scores take a dozen; NVRTC's cost grows with
-// the nodes inside a head sum (each is unrolled over heads and accumulators): measured
-// with nvrtc 13.0 for sm_90a, 64 heads, 5 s for relu_mh, 21 s and 0.5 GB for 63 nodes of
-// dot and w in a sum (100 s and 2.6 GB for 255 nodes).
+// the nodes inside a head sum (each is unrolled over heads and accumulators): a sum of
+// dozens of dot and w nodes at 64 heads already takes several times relu_mh's compile time,
+// and hundreds of nodes take minutes and gigabytes.
 inline constexpr size_t kMaxTextBytes = 4096;
 inline constexpr int kMaxNodes = 64;
 

@@ -1,4 +1,4 @@
-// KnnPlan: the retrieval mode's tiling (issue 13): passes of 64 queries, 128-key tiles in
+// KnnPlan: the retrieval mode's tiling: passes of 64 queries, 128-key tiles in
 // chunks of 128 bytes of d through a ring of stages, one CandidateList per query. Plain
 // struct, printed into the cache key beside the canonical IR.
 #pragma once

@@ -89,7 +89,7 @@ class BlockRule(ctypes.Structure):
                 ("min_blocks", ctypes.c_int32)]
 
 
-class MergeDesc(ctypes.Structure):  # winnowMergeDesc_t (sharded top-k, issue 19)
+class MergeDesc(ctypes.Structure):  # winnowMergeDesc_t (sharded top-k)
     _fields_ = [("struct_size", ctypes.c_size_t), ("version", ctypes.c_uint32),
                 ("ranks", ctypes.c_int32), ("k", ctypes.c_int32), ("max_rows", ctypes.c_int64),
                 ("sorted", ctypes.c_int32), ("arch", ctypes.c_char_p)]
@@ -149,7 +149,7 @@ _PROTOTYPES = {
     "winnowBlockPlanDestroy": (_STATUS, [_P]),
     "winnowBlockSelect": (_STATUS, [_P, _P, _P, _P, _P, _P, _P, ctypes.c_size_t, _P]),
     "winnowBlockAttention": (_STATUS, [_P, _P, _P, _P, _P, _P, _P, _P]),
-    # Paged decode (issue 18).
+    # Paged decode.
     "winnowPagedDescInit": (None, [_P]),
     "winnowPagedPlanCreate": (_STATUS, [_P, _P, _P]),
     "winnowPagedPlanBuild": (_STATUS, [_P]),
@@ -157,7 +157,7 @@ _PROTOTYPES = {
     "winnowPagedPlanGetCounterOffset": (_STATUS, [_P, _P]),
     "winnowPagedPlanDestroy": (_STATUS, [_P]),
     "winnowPagedTopk": (_STATUS, [_P, _P, _P, _P, _P, _P, _P, _P, ctypes.c_size_t, _P]),
-    # Sharded top-k (issue 19).
+    # Sharded top-k.
     "winnowPlanSetShard": (_STATUS, [_P, ctypes.c_int64, ctypes.c_int64]),
     "winnowMergeDescInit": (None, [_P]),
     "winnowMergePlanCreate": (_STATUS, [_P, _P, _P]),

@@ -1,4 +1,4 @@
-"""SGLang's ragged prefill format (ENGINES.md): each request's keys concatenated into one
+"""SGLang's ragged prefill format: each request's keys concatenated into one
 k [N, 128] fp8 with k_scale [N] fp32, q [T, H, 128] fp8, weights [T, H] fp32, ks / ke int32
 [T] (the row's window in the concatenation); the ragged top-k returns the local index plus
 an offset per row: by default ks, so the result indexes the concatenated keys directly

@@ -1,5 +1,5 @@
 """winnow.ShardedTopk: exact top-k over keys sharded across the ranks of a torch.distributed
-process group (issue 19). Rank r holds the global keys [key_offset, key_offset + shard_keys)
+process group. Rank r holds the global keys [key_offset, key_offset + shard_keys)
 of total_keys; each call runs this rank's fused top-k (a TopkPlan told its shard), packs its
 indices and scores into one int32 [rows, 2k] buffer, all-gathers it with
 torch.distributed.all_gather_into_tensor on the group (NCCL) and merges the R lists per row on

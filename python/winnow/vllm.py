@@ -1,4 +1,4 @@
-"""vLLM's sparse-attention indexer formats (ENGINES.md).
+"""vLLM's sparse-attention indexer formats.
 
 Prefill: q [T, H, 128] fp8, k [N, 128] fp8 with k_scale [N] fp32 (or its uint8 [N, 4]
 bytes), weights [T, H] fp32, ks / ke int32 [T], the result int32 in the caller's [T, 2048]
@@ -77,7 +77,7 @@ def decode_blocks_per_seq(max_model_len, block_table):
 def fp8_paged_mqa_topk_indices(q, kv_cache, weights, context_lens, block_tables, max_model_len,
                                topk_indices):
     """The paged slot beside fp8_mqa_topk_indices, in fp8_paged_mqa_logits' argument order
-    without its schedule metadata and clean_logits (ENGINES.md; check the current vLLM
+    without its schedule metadata and clean_logits (check the current vLLM
     source before relying on the order): writes topk_indices[:B * next_n, :topk] (topk =
     its width) with token positions, -1 padded, and returns True; or returns False (the
     caller falls back) when no indexer of this shape and batch was built before a CUDA-graph
