@@ -6,12 +6,12 @@
 #include <vector>
 
 #include "compiler/backend/backend.h"
-#include "ops/paged_topk.h"
+#include "ops/paged/paged_topk.h"
 #include "support.h"
 #include "testing/fast_fill.h"
 #include "testing/paged_harness.h"
-#include "topk_check.h"
 #include "testing/paged_reference.h"
+#include "topk_check.h"
 
 namespace winnow::test {
 

@@ -8,7 +8,7 @@
 
 #include "compiler/backend/backend.h"
 #include "compiler/codegen/embedded_templates.h"
-#include "ops/topk.h"
+#include "ops/common/topk_op.h"
 #include "support.h"
 #include "topk_check.h"
 

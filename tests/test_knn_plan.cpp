@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "compiler/backend/backend.h"
-#include "ops/errors.h"
-#include "ops/topk.h"
+#include "ops/common/errors.h"
+#include "ops/common/topk_op.h"
 #include "ptx_entries.h"
 #include "ptxas_log.h"
 #include "support.h"

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "compiler/backend/backend.h"
-#include "ops/paged_topk.h"
+#include "ops/paged/paged_topk.h"
 #include "paged_support.h"
 #include "support.h"
 #include "testing/paged_harness.h"

@@ -6,8 +6,8 @@
 #include <set>
 
 #include "compiler/ir/ir.h"
-#include "ops/stream_topk.h"
-#include "ops/validate.h"
+#include "ops/common/validate.h"
+#include "ops/topk/stream_topk.h"
 #include "topk_check.h"
 #include "winnow/sample_keys.cuh"
 #include "winnow/scaled_index.cuh"

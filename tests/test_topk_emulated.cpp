@@ -14,7 +14,7 @@
 
 #include <cstring>
 
-#include "ops/topk.h"
+#include "ops/common/topk_op.h"
 #include "topk_check.h"
 // The emulation goes before the device templates (and after every other header).
 #include "emu/cuda_emulation.h"

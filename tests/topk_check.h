@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "ops/common/backend_choice.h"
+#include "ops/common/topk_op.h"
+#include "support.h"
 #include "testing/harness.h"
 #include "testing/reference.h"
-#include "ops/backend_choice.h"
-#include "ops/topk.h"
-#include "support.h"
 #include "winnow/rank_order.cuh"
 
 namespace winnow::test {
