@@ -4,9 +4,9 @@
 #include <vector>
 
 #include "ops/block/block_attention.h"
-#include "ops/block/block_select.h"
 #include "testing/block_data.h"
 #include "testing/block_reference.h"
+#include "ops/block/block_select.h"
 
 namespace winnow::ops {
 

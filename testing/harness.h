@@ -6,10 +6,10 @@
 #include <random>
 #include <vector>
 
-#include "ops/common/topk_op.h"
-#include "ops/topk/stream_topk.h"
 #include "testing/host_data.h"
 #include "testing/reference.h"
+#include "ops/topk/stream_topk.h"
+#include "ops/common/topk_op.h"
 
 namespace winnow::ops {
 

@@ -10,8 +10,8 @@
 #include "support.h"
 #include "testing/fast_fill.h"
 #include "testing/paged_harness.h"
-#include "testing/paged_reference.h"
 #include "topk_check.h"
+#include "testing/paged_reference.h"
 
 namespace winnow::test {
 

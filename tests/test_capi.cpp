@@ -16,10 +16,10 @@
 #include <utility>
 #include <vector>
 
-#include "capi_support.h"
-#include "capi_tensor.h"
 #include "compiler/ir/ir.h"
 #include "ops/common/validate.h"
+#include "capi_tensor.h"
+#include "capi_support.h"
 #include "support.h"
 #include "winnow.h"
 

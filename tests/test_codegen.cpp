@@ -7,9 +7,9 @@
 #include "compiler/backend/backend.h"
 #include "compiler/codegen/emit_cuda.h"
 #include "compiler/plan/kernel_plan.h"
+#include "common/smem_layout.cuh"
 #include "ops/common/topk_op.h"
 #include "support.h"
-#include "winnow/smem_layout.cuh"
 
 using namespace winnow;
 

@@ -10,7 +10,7 @@
 #include "ptxas_log.h"
 #include "support.h"
 #include "topk_check.h"
-#include "winnow/knn_workspace.cuh"
+#include "knn/knn_workspace.cuh"
 
 using namespace winnow;
 

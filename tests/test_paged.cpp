@@ -10,7 +10,7 @@
 #include "testing/paged_harness.h"
 #include "testing/paged_reference.h"
 #include "topk_check.h"
-#include "winnow/paged_cache.cuh"
+#include "paged/paged_cache.cuh"
 
 using namespace winnow;
 

@@ -23,8 +23,8 @@
 #include "emu/cuda_emulation.h"
 // The select's max of two RankKeys (CUDA's max overloads include 64-bit unsigned).
 inline unsigned long long max(unsigned long long a, unsigned long long b) { return a < b ? b : a; }
+#include "paged/paged_stream_kernels.cuh"
 #include "emu/relu_score.h"
-#include "winnow/paged_stream_kernels.cuh"
 
 using namespace winnow;
 

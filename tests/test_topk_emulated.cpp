@@ -18,7 +18,7 @@
 #include "topk_check.h"
 // The emulation goes before the device templates (and after every other header).
 #include "emu/cuda_emulation.h"
-#include "winnow/topk_kernel.cuh"
+#include "topk/topk_kernel.cuh"
 // The relu_mh functor (checked below against the stub).
 #include "emu/relu_score.h"
 

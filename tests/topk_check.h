@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "testing/harness.h"
+#include "testing/reference.h"
 #include "ops/common/backend_choice.h"
 #include "ops/common/topk_op.h"
 #include "support.h"
-#include "testing/harness.h"
-#include "testing/reference.h"
-#include "winnow/rank_order.cuh"
+#include "select/rank_order.cuh"
 
 namespace winnow::test {
 

@@ -23,9 +23,9 @@
 
 #include "compiler/build_id.h"
 #include "ops/block/block_tuning.h"
+#include "testing/block_harness.h"
 #include "ops/common/topk_op.h"
 #include "runtime/tuning_db.h"
-#include "testing/block_harness.h"
 #include "tools/bench_common.h"
 #include "tools/commands.h"
 

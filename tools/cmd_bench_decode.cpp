@@ -33,7 +33,7 @@
 #include "tools/bench_common.h"
 #include "tools/commands.h"
 #include "tools/random_inputs.h"
-#include "winnow/paged_cache.cuh"
+#include "paged/paged_cache.cuh"
 
 namespace winnow::tools {
 namespace {

@@ -14,14 +14,14 @@
 #include <string>
 
 #include "compiler/backend/backend.h"
+#include "testing/harness.h"
+#include "testing/reference.h"
 #include "compiler/build_id.h"
 #include "ops/common/topk_op.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/kernel_cache.h"
-#include "testing/harness.h"
-#include "testing/reference.h"
 #include "tools/commands.h"
-#include "winnow/rank_order.cuh"
+#include "select/rank_order.cuh"
 
 namespace winnow::tools {
 namespace {

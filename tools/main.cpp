@@ -8,9 +8,9 @@
 #include <string_view>
 
 #include "compiler/backend/backend.h"
-#include "compiler/build_id.h"
 #include "ops/common/errors.h"
 #include "runtime/cuda_driver.h"
+#include "compiler/build_id.h"
 #include "tools/commands.h"
 #include "winnow.h"
 

@@ -30,7 +30,7 @@
 #include "compiler/plan/block_plan.h"
 #include "ops/common/errors.h"
 #include "ops/common/tensor.h"
-#include "winnow/block_params.cuh"
+#include "block/block_params.cuh"
 
 namespace winnow::ops {
 

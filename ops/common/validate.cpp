@@ -7,8 +7,8 @@
 #include <string>
 
 #include "ops/common/tensor_rules.h"
-#include "winnow/knn_workspace.cuh"
-#include "winnow/sample_keys.cuh"
+#include "knn/knn_workspace.cuh"
+#include "topk/sample_keys.cuh"
 
 namespace winnow::ops {
 

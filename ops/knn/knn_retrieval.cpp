@@ -9,8 +9,8 @@
 #include "ops/common/jit_module.h"
 #include "ops/common/key_tensor_map.h"
 #include "runtime/env.h"
-#include "winnow/knn_params.cuh"
-#include "winnow/knn_workspace.cuh"
+#include "knn/knn_params.cuh"
+#include "knn/knn_workspace.cuh"
 
 namespace winnow::ops {
 

@@ -9,8 +9,8 @@
 #include "ops/common/key_tensor_map.h"
 #include "ops/common/tensor_rules.h"
 #include "runtime/env.h"
-#include "winnow/knn_workspace.cuh"
-#include "winnow/paged_stream_params.cuh"
+#include "knn/knn_workspace.cuh"
+#include "paged/paged_stream_params.cuh"
 
 namespace winnow::ops {
 namespace {

@@ -21,7 +21,7 @@
 #include "ops/paged/paged_topk.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/kernel_cache.h"
-#include "winnow/paged_stream_params.cuh"
+#include "paged/paged_stream_params.cuh"
 
 namespace winnow::ops {
 

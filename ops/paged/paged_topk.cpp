@@ -6,8 +6,8 @@
 #include "ops/common/jit_module.h"
 #include "ops/common/tensor_rules.h"
 #include "ops/paged/paged_stream.h"
-#include "winnow/paged_cache.cuh"
-#include "winnow/paged_params.cuh"
+#include "paged/paged_cache.cuh"
+#include "paged/paged_params.cuh"
 
 namespace winnow::ops {
 namespace {

@@ -6,7 +6,7 @@
 #include "ops/common/tensor_rules.h"
 #include "ops/common/validate.h"
 #include "ops/paged/paged_topk.h"
-#include "winnow/paged_cache.cuh"
+#include "paged/paged_cache.cuh"
 
 namespace winnow::ops {
 

@@ -8,8 +8,8 @@
 #include "ops/common/tensor_rules.h"
 #include "ops/common/topk_op.h"
 #include "runtime/nccl_library.h"
-#include "winnow/knn_workspace.cuh"
-#include "winnow/shard_merge_params.cuh"
+#include "knn/knn_workspace.cuh"
+#include "shard/shard_merge_params.cuh"
 
 namespace winnow::ops {
 namespace {

@@ -17,9 +17,9 @@
 #include "ops/topk/fast_first_build.h"
 #include "runtime/env.h"
 #include "runtime/log.h"
-#include "winnow/knn_workspace.cuh"
-#include "winnow/topk_params.cuh"
-#include "winnow/topk_workspace.cuh"
+#include "knn/knn_workspace.cuh"
+#include "topk/topk_params.cuh"
+#include "topk/topk_workspace.cuh"
 
 namespace winnow::ops {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "ops/common/validate.h"
 #include "runtime/knob_text.h"
-#include "winnow/knn_workspace.cuh"
+#include "knn/knn_workspace.cuh"
 
 namespace winnow::ops {
 
