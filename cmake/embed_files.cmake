@@ -3,7 +3,7 @@
 # the llvm backend) and for clang's CUDA headers (the llvm backend, cmake/llvm_backend.cmake).
 #   DIR       the folder; GLOBS  patterns relative to it, ','-separated (one with a '/'
 #             takes everything below its folder)
-#   PREFIX    put before each relative name ("winnow/": the include name)
+#   PREFIX    put before each relative name (templates: none, the path is the include name)
 #   HEADER    the header declaring FUNCTION; NAMESPACE, FUNCTION: where the table is
 string(REPLACE "," ";" GLOBS "${GLOBS}")
 set(files "")

@@ -5,7 +5,7 @@
 
 #include "testing/fast_fill.h"
 #include "testing/host_data.h"
-#include "winnow/element_decode.cuh"
+#include "common/element_decode.cuh"
 
 namespace winnow::ops {
 

@@ -3,10 +3,10 @@
 #pragma once
 #include <vector>
 
-#include "ops/block_attention.h"
+#include "ops/block/block_attention.h"
 #include "testing/block_data.h"
 #include "testing/block_reference.h"
-#include "ops/block_select.h"
+#include "ops/block/block_select.h"
 
 namespace winnow::ops {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "winnow/element_decode.cuh"
+#include "common/element_decode.cuh"
 
 namespace winnow::ops {
 

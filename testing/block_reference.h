@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "ops/block_problem.h"
+#include "ops/block/block_problem.h"
 
 namespace winnow::ops {
 

@@ -8,8 +8,8 @@
 
 #include "testing/host_data.h"
 #include "testing/reference.h"
-#include "ops/stream_topk.h"
-#include "ops/topk.h"
+#include "ops/topk/stream_topk.h"
+#include "ops/common/topk_op.h"
 
 namespace winnow::ops {
 

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "winnow/element_decode.cuh"
+#include "common/element_decode.cuh"
 
 namespace winnow::ops {
 

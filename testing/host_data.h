@@ -5,7 +5,7 @@
 #include <random>
 #include <vector>
 
-#include "ops/tensor.h"
+#include "ops/common/tensor.h"
 
 namespace winnow::ops {
 

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "ops/paged_topk.h"
+#include "ops/paged/paged_topk.h"
 #include "testing/paged_reference.h"
 
 namespace winnow::ops {

@@ -6,7 +6,7 @@
 #include <numeric>
 
 #include "testing/host_data.h"
-#include "winnow/paged_cache.cuh"
+#include "paged/paged_cache.cuh"
 
 namespace winnow::ops {
 

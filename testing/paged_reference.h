@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "ops/paged_topk.h"
+#include "ops/paged/paged_topk.h"
 #include "testing/reference.h"
 
 namespace winnow::ops {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "winnow/rank_order.cuh"
+#include "select/rank_order.cuh"
 
 namespace winnow::ops {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "ops/topk.h"
+#include "ops/common/topk_op.h"
 
 namespace winnow::ops {
 

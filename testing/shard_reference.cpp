@@ -5,7 +5,7 @@
 #include <stdexcept>
 
 #include "testing/reference.h"
-#include "winnow/shard_merge_params.cuh"
+#include "shard/shard_merge_params.cuh"
 
 namespace winnow::ops {
 namespace {

@@ -2,7 +2,7 @@
 #pragma once
 #include <initializer_list>
 
-#include "ops/tensor.h"
+#include "ops/common/tensor.h"
 #include "winnow.h"
 
 namespace winnow::test {

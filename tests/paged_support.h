@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "compiler/backend/backend.h"
-#include "ops/paged_topk.h"
+#include "ops/paged/paged_topk.h"
 #include "support.h"
 #include "testing/fast_fill.h"
 #include "testing/paged_harness.h"

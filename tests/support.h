@@ -10,8 +10,8 @@
 #include <random>
 #include <string>
 
-#include "ops/backend_choice.h"
-#include "ops/errors.h"
+#include "ops/common/backend_choice.h"
+#include "ops/common/errors.h"
 #include "runtime/cuda_driver.h"
 
 namespace winnow::test {

@@ -8,7 +8,7 @@
 
 #include "compiler/backend/backend.h"
 #include "compiler/codegen/embedded_templates.h"
-#include "ops/topk.h"
+#include "ops/common/topk_op.h"
 #include "support.h"
 #include "topk_check.h"
 
@@ -45,7 +45,7 @@ TEST_CASE("the barrier audit tells aligned CTA barriers from misaligned ones", "
   // Warp 0 and the other warps pass one CTA barrier each: the same call site (aligned), or
   // two different ones (what barrier.sync.aligned forbids; the hardware still pairs them).
   req.source = R"(
-#include "winnow/barrier_audit.cuh"
+#include "debug/barrier_audit.cuh"
 template <bool Misaligned>
 __device__ void body(unsigned* agrees) {
   winnow::barrier_audit_begin();
@@ -65,7 +65,7 @@ extern "C" __global__ void audit_misaligned(unsigned* agrees) { body<true>(agree
 )";
   req.source_name = "winnow_barrier_audit_test.cu";
   for (const auto& t : codegen::embedded_templates())
-    if (std::string(t.name) == "winnow/barrier_audit.cuh")
+    if (std::string(t.name) == "debug/barrier_audit.cuh")
       req.headers.emplace_back(t.name, std::string(t.text, t.size));
   REQUIRE(req.headers.size() == 1);
   req.options = {"-DWINNOW_BARRIER_AUDIT=1"};

@@ -10,7 +10,7 @@
 #include "testing/block_reference.h"
 // The emulation goes before the device templates (and after every other header).
 #include "emu/cuda_emulation.h"
-#include "winnow/block_attention_kernel.cuh"
+#include "block/block_attention_kernel.cuh"
 
 using namespace winnow;
 

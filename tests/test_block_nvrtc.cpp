@@ -1,7 +1,7 @@
 // The block-select and block-sparse attention kernels through NVRTC for sm_90a, with no GPU.
 #include "compiler/backend/backend.h"
-#include "ops/block_attention.h"
-#include "ops/block_select.h"
+#include "ops/block/block_attention.h"
+#include "ops/block/block_select.h"
 #include "support.h"
 
 using namespace winnow;

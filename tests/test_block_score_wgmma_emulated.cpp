@@ -16,7 +16,7 @@
 #include "testing/block_reference.h"
 // The emulation goes before the device templates (and after every other header).
 #include "emu/cuda_emulation.h"
-#include "winnow/block_score_wgmma.cuh"
+#include "block/block_score_wgmma.cuh"
 
 using namespace winnow;
 

@@ -5,7 +5,7 @@
 // bench/results/2026-12-02-memcheck-block-misaligned-2cae93b.txt).
 #include <catch2/catch.hpp>
 
-#include "winnow/block_params.cuh"
+#include "block/block_params.cuh"
 
 using winnow::BlockScoreSmem;
 using winnow::WgmmaScoreSmem;

@@ -9,8 +9,8 @@
 
 #include "compiler/backend/arch.h"
 #include "compiler/backend/backend.h"
-#include "ops/block_space.h"
-#include "ops/block_tuning.h"
+#include "ops/block/block_space.h"
+#include "ops/block/block_tuning.h"
 #include "tests/cache_support.h"
 #include "tests/fake_tuner.h"
 

@@ -12,7 +12,7 @@
 #include <functional>
 #include <map>
 
-#include "ops/jit_module.h"
+#include "ops/common/jit_module.h"
 #include "runtime/sha256.h"
 #include "tests/cache_support.h"
 #include "tests/tool_run.h"

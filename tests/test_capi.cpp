@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "compiler/ir/ir.h"
-#include "ops/validate.h"
+#include "ops/common/validate.h"
 #include "capi_tensor.h"
 #include "capi_support.h"
 #include "support.h"

@@ -7,8 +7,8 @@
 
 #include "compiler/backend/arch.h"
 #include "compiler/backend/backend.h"
-#include "ops/names.h"
-#include "ops/topk_tuning.h"
+#include "ops/common/names.h"
+#include "ops/topk/topk_tuning.h"
 #include "tests/cache_support.h"
 #include "tests/capi_support.h"
 

@@ -7,8 +7,8 @@
 #include "compiler/backend/backend.h"
 #include "compiler/codegen/emit_cuda.h"
 #include "compiler/plan/kernel_plan.h"
-#include "winnow/smem_layout.cuh"
-#include "ops/topk.h"
+#include "common/smem_layout.cuh"
+#include "ops/common/topk_op.h"
 #include "support.h"
 
 using namespace winnow;

@@ -15,9 +15,9 @@
 
 #include "compiler/backend/backend.h"
 #include "compiler/ir/ir.h"
-#include "ops/fast_first_build.h"
-#include "ops/jit_module.h"
-#include "ops/topk.h"
+#include "ops/topk/fast_first_build.h"
+#include "ops/common/jit_module.h"
+#include "ops/common/topk_op.h"
 #include "runtime/kernel_cache.h"
 #include "support.h"
 #include "tests/cache_support.h"

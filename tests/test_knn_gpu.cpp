@@ -6,7 +6,7 @@
 
 #include "support.h"
 #include "topk_check.h"
-#include "winnow/knn_workspace.cuh"
+#include "knn/knn_workspace.cuh"
 
 using namespace winnow;
 using winnow::test::GpuFixture;

@@ -4,13 +4,13 @@
 #include <cmath>
 
 #include "compiler/backend/backend.h"
-#include "ops/errors.h"
-#include "ops/topk.h"
+#include "ops/common/errors.h"
+#include "ops/common/topk_op.h"
 #include "ptx_entries.h"
 #include "ptxas_log.h"
 #include "support.h"
 #include "topk_check.h"
-#include "winnow/knn_workspace.cuh"
+#include "knn/knn_workspace.cuh"
 
 using namespace winnow;
 

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "support.h"
-#include "winnow/knn_workspace.cuh"
-#include "winnow/rank_order.cuh"
+#include "knn/knn_workspace.cuh"
+#include "select/rank_order.cuh"
 
 using namespace winnow;
 

@@ -9,12 +9,12 @@
 #include "compiler/backend/backend.h"
 #include "compiler/codegen/embedded_templates.h"
 #include "compiler/ir/ir.h"
-#include "ops/backend_choice.h"
-#include "ops/block_attention.h"
-#include "ops/block_select.h"
-#include "ops/errors.h"
-#include "ops/jit_module.h"
-#include "ops/topk.h"
+#include "ops/common/backend_choice.h"
+#include "ops/block/block_attention.h"
+#include "ops/block/block_select.h"
+#include "ops/common/errors.h"
+#include "ops/common/jit_module.h"
+#include "ops/common/topk_op.h"
 #include "runtime/kernel_cache.h"
 #include "support.h"
 #include "topk_check.h"
@@ -288,7 +288,7 @@ TEST_CASE("no template calls __reduce_*_sync, whose arguments clang 19 swaps", "
     const std::string text(t.text, t.size);
     INFO(t.name);
     const bool calls = text.find("__reduce_") != std::string::npos;
-    CHECK((!calls || std::string(t.name) == "winnow/warp_reduce.cuh"));
+    CHECK((!calls || std::string(t.name) == "common/warp_reduce.cuh"));
     ++checked;
   }
   CHECK(checked > 40);

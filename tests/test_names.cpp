@@ -6,7 +6,7 @@
 #include <string>
 
 #include "compiler/ir/ir.h"
-#include "ops/names.h"
+#include "ops/common/names.h"
 
 using namespace winnow;
 

@@ -5,7 +5,7 @@
 
 #include "compiler/backend/backend.h"
 #include "compiler/ir/ir.h"
-#include "ops/topk.h"
+#include "ops/common/topk_op.h"
 #include "tests/cubin_sections.h"
 #include "tests/support.h"
 

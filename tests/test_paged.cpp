@@ -4,13 +4,13 @@
 #include <cstring>
 
 #include "compiler/backend/backend.h"
-#include "ops/paged_topk.h"
+#include "ops/paged/paged_topk.h"
 #include "paged_support.h"
 #include "support.h"
 #include "testing/paged_harness.h"
 #include "testing/paged_reference.h"
 #include "topk_check.h"
-#include "winnow/paged_cache.cuh"
+#include "paged/paged_cache.cuh"
 
 using namespace winnow;
 

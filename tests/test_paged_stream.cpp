@@ -9,8 +9,8 @@
 #include <regex>
 
 #include "compiler/backend/backend.h"
-#include "ops/paged_stream.h"
-#include "ops/paged_topk.h"
+#include "ops/paged/paged_stream.h"
+#include "ops/paged/paged_topk.h"
 #include "paged_support.h"
 #include "ptx_entries.h"
 #include "ptxas_log.h"

@@ -13,7 +13,7 @@
 #include <cstring>
 #include <random>
 
-#include "ops/paged_stream.h"
+#include "ops/paged/paged_stream.h"
 #include "paged_support.h"
 #include "support.h"
 #include "testing/paged_reference.h"
@@ -23,7 +23,7 @@
 #include "emu/cuda_emulation.h"
 // The select's max of two RankKeys (CUDA's max overloads include 64-bit unsigned).
 inline unsigned long long max(unsigned long long a, unsigned long long b) { return a < b ? b : a; }
-#include "winnow/paged_stream_kernels.cuh"
+#include "paged/paged_stream_kernels.cuh"
 #include "emu/relu_score.h"
 
 using namespace winnow;

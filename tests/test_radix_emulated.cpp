@@ -11,7 +11,7 @@
 #include "support.h"
 // The emulation goes before the device templates (and after every other header).
 #include "emu/cuda_emulation.h"
-#include "winnow/knn_select.cuh"
+#include "knn/knn_select.cuh"
 
 using namespace winnow;
 

@@ -7,9 +7,9 @@
 #include "testing/host_data.h"
 #include "support.h"
 #include "compiler/ir/ir.h"
-#include "winnow/element_decode.cuh"
-#include "winnow/float_minmax.cuh"
-#include "winnow/rank_order.cuh"
+#include "common/element_decode.cuh"
+#include "common/float_minmax.cuh"
+#include "select/rank_order.cuh"
 
 using namespace winnow;
 

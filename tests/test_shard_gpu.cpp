@@ -4,7 +4,7 @@
 #include <cstring>
 #include <random>
 
-#include "ops/shard_merge.h"
+#include "ops/shard/shard_merge.h"
 #include "testing/harness.h"
 #include "testing/shard_reference.h"
 #include "topk_check.h"

@@ -7,14 +7,14 @@
 #include <random>
 
 #include "compiler/backend/backend.h"
-#include "ops/shard_merge.h"
-#include "ops/topk.h"
-#include "ops/validate.h"
+#include "ops/shard/shard_merge.h"
+#include "ops/common/topk_op.h"
+#include "ops/common/validate.h"
 #include "runtime/kernel_cache.h"
 #include "support.h"
 #include "topk_check.h"
 #include "testing/shard_reference.h"
-#include "winnow/shard_merge_params.cuh"
+#include "shard/shard_merge_params.cuh"
 
 using namespace winnow;
 

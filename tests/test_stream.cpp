@@ -6,11 +6,11 @@
 #include <set>
 
 #include "compiler/ir/ir.h"
-#include "ops/stream_topk.h"
-#include "ops/validate.h"
+#include "ops/topk/stream_topk.h"
+#include "ops/common/validate.h"
 #include "topk_check.h"
-#include "winnow/sample_keys.cuh"
-#include "winnow/scaled_index.cuh"
+#include "topk/sample_keys.cuh"
+#include "common/scaled_index.cuh"
 
 using Catch::Matchers::Contains;
 using namespace winnow;

@@ -14,11 +14,11 @@
 
 #include <cstring>
 
-#include "ops/topk.h"
+#include "ops/common/topk_op.h"
 #include "topk_check.h"
 // The emulation goes before the device templates (and after every other header).
 #include "emu/cuda_emulation.h"
-#include "winnow/topk_kernel.cuh"
+#include "topk/topk_kernel.cuh"
 // The relu_mh functor (checked below against the stub).
 #include "emu/relu_score.h"
 

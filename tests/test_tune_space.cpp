@@ -12,14 +12,14 @@
 #include "compiler/backend/arch.h"
 #include "compiler/backend/backend.h"
 #include "compiler/plan/kernel_plan.h"
-#include "ops/jit_module.h"
-#include "ops/names.h"
-#include "ops/topk_space.h"
-#include "ops/topk_tuning.h"
-#include "ops/validate.h"
+#include "ops/common/jit_module.h"
+#include "ops/common/names.h"
+#include "ops/topk/topk_space.h"
+#include "ops/topk/topk_tuning.h"
+#include "ops/common/validate.h"
 #include "tests/cache_support.h"
 #include "tests/fake_tuner.h"
-#include "winnow/knn_workspace.cuh"
+#include "knn/knn_workspace.cuh"
 
 using namespace winnow;
 

@@ -6,7 +6,7 @@
 #include <random>
 
 #include "support.h"
-#include "winnow/topk_workspace.cuh"
+#include "topk/topk_workspace.cuh"
 
 using winnow::TopkWorkspace;
 

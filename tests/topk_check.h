@@ -13,10 +13,10 @@
 
 #include "testing/harness.h"
 #include "testing/reference.h"
-#include "ops/backend_choice.h"
-#include "ops/topk.h"
+#include "ops/common/backend_choice.h"
+#include "ops/common/topk_op.h"
 #include "support.h"
-#include "winnow/rank_order.cuh"
+#include "select/rank_order.cuh"
 
 namespace winnow::test {
 

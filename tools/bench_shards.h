@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/tensor.h"
+#include "ops/common/tensor.h"
 #include "tools/workloads.h"
 
 namespace winnow::tools {

@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "ops/block_space.h"
+#include "ops/block/block_space.h"
 #include "runtime/kernel_cache.h"
 #include "runtime/tuner.h"
 

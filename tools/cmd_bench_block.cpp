@@ -22,9 +22,9 @@
 #include <utility>
 
 #include "compiler/build_id.h"
-#include "ops/block_tuning.h"
+#include "ops/block/block_tuning.h"
 #include "testing/block_harness.h"
-#include "ops/topk.h"
+#include "ops/common/topk_op.h"
 #include "runtime/tuning_db.h"
 #include "tools/bench_common.h"
 #include "tools/commands.h"

@@ -26,8 +26,8 @@
 
 #include "compiler/backend/backend.h"
 #include "compiler/build_id.h"
-#include "ops/paged_stream.h"
-#include "ops/paged_topk.h"
+#include "ops/paged/paged_stream.h"
+#include "ops/paged/paged_topk.h"
 #include "runtime/kernel_cache.h"
 #include "testing/paged_reference.h"
 #include "tools/anchor_ratios.h"
@@ -35,7 +35,7 @@
 #include "tools/bench_common.h"
 #include "tools/commands.h"
 #include "tools/random_inputs.h"
-#include "winnow/paged_cache.cuh"
+#include "paged/paged_cache.cuh"
 
 namespace winnow::tools {
 namespace {

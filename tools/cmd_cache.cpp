@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "ops/backend_choice.h"
-#include "ops/compile_record.h"
-#include "ops/jit_module.h"
+#include "ops/common/backend_choice.h"
+#include "ops/common/compile_record.h"
+#include "ops/common/jit_module.h"
 #include "runtime/kernel_cache.h"
 #include "tools/commands.h"
 

@@ -17,11 +17,11 @@
 #include "compiler/backend/arch.h"
 #include "compiler/backend/backend.h"
 #include "compiler/ir/ir.h"
-#include "ops/backend_choice.h"
-#include "ops/block_attention.h"
-#include "ops/block_select.h"
-#include "ops/paged_stream.h"
-#include "ops/topk.h"
+#include "ops/common/backend_choice.h"
+#include "ops/block/block_attention.h"
+#include "ops/block/block_select.h"
+#include "ops/paged/paged_stream.h"
+#include "ops/common/topk_op.h"
 #include "tools/commands.h"
 
 namespace ops = winnow::ops;

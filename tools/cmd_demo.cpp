@@ -26,7 +26,7 @@
 #include "testing/harness.h"
 #include "testing/reference.h"
 #include "compiler/build_id.h"
-#include "ops/topk.h"
+#include "ops/common/topk_op.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/kernel_cache.h"
 #include "tools/commands.h"

@@ -8,13 +8,14 @@
 #include <string>
 
 #include "compiler/backend/backend.h"
-#include "ops/block_tuning.h"
-#include "ops/topk_tuning.h"
-#include "tools/block_tune_timer.h"
+#include "ops/block/block_tuning.h"
+#include "ops/common/names.h"
+#include "ops/topk/topk_tuning.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/kernel_cache.h"
 #include "runtime/tuning_db.h"
 #include "tools/bench_common.h"
+#include "tools/block_tune_timer.h"
 #include "tools/commands.h"
 #include "tools/workloads.h"
 

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "ops/names.h"
+#include "ops/common/names.h"
 
 int run_compile(int argc, char** argv);
 int run_cache(int argc, char** argv);

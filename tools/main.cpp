@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "compiler/backend/backend.h"
-#include "ops/errors.h"
+#include "ops/common/errors.h"
 #include "runtime/cuda_driver.h"
 #include "compiler/build_id.h"
 #include "tools/commands.h"

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "ops/tensor.h"
+#include "ops/common/tensor.h"
 #include "runtime/cuda_driver.h"
 #include "testing/fast_fill.h"
 #include "testing/host_data.h"

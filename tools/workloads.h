@@ -8,8 +8,8 @@
 
 #include "compiler/backend/arch.h"
 #include "compiler/ir/ir.h"
-#include "ops/topk.h"
-#include "ops/tensor.h"
+#include "ops/common/topk_op.h"
+#include "ops/common/tensor.h"
 
 namespace winnow::tools {
 

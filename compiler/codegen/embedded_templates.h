@@ -1,4 +1,4 @@
-// The templates/*.cuh files, embedded into the library at build time
+// The templates/*/*.cuh files, embedded into the library at build time
 // (cmake/embed_files.cmake) and handed to the backend from memory.
 #pragma once
 #include <cstddef>
@@ -7,7 +7,7 @@
 namespace winnow::codegen {
 
 struct EmbeddedTemplate {
-  const char* name;  // include name, "winnow/topk_kernel.cuh"
+  const char* name;  // include name, "topk/topk_kernel.cuh"
   const char* text;
   std::size_t size;
 };

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "winnow/block_params.cuh"
+#include "block/block_params.cuh"
 
 namespace winnow::plan {
 

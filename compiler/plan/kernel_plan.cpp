@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "winnow/smem_layout.cuh"
+#include "common/smem_layout.cuh"
 
 namespace winnow::plan {
 

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "winnow/knn_workspace.cuh"
+#include "knn/knn_workspace.cuh"
 
 namespace winnow::plan {
 

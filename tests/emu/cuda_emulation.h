@@ -1,10 +1,10 @@
 // Runs the block kernels' device code on the CPU: one std::thread per CUDA thread, a
 // barrier per CTA for __syncthreads and one per warp for the warp-level exchanges
 // (shuffles, ballots, mma.sync and ldmatrix fragments, emulated from the PTX ISA's
-// fragment layouts in tests/emu/winnow/mma_sync.cuh and wgmma_ops.cuh), the CTA's
-// mbarriers and named barriers (tests/emu/winnow/mbarrier.cuh) and TMA loads
-// (tests/emu/winnow/tma.cuh); the CTAs of a thread-block cluster run at once, each with its
-// own shared memory, for the cluster pieces (tests/emu/winnow/cluster.cuh: rank, barrier,
+// fragment layouts in tests/emu/ptx/mma_sync.cuh and wgmma_ops.cuh), the CTA's
+// mbarriers and named barriers (tests/emu/ptx/mbarrier.cuh) and TMA loads
+// (tests/emu/ptx/tma.cuh); the CTAs of a thread-block cluster run at once, each with its
+// own shared memory, for the cluster pieces (tests/emu/ptx/cluster.cuh: rank, barrier,
 // remote mbarrier arrivals, multicast TMA loads). Slow, and only for tiny problems: it checks the kernels'
 // indexing, fragment bookkeeping and pipeline handshakes without a GPU, not their speed
 // (a missing arrival hangs here as it would there; a misuse the hardware leaves undefined

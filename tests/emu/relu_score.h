@@ -1,7 +1,7 @@
 // The score functor emit_score_functor prints for relu_mh with the key scale, for the
 // emulated kernels (tests/test_topk_emulated.cpp and test_paged_stream_emulated.cpp check
 // the generated stubs print this one). Include after tests/emu/cuda_emulation.h and
-// winnow/score_ops.cuh.
+// common/score_ops.cuh.
 #pragma once
 
 namespace winnow {

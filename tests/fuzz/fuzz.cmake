@@ -13,7 +13,7 @@ file(GLOB WINNOW_FUZZ_COMPILER_SRC CONFIGURE_DEPENDS
 add_executable(winnow_fuzz_score tests/fuzz/fuzz_score.cpp ${WINNOW_FUZZ_COMPILER_SRC}
                ${WINNOW_EMBEDDED_CPP})
 target_include_directories(winnow_fuzz_score PRIVATE ${CMAKE_SOURCE_DIR}
-                           ${CMAKE_BINARY_DIR}/generated/include)
+                           ${CMAKE_SOURCE_DIR}/templates)
 target_link_libraries(winnow_fuzz_score PRIVATE fmt::fmt-header-only)
 set(WINNOW_FUZZ_SANITIZERS -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all)
 target_compile_options(winnow_fuzz_score PRIVATE ${WINNOW_FUZZ_SANITIZERS} -fno-omit-frame-pointer)

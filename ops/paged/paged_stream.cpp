@@ -1,0 +1,356 @@
+#include "ops/paged/paged_stream.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "compiler/codegen/emit_paged.h"
+#include "ops/common/jit_module.h"
+#include "ops/common/key_tensor_map.h"
+#include "ops/common/tensor_rules.h"
+#include "runtime/env.h"
+#include "knn/knn_workspace.cuh"
+#include "paged/paged_stream_params.cuh"
+
+namespace winnow::ops {
+namespace {
+
+size_t round_up(size_t n) { return (n + 255) / 256 * 256; }
+
+// The stream kernel's CTAs an SM, pages a math warpgroup takes of each ring stage and ring
+// stages: two CTAs (112 registers) of two pages a warpgroup (one epilogue a page pair: its
+// ballot, reservation, barrier waits and shuffles serve 32 keys a warp instead of 16) and two
+// four-page stages, the same 72 KB of ring as four two-page stages. WINNOW_PAGED_WG_PAGES=1
+// gives one page a warpgroup and four stages. Three CTAs (72 registers, no spills at
+// next_n 1, three two-page stages) were no faster, so they stay a measuring option at any
+// next_n (above 1 they may spill): WINNOW_PAGED_STREAM_CTAS=2 or 3; three take one page a
+// warpgroup.
+struct StreamShape {
+  int ctas_per_sm, wg_pages, stages;
+};
+StreamShape stream_shape() {
+  int ctas = 2, wg_pages = 2;
+  if (const auto v = rt::env_get("WINNOW_PAGED_STREAM_CTAS")) {
+    if (*v != "2" && *v != "3")
+      throw InvalidArgument(fmt::format("WINNOW_PAGED_STREAM_CTAS is '{}': expected 2 or 3", *v));
+    ctas = *v == "3" ? 3 : 2;
+  }
+  const auto w = rt::env_get("WINNOW_PAGED_WG_PAGES");
+  if (w) {
+    if (*w != "1" && *w != "2")
+      throw InvalidArgument(fmt::format("WINNOW_PAGED_WG_PAGES is '{}': expected 1 or 2", *w));
+    wg_pages = *w == "1" ? 1 : 2;
+  }
+  if (ctas == 3) {
+    if (w && wg_pages == 2)
+      throw InvalidArgument(
+          "WINNOW_PAGED_WG_PAGES=2 with WINNOW_PAGED_STREAM_CTAS=3: three CTAs an SM have no "
+          "shared memory for two four-page stages each; take one page a warpgroup");
+    wg_pages = 1;
+  }
+  return {ctas, wg_pages, ctas == 3 ? 3 : wg_pages == 2 ? 2 : 4};
+}
+
+// How far ahead of the ring the producer hints pages into L2 (a kernel argument: no
+// rebuild): off by default, WINNOW_PAGED_PREFETCH=N (0..64 pages) to measure. Every setting
+// tried was slower than none, and more pages slower still.
+int stream_prefetch_pages() {
+  const auto v = rt::env_get("WINNOW_PAGED_PREFETCH");
+  if (!v) return 0;
+  int n = -1;
+  try {
+    size_t used = 0;
+    n = std::stoi(*v, &used);
+    if (used != v->size()) n = -1;
+  } catch (const std::exception&) {
+    n = -1;
+  }
+  if (n < 0 || n > 64)
+    throw InvalidArgument(fmt::format("WINNOW_PAGED_PREFETCH is '{}': expected pages 0 to 64", *v));
+  return n;
+}
+
+// The workspace: the retrieval mode's regions per row (counters first: the op's counter
+// offset is 0), then the call's plan (templates/paged_stream_prepare.cuh).
+struct StreamWorkspace {
+  size_t counters = 0, rows = 0, hist = 0, lists = 0, samples = 0, row_visible = 0,
+         row_flags = 0, req_pages = 0, req_sample = 0, page_offset = 0, bad = 0, total = 0;
+  StreamWorkspace(int max_batch, int next_n, int capacity) {
+    const size_t R = size_t(max_batch) * size_t(next_n), B = size_t(max_batch);
+    rows = round_up(size_t(winnow::KnnWorkspace::counters_bytes()));
+    hist = rows + round_up(R * sizeof(winnow::KnnRowState));
+    lists = hist + round_up(R * winnow::kKnnDigits * 4);
+    samples = lists + round_up(R * size_t(capacity) * 8);
+    row_visible = samples + round_up(R * size_t(winnow::kPagedMaxSamplePages) * winnow::kPageKeys * 4);
+    row_flags = row_visible + round_up(R * 4);
+    req_pages = row_flags + round_up(R * 4);
+    req_sample = req_pages + round_up(B * 4);
+    page_offset = req_sample + round_up(B * 4);
+    bad = page_offset + round_up(2 * (B + 1) * 4);
+    total = bad + round_up(B * 4);
+  }
+};
+
+}  // namespace
+
+std::string paged_stream_unsuited(const PagedProblem& p) {
+  if (p.heads != winnow::kPagedHeads)
+    return fmt::format("{} heads (it scores 64 heads a row on wgmma m64n64, the engines' shape)",
+                       p.heads);
+  if (!(p.arch == backend::parse_arch("sm_90a")))
+    return fmt::format("arch {} (it needs sm_90a: wgmma and TMA)", p.arch.str());
+  const ir::Expr score = p.score ? p.score : ir::relu_mh(true);
+  if (!codegen::head_sum_node(score))
+    return fmt::format("the score '{}' (it needs a head-sum program: post(sum_h term(dot(h), "
+                       "w[h])), as relu_mh)",
+                       ir::print(score));
+  return "";
+}
+
+bool paged_stream_chosen(const PagedProblem& p) {
+  if (p.stream) return true;
+  const auto v = rt::env_get("WINNOW_PAGED_STREAM");
+  if (v && *v != "0" && *v != "1")
+    throw InvalidArgument(fmt::format("WINNOW_PAGED_STREAM is '{}': expected 0 or 1", *v));
+  if (v && *v == "0") return false;  // the gathered path, for measuring and comparing
+  // The default wherever the path can run (exact in every suite, and faster than the
+  // gathered path at every shape timed); the other problems keep the gathered
+  // path.
+  return paged_stream_unsuited(p).empty();
+}
+
+void validate_paged_stream_problem(const PagedProblem& p) {
+  const std::string why = paged_stream_unsuited(p);
+  if (!why.empty())
+    throw NotSupported("the paged decode stream path (PagedProblem::stream) cannot run " + why +
+                       "; leave it off for the default path");
+}
+
+winnow::PagedStreamParams paged_stream_params(const PagedProblem& p, const PagedInputs& in,
+                                              int64_t B, const TensorView& out_indices,
+                                              void* workspace, long select_stage,
+                                              int stream_ctas) {
+  const int capacity = winnow::knn_capacity(p.k);
+  const StreamWorkspace ws(p.max_batch, p.next_n, capacity);
+  auto* base = static_cast<unsigned char*>(workspace);
+  const int64_t num_blocks = in.cache.shape[0];
+  winnow::PagedStreamParams a{};
+  winnow::KnnParams& k = a.knn;
+  k.counters = reinterpret_cast<unsigned*>(base + ws.counters);
+  k.rows = reinterpret_cast<winnow::KnnRowState*>(base + ws.rows);
+  k.hist = reinterpret_cast<unsigned*>(base + ws.hist);
+  k.lists = reinterpret_cast<unsigned long long*>(base + ws.lists);
+  k.samples = reinterpret_cast<unsigned*>(base + ws.samples);
+  k.out_indices = static_cast<int*>(out_indices.data);
+  k.out_indices_stride = out_indices.strides[0];
+  k.capacity = capacity;
+  k.sample_cap = winnow::kPagedMaxSamplePages * winnow::kPageKeys;
+  k.stage_bytes = int(select_stage);
+  a.q = static_cast<const unsigned char*>(in.q.data);
+  a.q_request_stride = in.q.strides[0];
+  a.q_query_stride = in.q.strides[1];
+  if (in.weights.present()) {
+    a.w = static_cast<const float*>(in.weights.data);
+    a.w_row_stride = in.weights.strides[0];
+  }
+  a.block_table = static_cast<const int*>(in.block_table.data);
+  a.block_table_stride = in.block_table.strides[0];
+  a.context_lens = static_cast<const int*>(in.context_lens.data);
+  a.lens_stride = in.context_lens.strides[0];
+  a.num_blocks = num_blocks;
+  a.batch = int(B);
+  a.next_n = p.next_n;
+  a.max_keys = p.max_blocks_per_seq * winnow::kPageKeys;
+  a.lens_per_query = in.context_lens.ndim == 2 ? 1 : 0;
+  a.k = p.k;
+  a.sorted = p.sorted ? 1 : 0;
+  a.row_visible = reinterpret_cast<int*>(base + ws.row_visible);
+  a.row_flags = reinterpret_cast<int*>(base + ws.row_flags);
+  a.req_pages = reinterpret_cast<int*>(base + ws.req_pages);
+  a.req_sample_pages = reinterpret_cast<int*>(base + ws.req_sample);
+  a.page_offset = reinterpret_cast<int*>(base + ws.page_offset);
+  a.stream_ctas = stream_ctas;
+  a.bad = reinterpret_cast<unsigned*>(base + ws.bad);
+  return a;
+}
+
+std::vector<PagedStreamStep> paged_stream_steps(const PagedProblem& p) {
+  using S = PagedStreamStep;
+  const int64_t max_keys = int64_t(p.max_blocks_per_seq) * winnow::kPageKeys;
+  // Every window fits in k, unsorted: each row is its window's positions (round 0's select).
+  if (!p.sorted && max_keys <= p.k) return {S{S::Prepare}, S{S::Select}};
+  // Every window fits the list: threshold 0 (the prepare kernel's) keeps all its keys, round
+  // 0 answers every row (count <= capacity, count >= need), no sample, no fallback round.
+  if (max_keys <= winnow::knn_capacity(p.k)) return {S{S::Prepare}, S{S::Stream}, S{S::Select}};
+  std::vector<S> steps = {S{S::Prepare}, S{S::Stream, true}, S{S::Threshold}};
+  for (int round = 0; round <= winnow::kKnnRadixRounds; ++round) {
+    steps.push_back(S{S::Stream, false, round});
+    steps.push_back(S{S::Select, false, round});
+  }
+  return steps;
+}
+
+size_t paged_stream_workspace_bytes(const PagedProblem& p) {
+  return StreamWorkspace(p.max_batch, p.next_n, winnow::knn_capacity(p.k)).total;
+}
+
+struct PagedStream::Impl {
+  PagedProblem problem;
+  const rt::Context* ctx = nullptr;
+  codegen::GeneratedKernel generated;
+  CompiledModule module;
+  std::shared_ptr<const rt::LoadedKernel> prepare, stream, threshold, select;
+  StreamShape shape{};
+  int capacity = 0, grid = 0;
+  long stream_smem = 0, select_smem = 0, select_stage = 0;
+  bool programmatic = true;  // WINNOW_KNN_PDL=0 turns it off here too
+  int prefetch_pages = 0;    // stream_prefetch_pages
+  std::vector<PagedStreamStep> steps;  // paged_stream_steps(problem)
+};
+
+PagedStream::PagedStream(const PagedProblem& p, const rt::Context* ctx)
+    : impl_(std::make_unique<Impl>()) {
+  validate_paged_stream_problem(p);
+  Impl& m = *impl_;
+  m.problem = p;
+  m.ctx = ctx;
+  m.capacity = winnow::knn_capacity(p.k);
+  m.steps = paged_stream_steps(p);
+  m.shape = stream_shape();
+  const ir::Expr score = p.score ? p.score : ir::relu_mh(true);
+  const ir::Uses u = ir::uses(score);
+  codegen::PagedStreamConfig c;
+  c.next_n = p.next_n;
+  c.k = p.k;
+  c.stages = m.shape.stages;
+  c.wg_pages = m.shape.wg_pages;
+  c.ctas_per_sm = m.shape.ctas_per_sm;
+  c.sorted = p.sorted;
+  c.uses_w = u.w;
+  c.uses_kscale = u.kscale;
+  m.generated = codegen::emit_paged_stream(score, c);
+  m.stream_smem = winnow::PagedStreamSmem{m.shape.stages, p.next_n, m.shape.wg_pages}.bytes();
+  const long smem_limit = ctx ? ctx->info().max_smem_optin : kDefaultSmemLimit;
+  m.select_stage = winnow::knn_select_stage_bytes(p.k, smem_limit);
+  m.select_smem = winnow::knn_select_smem_bytes(p.k) + m.select_stage;
+  if (m.stream_smem > smem_limit || m.select_smem > smem_limit)
+    throw NotSupported(fmt::format("the paged stream path needs {} / {} bytes of shared memory, "
+                                   "above the device's {}",
+                                   m.stream_smem, m.select_smem, smem_limit));
+  if (const auto v = rt::env_get("WINNOW_KNN_PDL")) m.programmatic = *v != "0";
+  m.prefetch_pages = stream_prefetch_pages();
+}
+
+PagedStream::~PagedStream() = default;
+
+const std::string& PagedStream::source() const { return impl_->generated.source; }
+backend::CompileRequest PagedStream::compile_request() const {
+  return make_compile_request(impl_->generated, impl_->problem.arch, "winnow_paged_stream");
+}
+const std::vector<char>& PagedStream::cubin() const { return impl_->module.cubin; }
+bool PagedStream::built() const { return !impl_->module.cubin.empty(); }
+
+void PagedStream::build(rt::CubinCache& cache, const backend::Backend& be) {
+  Impl& m = *impl_;
+  const std::string program = fmt::format(
+      "{}\npaged stream v1 next_n={} k={} sorted={} stages={} wg_pages={} ctas_per_sm={}",
+      ir::print(m.problem.score ? m.problem.score : ir::relu_mh(true)), m.problem.next_n,
+      m.problem.k, m.problem.sorted, m.shape.stages, m.shape.wg_pages, m.shape.ctas_per_sm);
+  m.module = compile_cached(cache, be, compile_request(), "winnow_paged_stream", program,
+                            "paged stream");
+  if (!m.ctx) return;
+  m.prepare = load_entry(*m.ctx, m.module, codegen::kPagedPrepareEntry, 0);
+  m.stream = load_entry(*m.ctx, m.module, codegen::kPagedStreamEntry, int(m.stream_smem));
+  m.threshold = load_entry(*m.ctx, m.module, codegen::kPagedThresholdEntry, int(m.select_smem));
+  m.select = load_entry(*m.ctx, m.module, codegen::kPagedSelectEntry, int(m.select_smem));
+  const int per_sm = m.stream->max_blocks_per_sm(winnow::kPagedStreamThreads);
+  if (per_sm < 1)
+    throw NotSupported(fmt::format("the paged stream kernel cannot run on this device ({} bytes "
+                                   "of shared memory, {} registers per thread)",
+                                   m.stream_smem, m.stream->num_registers()));
+  m.grid = m.ctx->info().sm_count * std::min(per_sm, m.shape.ctas_per_sm);
+}
+
+size_t PagedStream::workspace_bytes() const {
+  const Impl& m = *impl_;
+  if (!m.stream) throw_not_built(built());
+  return paged_stream_workspace_bytes(m.problem);
+}
+
+std::string PagedStream::launch_info() const {
+  const Impl& m = *impl_;
+  if (!m.stream) return "not loaded";
+  return fmt::format("paged stream: {} CTAs x {} threads, {} registers, {} bytes of shared "
+                     "memory, {} stages of {} pages, L2 prefetch {} pages ahead, capacity {}, {} "
+                     "launches a call",
+                     m.grid, winnow::kPagedStreamThreads, m.stream->num_registers(),
+                     m.stream_smem, m.shape.stages, 2 * m.shape.wg_pages, m.prefetch_pages, m.capacity,
+                     m.steps.size());
+}
+
+void PagedStream::execute(const PagedInputs& in, int64_t B, const TensorView& out_indices,
+                          void* workspace, CUstream stream) const {
+  const Impl& m = *impl_;
+  const PagedProblem& p = m.problem;
+  if (!m.stream) throw_not_built(built());
+  // The weights (the default path checks them in the top-k op's validation).
+  const bool uses_w = ir::uses(p.score ? p.score : ir::relu_mh(true)).w;
+  if (uses_w != in.weights.present())
+    fail(uses_w ? "weights missing: the score reads w (fp32 [B * next_n, heads])"
+                : "weights given, but the score reads no w");
+  if (uses_w) {
+    const int device = m.ctx ? m.ctx->info().ordinal : 0;
+    TensorRules w("weights", in.weights);
+    w.basics(DType::F32, device, 2, "[B * next_n, heads]");
+    w.dim(0, B * p.next_n, "B * next_n");
+    w.dim(1, p.heads, "heads");
+    w.stride(1, 1, "a row's weights must be contiguous");
+    w.min_stride(0, p.heads, "heads");
+  }
+  if (address(in.q.data) % 16 != 0 || in.q.strides[1] % 16 != 0)
+    fail("q: the stream path reads 16-byte vectors: the data and the query stride must be "
+         "multiples of 16 bytes");
+  const int64_t num_blocks = in.cache.shape[0];
+  if (num_blocks * winnow::kPagedBoxRows > int64_t(INT32_MAX))
+    fail(fmt::format("cache: {} blocks is above the stream path's {} (TMA row coordinates)",
+                     num_blocks, int64_t(INT32_MAX) / winnow::kPagedBoxRows));
+  auto* base = static_cast<unsigned char*>(workspace);
+  m.ctx->bind();
+  const rt::DriverApi& cu = rt::driver();
+  if (B == 0) {  // nothing to launch; the counters still read zero
+    rt::check(cu.cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(base), 0, 64, stream),
+              "cuMemsetD32Async (counters)");
+    return;
+  }
+  winnow::PagedStreamParams a =
+      paged_stream_params(p, in, B, out_indices, workspace, m.select_stage, m.grid);
+  a.prefetch_pages = m.prefetch_pages;
+  winnow::KnnParams& k = a.knn;
+  // The cache as [num_blocks * 66, 128] bytes: block b's keys and scales are rows 66 b ..
+  TensorView rows_view = contiguous_view(in.cache.data, DType::U8,
+                                         {num_blocks * winnow::kPagedBoxRows, 128});
+  CUtensorMap cmap = key_tensor_map(rows_view, num_blocks * winnow::kPagedBoxRows, 128,
+                                    winnow::kPagedBoxRows);
+  const unsigned rows = unsigned(B * p.next_n);
+  void* args[] = {&a};
+  void* stream_args[] = {&a, &cmap};
+  bool after_own = false;
+  auto launch = [&](const rt::LoadedKernel& kernel, unsigned grid, unsigned threads, void** av) {
+    kernel.launch(grid, 1, threads, stream, av, after_own && m.programmatic);
+    after_own = true;
+  };
+  for (const PagedStreamStep& s : m.steps) {
+    k.sample_pass = s.sample ? 1 : 0;
+    k.round = s.round;
+    switch (s.kernel) {
+      case PagedStreamStep::Prepare: launch(*m.prepare, 1, winnow::kPagedPrepareThreads, args); break;
+      case PagedStreamStep::Stream:
+        launch(*m.stream, unsigned(m.grid), winnow::kPagedStreamThreads, stream_args);
+        break;
+      case PagedStreamStep::Threshold: launch(*m.threshold, rows, winnow::kKnnSelectThreads, args); break;
+      case PagedStreamStep::Select: launch(*m.select, rows, winnow::kKnnSelectThreads, args); break;
+    }
+  }
+}
+
+}  // namespace winnow::ops

@@ -1,6 +1,0 @@
-// The paged decode op's stream path (templates/paged_stream_params.cuh), for the generated
-// stub (compiler/codegen/emit_paged.cpp).
-#pragma once
-#include "winnow/paged_stream.cuh"
-#include "winnow/paged_stream_prepare.cuh"
-#include "winnow/paged_stream_select.cuh"
