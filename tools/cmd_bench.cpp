@@ -1064,15 +1064,13 @@ int bench_main(int argc, char** argv) {
   if (a.compile_only) return compile_only_main(a);
   if (!bench_gpu_present()) return 1;
   rt::Context ctx(0);
-  // The variant: WINNOW_NVRTC_OPTIONS, and WINNOW_TOPK_PIPELINE=1 or 2 (the pipelined or
-  // the filter-warpgroup plan).
+  // The variant: WINNOW_NVRTC_OPTIONS, and WINNOW_TOPK_PIPELINE=1 (the pipelined plan).
   std::string variant = variant_with_nvrtc_options("");
   // The backend, where not NVRTC (WINNOW_BACKEND=llvm: kernels from a cache that
   // --compile-only filled where LLVM is installed).
   const auto be = ops::choose_backend(nullptr);
   if (be->name() != "nvrtc") variant += (variant.empty() ? "" : " ") + ("WINNOW_BACKEND=" + be->name());
-  if (const std::string form = rt::env_get("WINNOW_TOPK_PIPELINE").value_or("");
-      form == "1" || form == "2")
+  if (const std::string form = rt::env_get("WINNOW_TOPK_PIPELINE").value_or(""); form == "1")
     variant += (variant.empty() ? "" : " ") + ("WINNOW_TOPK_PIPELINE=" + form);
   Meta meta{ctx.info().name, winnow::build_id(), utc_date(), read_ceilings(a.ceilings_path), "",
             variant};
