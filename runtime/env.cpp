@@ -64,12 +64,6 @@ constexpr Switch kRegistry[] = {
      false,
      "Where the generated source and its headers are written when a compile fails, to replay "
      "it by hand."},
-    // The first tier's options are in its own key; the full build's key is unchanged.
-    {"WINNOW_FAST_FIRST_BUILD", K::Environment, T::Bool, "", "`0`", S::Experimental,
-     R::Library, false,
-     "`1`: a topk plan missing from the cache is first compiled with NVRTC's `-Ofc=max` while "
-     "the full build compiles in the background; the first kernel is hundreds of times slower "
-     "at large shapes."},
     // The arch is part of every key already, so forcing it needs no extra key input.
     {"WINNOW_FORCE_ARCH", K::Environment, T::Enum, "sm_90a|sm_100a", "unset: the device's arch",
      S::Stable, R::Library, false,

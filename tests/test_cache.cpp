@@ -375,3 +375,28 @@ TEST_CASE("list, verify and clear", "[cache]") {
   CHECK(store.list().empty());
   CHECK(!store.load(id_of(k1)).has_value());
 }
+
+TEST_CASE("CubinCache::find gives memory and disk hits and never compiles", "[cache]") {
+  winnow::test::TempDir dir;
+  const CubinId id{"sm_90a", std::string(64, 'a'), "nvrtc 13.0"};
+  CubinCache cache(DiskStore(dir.path));
+  CHECK_FALSE(cache.find(id));
+  int compiles = 0;
+  const std::vector<char> cubin(256, 'x');
+  cache.get(id, "test", [&] {
+    ++compiles;
+    return cubin;
+  });
+  REQUIRE(compiles == 1);
+  const auto memory = cache.find(id);
+  REQUIRE(memory);
+  CHECK(memory->from == CubinCache::Result::From::Memory);
+  CHECK(memory->cubin == cubin);
+  CubinCache other(DiskStore(dir.path));  // another process's view: the disk
+  const auto disk = other.find(id);
+  REQUIRE(disk);
+  CHECK(disk->from == CubinCache::Result::From::Disk);
+  CHECK(disk->cubin == cubin);
+  CHECK(other.find(id)->from == CubinCache::Result::From::Memory);
+  CHECK(compiles == 1);
+}
