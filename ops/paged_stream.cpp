@@ -51,26 +51,6 @@ StreamShape stream_shape() {
   return {ctas, wg_pages, ctas == 3 ? 3 : wg_pages == 2 ? 2 : 4};
 }
 
-// How far ahead of the ring the producer hints pages into L2 (a kernel argument: no
-// rebuild): off by default, WINNOW_PAGED_PREFETCH=N (0..64 pages) to measure. Session 30's
-// H100 run had every setting slower than none: 64 x 64K 0.2571 ms off, 0.3043 at one stage
-// (4 pages), 0.3496 at 8, 0.4189 at 16 (bench/results/2026-12-05-s30-decode-builds-h100.jsonl).
-int stream_prefetch_pages() {
-  const auto v = rt::env_get("WINNOW_PAGED_PREFETCH");
-  if (!v) return 0;
-  int n = -1;
-  try {
-    size_t used = 0;
-    n = std::stoi(*v, &used);
-    if (used != v->size()) n = -1;
-  } catch (const std::exception&) {
-    n = -1;
-  }
-  if (n < 0 || n > 64)
-    throw InvalidArgument(fmt::format("WINNOW_PAGED_PREFETCH is '{}': expected pages 0 to 64", *v));
-  return n;
-}
-
 // The workspace: the retrieval mode's regions per row (counters first: the op's counter
 // offset is 0), then the call's plan (templates/paged_stream_prepare.cuh).
 struct StreamWorkspace {
@@ -205,7 +185,6 @@ struct PagedStream::Impl {
   int capacity = 0, grid = 0;
   long stream_smem = 0, select_smem = 0, select_stage = 0;
   bool programmatic = true;  // WINNOW_KNN_PDL=0 turns it off here too
-  int prefetch_pages = 0;    // stream_prefetch_pages
   std::vector<PagedStreamStep> steps;  // paged_stream_steps(problem)
 };
 
@@ -239,7 +218,6 @@ PagedStream::PagedStream(const PagedProblem& p, const rt::Context* ctx)
                                    "above the device's {}",
                                    m.stream_smem, m.select_smem, smem_limit));
   if (const auto v = rt::env_get("WINNOW_KNN_PDL")) m.programmatic = *v != "0";
-  m.prefetch_pages = stream_prefetch_pages();
 }
 
 PagedStream::~PagedStream() = default;
@@ -282,10 +260,10 @@ std::string PagedStream::launch_info() const {
   const Impl& m = *impl_;
   if (!m.stream) return "not loaded";
   return fmt::format("paged stream: {} CTAs x {} threads, {} registers, {} bytes of shared "
-                     "memory, {} stages of {} pages, L2 prefetch {} pages ahead, capacity {}, {} "
+                     "memory, {} stages of {} pages, capacity {}, {} "
                      "launches a call",
                      m.grid, winnow::kPagedStreamThreads, m.stream->num_registers(),
-                     m.stream_smem, m.shape.stages, 2 * m.shape.wg_pages, m.prefetch_pages, m.capacity,
+                     m.stream_smem, m.shape.stages, 2 * m.shape.wg_pages, m.capacity,
                      m.steps.size());
 }
 
@@ -325,7 +303,6 @@ void PagedStream::execute(const PagedInputs& in, int64_t B, const TensorView& ou
   }
   winnow::PagedStreamParams a =
       paged_stream_params(p, in, B, out_indices, workspace, m.select_stage, m.grid);
-  a.prefetch_pages = m.prefetch_pages;
   winnow::KnnParams& k = a.knn;
   // The cache as [num_blocks * 66, 128] bytes: block b's keys and scales are rows 66 b ..
   TensorView rows_view = contiguous_view(in.cache.data, DType::U8,

@@ -108,11 +108,6 @@ constexpr Switch kRegistry[] = {
      R::Library, false,
      "The paged stream kernel's CTAs an SM (launch bounds and ring stages; 3 fits 72 registers "
      "at next_n 1)."},
-    // A kernel argument of the stream kernel: no key input.
-    {"WINNOW_PAGED_PREFETCH", K::Environment, T::Int, "0..64", "`0`", S::Experimental,
-     R::Library, false,
-     "Pages the paged stream kernel's producer hints into L2 ahead of its ring in the sample "
-     "pass and round 0."},
     // Changes the stream kernel's source and program text, which are in its key.
     {"WINNOW_PAGED_WG_PAGES", K::Environment, T::Enum, "1|2", "`2`", S::Experimental,
      R::Library, false,

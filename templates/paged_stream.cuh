@@ -77,25 +77,8 @@ __device__ void paged_produce(const PagedStreamParams& ps, const TmaMap* cmap, u
       if (off[mid] <= begin) r = mid; else hi = mid - 1;
     }
   }
-  // The L2 prefetch (the sample pass and round 0, which stream every page of their share):
-  // page pg (of request pr) is the next to prefetch; before each stage, the pages up to
-  // prefetch_pages past it are hinted into L2 (tma_prefetch_2d_l2), so that the ring's
-  // loads, issued only when a stage is free, find them there.
-  const bool prefetching = ps.prefetch_pages > 0 && (sample || p.round == 0);
-  int pg = begin, pr = r;
   for (int gp = begin; gp < end;) {
     while (off[r + 1] <= gp) ++r;  // requests with no page of this pass are passed over
-    if (prefetching) {
-      const int until = min(end, gp + SP + ps.prefetch_pages);
-      if (pg < gp + SP) pg = min(until, gp + SP);  // the stage's own pages are loaded now
-      for (; pg < until; ++pg) {
-        while (off[pr + 1] <= pg) ++pr;
-        const int in_req = pg - off[pr];
-        const int page = sample ? paged_sample_page(in_req, ps.req_sample_pages[pr], ps.req_pages[pr]) : in_req;
-        const long long b = ps.block_table[(long long)pr * ps.block_table_stride + page];
-        if (b >= 0 && b < ps.num_blocks) tma_prefetch_2d_l2(cmap, 0, int(b * kPagedBoxRows));
-      }
-    }
     const int req_end = min(end, off[r + 1]);
     if (!sample && p.round > 0) {  // a fallback round streams only what it reruns
       bool rerun = false;

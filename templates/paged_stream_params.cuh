@@ -62,7 +62,6 @@ struct PagedStreamParams {
   int* req_sample_pages;    // [B]: pages of the sample (0: none)
   int* page_offset;         // [2][B + 1]: prefix sums of the sample's, then the filter's pages
   int stream_ctas;          // the stream's grid: CTA c streams the c-th share of the pages
-  int prefetch_pages;       // the producer's L2 prefetch runs this many pages ahead (0: off)
   unsigned* bad;            // [B]: a block table entry outside the cache was met
 };
 

@@ -93,15 +93,6 @@ TEST_CASE("paged decode stream path: two CTAs an SM of two pages a warpgroup unl
     CHECK(bounds(s) == 2);
     CHECK_THAT(s.source(), Catch::Contains("kStages = 4, kWgPages = 1"));
   }
-  for (const char* bad_prefetch : {"65", "-1", "4x", ""}) {
-    test::ScopedEnv prefetch("WINNOW_PAGED_PREFETCH", bad_prefetch);
-    CHECK_THROWS_WITH(ops::PagedStream(decode_problem(64, 2048, 1, 8, 16), nullptr),
-                      Catch::Contains("expected pages 0 to 64"));
-  }
-  {
-    test::ScopedEnv prefetch("WINNOW_PAGED_PREFETCH", "0");
-    CHECK_NOTHROW(ops::PagedStream(decode_problem(64, 2048, 1, 8, 16), nullptr));
-  }
   {
     test::ScopedEnv bad_pages("WINNOW_PAGED_WG_PAGES", "4");
     CHECK_THROWS_WITH(ops::PagedStream(decode_problem(64, 2048, 1, 8, 16), nullptr),

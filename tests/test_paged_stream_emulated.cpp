@@ -84,7 +84,6 @@ Outcome run_stream(const ops::PagedProblem& prob, const ops::PagedHostData& d, c
   // The stream on two CTAs, each streaming its half of the pages.
   PagedStreamParams ps = ops::paged_stream_params(prob, in, B, out_view, ws,
                                                   knn_select_stage_bytes(K, kEmuSelectLimit), 2);
-  ps.prefetch_pages = 3;  // the producer's L2 hints walk the pages too (a no-op emulated)
   KnnParams& p = ps.knn;
   const TmaMap cmap = emu_key_tensor_map(d.cache.data(), d.num_blocks * kPagedBoxRows, 128, 128,
                                          kPagedBoxRows);
