@@ -171,9 +171,6 @@ constexpr Switch kRegistry[] = {
      false,
      "`0`: index-ordered rows go through the bitonic sort by index instead of a bitmap of the "
      "chosen keys; same outputs."},
-    {"WINNOW_KNN_KSQ", K::Macro, T::Enum, "0|1|2", "`1`", S::Experimental, R::Templates, false,
-     "Where the retrieval stream sums the l2 / cosine key norms: 1 while the chunk's MMAs run, "
-     "2 before they issue, 0 not at all (wrong scores, for timing)."},
     {"WINNOW_KNN_PREFILTER", K::Macro, T::Bool, "", "`1`", S::Experimental, R::Templates, false,
      "`0`: the retrieval filter runs the exact RankKey test on every score instead of behind "
      "a float compare; same outputs."},

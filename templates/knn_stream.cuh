@@ -40,14 +40,6 @@
 #define WINNOW_KNN_PREFILTER 1
 #endif
 
-// Where the l2 / cosine key norms are summed from the stage (a measuring switch, through
-// WINNOW_NVRTC_OPTIONS): 1 while the chunk's MMAs run (the default), 2 before they issue
-// (the form before 24ebcc4), 0 not at all (|k|^2 taken as 0: wrong scores, for timing the
-// sums' cost only).
-#ifndef WINNOW_KNN_KSQ
-#define WINNOW_KNN_KSQ 1
-#endif
-
 namespace winnow {
 
 #if defined(__CUDA_ARCH__)
@@ -477,7 +469,6 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
           ksq_half = knn_square_sum8<C::kElem>(x, ksq_half);
         }
       };
-      if (C::kUsesKSq && WINNOW_KNN_KSQ == 2 && !ksq_given) key_norms();
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < kKnnChunkBytes; kk += 32) {
@@ -488,7 +479,7 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
       wgmma_commit();
       // While the MMAs run: before them, the sums held back every chunk's wgmma issue (l2
       // took 1.37x ip's time, session 12).
-      if (C::kUsesKSq && WINNOW_KNN_KSQ == 1 && !ksq_given) key_norms();
+      if (C::kUsesKSq && !ksq_given) key_norms();
       if (c > 0) {  // the previous chunk's MMAs are done: its stage goes back to the producer
         wgmma_wait<1>();
         __syncwarp();
