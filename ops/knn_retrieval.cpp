@@ -22,7 +22,6 @@ struct KnnRetrieval::Impl {
   std::shared_ptr<const rt::LoadedKernel> stream, threshold, select;
   int grid = 0;
   bool tighten = false;  // WINNOW_KNN_TIGHTEN=1 (opt-in until run on a GPU)
-  bool programmatic = true;  // WINNOW_KNN_PDL=0: every launch waits for the one before it
 };
 
 namespace {
@@ -86,11 +85,6 @@ KnnRetrieval::KnnRetrieval(const TopkProblem& p, const plan::KernelSpec& spec,
     if (*v != "0" && *v != "1")
       throw InvalidArgument(fmt::format("WINNOW_KNN_TIGHTEN is '{}': expected 0 or 1", *v));
     m.tighten = *v == "1";
-  }
-  if (const auto v = rt::env_get("WINNOW_KNN_PDL")) {
-    if (*v != "0" && *v != "1")
-      throw InvalidArgument(fmt::format("WINNOW_KNN_PDL is '{}': expected 0 or 1", *v));
-    m.programmatic = *v == "1";
   }
 }
 
@@ -234,7 +228,7 @@ void KnnRetrieval::execute(const TopkInputs& in, const CallShape& shape,
     bool after_own = false;
     auto launch = [&](const rt::LoadedKernel& kernel, unsigned grid, unsigned threads,
                       void** args) {
-      kernel.launch(grid, 1, threads, stream, args, after_own && m.programmatic);
+      kernel.launch(grid, 1, threads, stream, args, after_own);
       after_own = true;
     };
     if (sample.tiles > 0) {

@@ -184,7 +184,6 @@ struct PagedStream::Impl {
   StreamShape shape{};
   int capacity = 0, grid = 0;
   long stream_smem = 0, select_smem = 0, select_stage = 0;
-  bool programmatic = true;  // WINNOW_KNN_PDL=0 turns it off here too
   std::vector<PagedStreamStep> steps;  // paged_stream_steps(problem)
 };
 
@@ -217,7 +216,6 @@ PagedStream::PagedStream(const PagedProblem& p, const rt::Context* ctx)
     throw NotSupported(fmt::format("the paged stream path needs {} / {} bytes of shared memory, "
                                    "above the device's {}",
                                    m.stream_smem, m.select_smem, smem_limit));
-  if (const auto v = rt::env_get("WINNOW_KNN_PDL")) m.programmatic = *v != "0";
 }
 
 PagedStream::~PagedStream() = default;
@@ -314,7 +312,7 @@ void PagedStream::execute(const PagedInputs& in, int64_t B, const TensorView& ou
   void* stream_args[] = {&a, &cmap};
   bool after_own = false;
   auto launch = [&](const rt::LoadedKernel& kernel, unsigned grid, unsigned threads, void** av) {
-    kernel.launch(grid, 1, threads, stream, av, after_own && m.programmatic);
+    kernel.launch(grid, 1, threads, stream, av, after_own);
     after_own = true;
   };
   for (const PagedStreamStep& s : m.steps) {

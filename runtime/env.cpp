@@ -69,10 +69,6 @@ constexpr Switch kRegistry[] = {
      S::Stable, R::Library, false,
      "The arch to compile for when a descriptor's `arch` is NULL; another value fails plan "
      "creation."},
-    // A launch attribute of the same kernels: no key input.
-    {"WINNOW_KNN_PDL", K::Environment, T::Bool, "", "`1`", S::Experimental, R::Library, false,
-     "`0` launches each of the retrieval mode's kernels after the one before it has completed "
-     "instead of by programmatic dependent launch."},
     // Changes the plan, which is part of the key (the describe() text): no key input.
     {"WINNOW_KNN_RADIX", K::Environment, T::Bool, "", "`1`", S::Experimental, R::Library, false,
      "`0` takes the retrieval mode's radix fallback rounds away (three rounds from the stored "
