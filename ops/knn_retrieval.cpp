@@ -33,16 +33,6 @@ plan::KnnKnobs knn_knobs(const TopkProblem& p) {
   k.capacity = p.candidate_capacity;
   k.sample_keys = std::max(p.sample_size, 0);
   k.ctas_per_sm = p.max_ctas_per_sm;
-  // The radix fallback rounds are the default since session 25 (their [gpu] case on an
-  // adversarial corpus passed under racecheck and memcheck, and the [knn] suites under
-  // it): without them a row could stay unanswered after three rounds (bench/NOTES.md).
-  // "0" keeps the three rounds from the stored entries, for measuring only.
-  k.radix = true;
-  if (const auto v = rt::env_get("WINNOW_KNN_RADIX")) {
-    if (*v != "0" && *v != "1")
-      throw InvalidArgument(fmt::format("WINNOW_KNN_RADIX is '{}': expected 0 or 1", *v));
-    k.radix = *v == "1";
-  }
   return k;
 }
 

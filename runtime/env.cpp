@@ -69,10 +69,6 @@ constexpr Switch kRegistry[] = {
      S::Stable, R::Library, false,
      "The arch to compile for when a descriptor's `arch` is NULL; another value fails plan "
      "creation."},
-    // Changes the plan, which is part of the key (the describe() text): no key input.
-    {"WINNOW_KNN_RADIX", K::Environment, T::Bool, "", "`1`", S::Experimental, R::Library, false,
-     "`0` takes the retrieval mode's radix fallback rounds away (three rounds from the stored "
-     "entries, which can leave a row unanswered)."},
     // Picks between two kernels that have their own keys: no key input needed.
     {"WINNOW_KNN_RETRIEVAL", K::Environment, T::Bool, "", "`1`", S::Stable, R::Library, false,
      "`0` keeps one-head dense fp16/bf16 top-k (knn) on sm_90a on the topk kernel instead of "

@@ -9,7 +9,7 @@
 // (every key). Rows still failing after the last round are counted in
 // counters[kKnnUnresolvedRows] and written as -1. The stored entries are the first
 // survivors to arrive, so those rounds need not converge (bench/NOTES.md, session 23).
-// With C::kRadix (WINNOW_KNN_RADIX=1) the rounds after the first instead refine the
+// With C::kRadix (every top-k plan) the rounds after the first instead refine the
 // threshold by the histogram of their survivors' next digit (knn_refine): each fixes
 // kKnnDigitBits more bits of the need-th best RankKey, keeping at least need survivors, so
 // every row is answered within kKnnRadixRounds rounds (C::kRounds), whatever its keys.

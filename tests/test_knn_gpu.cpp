@@ -124,7 +124,6 @@ TEST_CASE("knn retrieval: a tuned point's capacity, sample and CTAs per SM, exac
 TEST_CASE("knn retrieval: the radix fallback answers an adversarial corpus exactly", "[gpu][knn]") {
   WINNOW_REQUIRE_GPU();
   test::ScopedEnv on("WINNOW_KNN_RETRIEVAL", "1");
-  test::ScopedEnv radix("WINNOW_KNN_RADIX", "1");
   INFO("seed " << test::test_seed());
   // Every query q = (1, 1/2048, 0, ...); key j scores floor(j / 2048) + (j % 2048) / 2048
   // (distinct, rising with j), except the keys of the sample's tiles, which score 1000 and
