@@ -17,38 +17,22 @@ namespace {
 
 size_t round_up(size_t n) { return (n + 255) / 256 * 256; }
 
-// The stream kernel's CTAs an SM, pages a math warpgroup takes of each ring stage and ring
-// stages: two CTAs (112 registers) of two pages a warpgroup (one epilogue a page pair: its
-// ballot, reservation, barrier waits and shuffles serve 32 keys a warp instead of 16) and two
-// four-page stages, the same 72 KB of ring as four two-page stages. WINNOW_PAGED_WG_PAGES=1
-// gives session 28's one page a warpgroup and four stages. Three CTAs (72 registers, no
-// spills at next_n 1, three two-page stages) were no faster on the H100 (session 27: 64 x
-// 64K 0.272 against 0.267 ms), so they stay a measuring option at any next_n (above 1 they
-// may spill): WINNOW_PAGED_STREAM_CTAS=2 or 3; three take one page a warpgroup.
+// Pages a math warpgroup takes of each ring stage and ring stages (the stream kernel runs
+// two CTAs an SM, codegen::kPagedStreamCtasPerSm): two pages a warpgroup (one epilogue a
+// page pair: its ballot, reservation, barrier waits and shuffles serve 32 keys a warp
+// instead of 16) and two four-page stages, the same 72 KB of ring as four two-page stages.
+// WINNOW_PAGED_WG_PAGES=1 gives one page a warpgroup and four stages.
 struct StreamShape {
-  int ctas_per_sm, wg_pages, stages;
+  int wg_pages, stages;
 };
 StreamShape stream_shape() {
-  int ctas = 2, wg_pages = 2;
-  if (const auto v = rt::env_get("WINNOW_PAGED_STREAM_CTAS")) {
-    if (*v != "2" && *v != "3")
-      throw InvalidArgument(fmt::format("WINNOW_PAGED_STREAM_CTAS is '{}': expected 2 or 3", *v));
-    ctas = *v == "3" ? 3 : 2;
-  }
-  const auto w = rt::env_get("WINNOW_PAGED_WG_PAGES");
-  if (w) {
+  int wg_pages = 2;
+  if (const auto w = rt::env_get("WINNOW_PAGED_WG_PAGES")) {
     if (*w != "1" && *w != "2")
       throw InvalidArgument(fmt::format("WINNOW_PAGED_WG_PAGES is '{}': expected 1 or 2", *w));
     wg_pages = *w == "1" ? 1 : 2;
   }
-  if (ctas == 3) {
-    if (w && wg_pages == 2)
-      throw InvalidArgument(
-          "WINNOW_PAGED_WG_PAGES=2 with WINNOW_PAGED_STREAM_CTAS=3: three CTAs an SM have no "
-          "shared memory for two four-page stages each; take one page a warpgroup");
-    wg_pages = 1;
-  }
-  return {ctas, wg_pages, ctas == 3 ? 3 : wg_pages == 2 ? 2 : 4};
+  return {wg_pages, wg_pages == 2 ? 2 : 4};
 }
 
 // The workspace: the retrieval mode's regions per row (counters first: the op's counter
@@ -203,7 +187,6 @@ PagedStream::PagedStream(const PagedProblem& p, const rt::Context* ctx)
   c.k = p.k;
   c.stages = m.shape.stages;
   c.wg_pages = m.shape.wg_pages;
-  c.ctas_per_sm = m.shape.ctas_per_sm;
   c.sorted = p.sorted;
   c.uses_w = u.w;
   c.uses_kscale = u.kscale;
@@ -230,9 +213,9 @@ bool PagedStream::built() const { return !impl_->module.cubin.empty(); }
 void PagedStream::build(rt::CubinCache& cache, const backend::Backend& be) {
   Impl& m = *impl_;
   const std::string program = fmt::format(
-      "{}\npaged stream v1 next_n={} k={} sorted={} stages={} wg_pages={} ctas_per_sm={}",
+      "{}\npaged stream v1 next_n={} k={} sorted={} stages={} wg_pages={}",
       ir::print(m.problem.score ? m.problem.score : ir::relu_mh(true)), m.problem.next_n,
-      m.problem.k, m.problem.sorted, m.shape.stages, m.shape.wg_pages, m.shape.ctas_per_sm);
+      m.problem.k, m.problem.sorted, m.shape.stages, m.shape.wg_pages);
   m.module = compile_cached(cache, be, compile_request(), "winnow_paged_stream", program,
                             "paged stream");
   if (!m.ctx) return;
@@ -245,7 +228,7 @@ void PagedStream::build(rt::CubinCache& cache, const backend::Backend& be) {
     throw NotSupported(fmt::format("the paged stream kernel cannot run on this device ({} bytes "
                                    "of shared memory, {} registers per thread)",
                                    m.stream_smem, m.stream->num_registers()));
-  m.grid = m.ctx->info().sm_count * std::min(per_sm, m.shape.ctas_per_sm);
+  m.grid = m.ctx->info().sm_count * std::min(per_sm, codegen::kPagedStreamCtasPerSm);
 }
 
 size_t PagedStream::workspace_bytes() const {
