@@ -17,23 +17,10 @@ namespace {
 
 size_t round_up(size_t n) { return (n + 255) / 256 * 256; }
 
-// Pages a math warpgroup takes of each ring stage and ring stages (the stream kernel runs
-// two CTAs an SM, codegen::kPagedStreamCtasPerSm): two pages a warpgroup (one epilogue a
-// page pair: its ballot, reservation, barrier waits and shuffles serve 32 keys a warp
-// instead of 16) and two four-page stages, the same 72 KB of ring as four two-page stages.
-// WINNOW_PAGED_WG_PAGES=1 gives one page a warpgroup and four stages.
-struct StreamShape {
-  int wg_pages, stages;
-};
-StreamShape stream_shape() {
-  int wg_pages = 2;
-  if (const auto w = rt::env_get("WINNOW_PAGED_WG_PAGES")) {
-    if (*w != "1" && *w != "2")
-      throw InvalidArgument(fmt::format("WINNOW_PAGED_WG_PAGES is '{}': expected 1 or 2", *w));
-    wg_pages = *w == "1" ? 1 : 2;
-  }
-  return {wg_pages, wg_pages == 2 ? 2 : 4};
-}
+// The stream kernel's ring stages (it runs two CTAs an SM, codegen::kPagedStreamCtasPerSm):
+// two stages of four pages, two a math warpgroup (winnow::kPagedWgPages: one epilogue a page
+// pair, its ballot, reservation, barrier waits and shuffles serving 32 keys a warp).
+constexpr int kStreamStages = 2;
 
 // The workspace: the retrieval mode's regions per row (counters first: the op's counter
 // offset is 0), then the call's plan (templates/paged_stream_prepare.cuh).
@@ -165,7 +152,6 @@ struct PagedStream::Impl {
   codegen::GeneratedKernel generated;
   CompiledModule module;
   std::shared_ptr<const rt::LoadedKernel> prepare, stream, threshold, select;
-  StreamShape shape{};
   int capacity = 0, grid = 0;
   long stream_smem = 0, select_smem = 0, select_stage = 0;
   std::vector<PagedStreamStep> steps;  // paged_stream_steps(problem)
@@ -179,19 +165,17 @@ PagedStream::PagedStream(const PagedProblem& p, const rt::Context* ctx)
   m.ctx = ctx;
   m.capacity = winnow::knn_capacity(p.k);
   m.steps = paged_stream_steps(p);
-  m.shape = stream_shape();
   const ir::Expr score = p.score ? p.score : ir::relu_mh(true);
   const ir::Uses u = ir::uses(score);
   codegen::PagedStreamConfig c;
   c.next_n = p.next_n;
   c.k = p.k;
-  c.stages = m.shape.stages;
-  c.wg_pages = m.shape.wg_pages;
+  c.stages = kStreamStages;
   c.sorted = p.sorted;
   c.uses_w = u.w;
   c.uses_kscale = u.kscale;
   m.generated = codegen::emit_paged_stream(score, c);
-  m.stream_smem = winnow::PagedStreamSmem{m.shape.stages, p.next_n, m.shape.wg_pages}.bytes();
+  m.stream_smem = winnow::PagedStreamSmem{kStreamStages, p.next_n}.bytes();
   const long smem_limit = ctx ? ctx->info().max_smem_optin : kDefaultSmemLimit;
   m.select_stage = winnow::knn_select_stage_bytes(p.k, smem_limit);
   m.select_smem = winnow::knn_select_smem_bytes(p.k) + m.select_stage;
@@ -213,9 +197,9 @@ bool PagedStream::built() const { return !impl_->module.cubin.empty(); }
 void PagedStream::build(rt::CubinCache& cache, const backend::Backend& be) {
   Impl& m = *impl_;
   const std::string program = fmt::format(
-      "{}\npaged stream v1 next_n={} k={} sorted={} stages={} wg_pages={}",
+      "{}\npaged stream v1 next_n={} k={} sorted={} stages={}",
       ir::print(m.problem.score ? m.problem.score : ir::relu_mh(true)), m.problem.next_n,
-      m.problem.k, m.problem.sorted, m.shape.stages, m.shape.wg_pages);
+      m.problem.k, m.problem.sorted, kStreamStages);
   m.module = compile_cached(cache, be, compile_request(), "winnow_paged_stream", program,
                             "paged stream");
   if (!m.ctx) return;
@@ -244,7 +228,7 @@ std::string PagedStream::launch_info() const {
                      "memory, {} stages of {} pages, capacity {}, {} "
                      "launches a call",
                      m.grid, winnow::kPagedStreamThreads, m.stream->num_registers(),
-                     m.stream_smem, m.shape.stages, 2 * m.shape.wg_pages, m.capacity,
+                     m.stream_smem, kStreamStages, 2 * winnow::kPagedWgPages, m.capacity,
                      m.steps.size());
 }
 

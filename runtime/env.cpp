@@ -95,11 +95,6 @@ constexpr Switch kRegistry[] = {
      S::Stable, R::Library, false,
      "`0` runs the paged decode op on the gathered path (copy of the touched pages + fused "
      "top-k) instead of the stream path over the cache in place."},
-    // Changes the stream kernel's source and program text, which are in its key.
-    {"WINNOW_PAGED_WG_PAGES", K::Environment, T::Enum, "1|2", "`2`", S::Experimental,
-     R::Library, false,
-     "Pages each math warpgroup of the paged stream kernel takes of a ring stage (1: four "
-     "two-page stages)."},
     // Writes what compiles; changes no kernel: no key input.
     {"WINNOW_RECORD_COMPILES", K::Environment, T::Path, "", "unset", S::Debug, R::Library, false,
      "A folder: every kernel request (source, options, program) is written there once, for "

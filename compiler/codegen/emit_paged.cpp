@@ -31,7 +31,7 @@ GeneratedKernel emit_paged_stream(const ir::Expr& score, const PagedStreamConfig
       "templates/*.cuh.\n"
       "#include \"winnow/paged_stream_kernels.cuh\"\n\n"
       "struct WinnowPagedConfig {{\n"
-      "  static constexpr int kStages = {}, kWgPages = {}, kNextN = {}, kTopK = {};\n"
+      "  static constexpr int kStages = {}, kNextN = {}, kTopK = {};\n"
       "  static constexpr int kRounds = winnow::kKnnRadixRounds;\n"
       "  static constexpr bool kRadix = true, kSorted = {};\n"
       "  static constexpr int kHeads = winnow::kPagedHeads, kDim = 128;\n"
@@ -60,7 +60,7 @@ GeneratedKernel emit_paged_stream(const ir::Expr& score, const PagedStreamConfig
       "  extern __shared__ __align__(1024) unsigned char smem[];\n"
       "  winnow::paged_stream_select<WinnowPagedConfig>(p, smem);\n"
       "}}\n",
-      c.stages, c.wg_pages, c.next_n, c.k, c.sorted, c.uses_w, c.uses_kscale, emit_score_functor(score, 64),
+      c.stages, c.next_n, c.k, c.sorted, c.uses_w, c.uses_kscale, emit_score_functor(score, 64),
       kPagedPrepareEntry, kPagedStreamCtasPerSm, kPagedStreamEntry, kPagedThresholdEntry,
       kPagedSelectEntry);
   g.headers = template_headers();

@@ -24,7 +24,6 @@ inline constexpr int kPagedStreamCtasPerSm = 2;
 
 struct PagedStreamConfig {
   int next_n = 1, k = 2048, stages = 4;
-  int wg_pages = 1;     // pages each math warpgroup takes of a ring stage: 1 or 2
   bool sorted = false;
   bool uses_w = true, uses_kscale = true;
 };
