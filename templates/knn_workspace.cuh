@@ -29,7 +29,7 @@ inline constexpr int kKnnMathWarps = 8;
 // histograms.
 inline constexpr int kKnnMaxSampleCap = 63360;  // multiple of kKnnKeyTile
 
-// The exact fallback's radix refinement (WINNOW_KNN_RADIX=1, knn_select.cuh): each round
+// The exact fallback's radix refinement (every top-k plan, knn_select.cuh): each round
 // fixes the next kKnnDigitBits bits of the need-th best RankKey from a histogram of the
 // survivors that share the bits fixed so far, so a row is answered after at most
 // ceil(64 / kKnnDigitBits) + 1 fallback rounds whatever the order and the ties of its keys.
