@@ -21,7 +21,6 @@ struct KnnRetrieval::Impl {
   codegen::GeneratedKernel generated;
   std::shared_ptr<const rt::LoadedKernel> stream, threshold, select;
   int grid = 0;
-  bool tighten = false;  // WINNOW_KNN_TIGHTEN=1 (opt-in until run on a GPU)
 };
 
 namespace {
@@ -71,11 +70,6 @@ KnnRetrieval::KnnRetrieval(const TopkProblem& p, const plan::KernelSpec& spec,
   if (!plan::choose_knn_plan(spec, smem_limit, &m.plan, &why, knn_knobs(p)))
     throw NotSupported(why);
   m.generated = codegen::emit_knn(p.score, m.plan);
-  if (const auto v = rt::env_get("WINNOW_KNN_TIGHTEN")) {
-    if (*v != "0" && *v != "1")
-      throw InvalidArgument(fmt::format("WINNOW_KNN_TIGHTEN is '{}': expected 0 or 1", *v));
-    m.tighten = *v == "1";
-  }
 }
 
 KnnRetrieval::~KnnRetrieval() = default;
@@ -193,9 +187,6 @@ void KnnRetrieval::execute(const TopkInputs& in, const CallShape& shape,
     p.sample_stride = sample.stride;
     p.sample_valid = sample.valid;
     p.sample_rank = sample.rank;
-    // Without a sample the whole corpus fits the list: nothing to tighten (and no threshold
-    // kernel to clear the lists' marked slots).
-    p.tighten = m.tighten && sample.tiles > 0 ? 1 : 0;
     // Every query's state starts at zero (threshold 0, count 0); the round counts too: by
     // the threshold kernel where a sample runs (two memset launches fewer), else here.
     if (sample.tiles == 0) {

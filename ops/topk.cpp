@@ -216,9 +216,6 @@ size_t TopkOp::workspace_bytes() const {
 }
 
 size_t TopkOp::counter_offset() const { return 0; }
-int64_t TopkOp::tightenings_offset() const {
-  return retrieval_mode() ? int64_t(counter_offset()) + 4 * winnow::kKnnTightenings : -1;
-}
 int64_t TopkOp::max_sample_hint() const {
   // The retrieval mode samples the corpus itself: a hint is accepted and ignored.
   if (impl_->knn) return impl_->knn->hint_limit();

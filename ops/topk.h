@@ -130,9 +130,6 @@ class TopkOp {
   const std::vector<char>& cubin() const;
   size_t workspace_bytes() const;  // needs build() with a context
   size_t counter_offset() const;   // two uint32 counters (fallback rows, bad windows)
-  // Where the retrieval mode counts the thresholds its filter tightened (one uint32 in the
-  // workspace, the last pass's count); -1 when the op does not run the retrieval mode.
-  int64_t tightenings_offset() const;
   // Entries a sample hint may hold: min(candidate capacity, 2 next_pow2(k)).
   int64_t max_sample_hint() const;
   // "N CTAs/SM x M SMs, R registers, S bytes of shared memory" (after build on a device).

@@ -73,11 +73,6 @@ constexpr Switch kRegistry[] = {
     {"WINNOW_KNN_RETRIEVAL", K::Environment, T::Bool, "", "`1`", S::Stable, R::Library, false,
      "`0` keeps one-head dense fp16/bf16 top-k (knn) on sm_90a on the topk kernel instead of "
      "the retrieval mode; another value is refused when the op is created."},
-    // A launch parameter of the same kernel: no key input.
-    {"WINNOW_KNN_TIGHTEN", K::Environment, T::Bool, "", "`0`", S::Experimental, R::Library,
-     false,
-     "`1` raises the retrieval filter's thresholds as the candidate lists fill, instead of "
-     "keeping them fixed for a round."},
     {"WINNOW_LOG_LEVEL", K::Environment, T::Enum, "error|warn|info|debug", "`warn`", S::Stable,
      R::Library, false,
      "What goes to stderr: `info` adds a line per kernel compiled, `debug` where each kernel "
@@ -156,10 +151,6 @@ constexpr Switch kRegistry[] = {
     {"WINNOW_KNN_PREFILTER", K::Macro, T::Bool, "", "`1`", S::Experimental, R::Templates, false,
      "`0`: the retrieval filter runs the exact RankKey test on every score instead of behind "
      "a float compare; same outputs."},
-    {"WINNOW_KNN_TIGHTEN_SPIN", K::Macro, T::Int, "", "`4096`", S::Experimental, R::Templates,
-     false,
-     "Tries of the retrieval filter's wait for a reserved list slot before it gives up "
-     "tightening (`WINNOW_KNN_TIGHTEN`)."},
     {"WINNOW_KNN_WAIT_LIMIT", K::Macro, T::Int, "", "`1 << 26`", S::Debug, R::Templates, false,
      "Tries of an mbarrier wait in the retrieval and paged stream kernels before they trap "
      "instead of hanging the device."},

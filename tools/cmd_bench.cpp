@@ -334,7 +334,6 @@ struct FusedRun {
   Timing t;
   std::vector<int> indices;  // [Q, k], relative to the window start (0 here)
   uint32_t fallback_rows = 0, bad_windows = 0;
-  int64_t tightenings = -1;  // the retrieval mode's tightened thresholds (last run); -1: n/a
   size_t workspace = 0;
   // Device memory taken beyond the inputs and the int32 output (the workspace, measured
   // as the drop of free memory when it is allocated).
@@ -378,14 +377,6 @@ FusedRun run_fused(const Op& op, const ops::TopkInputs& in, int64_t Q, const Ben
             "cuMemcpyDtoH (counters)");
   r.fallback_rows = counters[0];
   r.bad_windows = counters[1];
-  if constexpr (std::is_same_v<Op, ops::TopkOp>) {
-    if (op.tightenings_offset() >= 0) {
-      uint32_t t = 0;
-      rt::check(rt::driver().cuMemcpyDtoH(&t, ws.ptr() + op.tightenings_offset(), sizeof t),
-                "cuMemcpyDtoH (tightenings)");
-      r.tightenings = t;
-    }
-  }
   return r;
 }
 
@@ -696,7 +687,6 @@ std::vector<std::string> size_records(const BenchArgs& a, const Meta& m, const S
       "\"rows_differing\": {}, \"rows_malformed\": {}, \"outputs\": \"indices\"",
       exact, r.fused.fallback_rows, r.fused.bad_windows, r.check.rows_checked,
       r.check.rows_differing, r.check.rows_malformed);
-  if (r.fused.tightenings >= 0) wf += fmt::format(", \"tightenings\": {}", r.fused.tightenings);
   if (r.mat) wf += fmt::format(", \"ratio_to_materialize\": {:.4f}",
                                r.fused.t.median / r.mat->t.median);
   const std::optional<Baseline> torch = with_torch(a, m, r);
