@@ -141,9 +141,6 @@ constexpr Switch kRegistry[] = {
      "host; never set it for a kernel."},
     {"WINNOW_GATE_REFRESH_TILES", K::Macro, T::Int, "a power of two", "`4`", S::Experimental,
      R::Templates, false, "The topk filter raises each row's gate every N key tiles."},
-    {"WINNOW_HEAD_SUM_FMA", K::Macro, T::Bool, "", "`1`", S::Experimental, R::Templates, false,
-     "`0`: the wgmma head sums take a product and an add per term (two roundings) instead of "
-     "one fused multiply-add."},
     {"WINNOW_INDEX_ORDER_BITMAP", K::Macro, T::Bool, "", "`1`", S::Experimental, R::Templates,
      false,
      "`0`: index-ordered rows go through the bitonic sort by index instead of a bitmap of the "

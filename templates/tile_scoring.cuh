@@ -9,12 +9,6 @@
 #include "winnow/topk_smem.cuh"
 #include "winnow/wgmma_tiles.cuh"
 
-// Experiment switch: -DWINNOW_HEAD_SUM_FMA=0 sums w * g(dot) terms of the wgmma head sums
-// as a product and an add each (two roundings) instead of one fused multiply-add.
-#ifndef WINNOW_HEAD_SUM_FMA
-#define WINNOW_HEAD_SUM_FMA 1
-#endif
-
 // Switch: the relu of an fp8 dot as x + |x| (one FADD on the FMA pipe; 2 relu(x) for
 // every finite x, NaN for NaN) against weights stored halved (relus_by_add below), where
 // max.NaN takes the ALU pipe at half rate: 1.5-4 % faster fused in two visits (materialize
@@ -195,7 +189,7 @@ __device__ void mma_head_sums(const TopkSmem<C>& s) {
 // halved; fused and materialize read the same halved weights, so they agree bit for bit.
 template <class C, class S>
 __host__ __device__ constexpr bool relus_by_add() {
-  if constexpr (WINNOW_RELU_FADD && WINNOW_HEAD_SUM_FMA && C::kWgmma && C::kMma == kElemE4M3 &&
+  if constexpr (WINNOW_RELU_FADD && C::kWgmma && C::kMma == kElemE4M3 &&
                 S::kHeadSum) {
     return S::kWeightedTerm && S::kReluOfDot;
   } else {
@@ -286,7 +280,7 @@ __device__ __forceinline__ void wgmma_lane_partials(const float* dr, Weight weig
 #pragma unroll
   for (int jj = 0; jj < H / 8; ++jj) {
     const float2 w = weight(r, jj);
-    if constexpr (S::kWeightedTerm && WINNOW_HEAD_SUM_FMA) {
+    if constexpr (S::kWeightedTerm) {
       // term = w * g(dot): one fused multiply-add per head (one rounding), in the same
       // fixed order in every mode.
       p0 = __fmaf_rn(w.x, weighted_factor<C, S>(dr[4 * jj], ks0), p0);
