@@ -212,10 +212,14 @@ TEST_CASE("tunable space: the cost model prefers fewer key re-reads", "[tune]") 
 }
 
 TEST_CASE("tunable space: a point's text reads back, other text does not", "[tune]") {
-  const ops::TopkPoint p{4, 32, 1024, 4096, 16384, 1, 2, 5, 2};
+  const ops::TopkPoint p{4, 32, 1024, 4096, 16384, 1, 2, 5, 1};
   const auto back = ops::parse_topk_point(p.text());
   REQUIRE(back);
   CHECK(*back == p);
+  // pipeline=2 named the filter-warpgroup form, removed: such a record is no point.
+  std::string removed_form = p.text();
+  removed_form.replace(removed_form.find(" pipeline=1"), 11, " pipeline=2");
+  CHECK_FALSE(ops::parse_topk_point(removed_form));
   // A record from before the pipeline knob reads as the heuristic's form.
   std::string old = p.text();
   old.erase(old.find(" pipeline="));
