@@ -153,12 +153,6 @@ RunResult run_op(const Op& op, const TopkProblem& p, const rt::Context& ctx,
             "cuMemcpyDtoH (counters)");
   r.fallback_rows = counters[0];
   r.bad_windows = counters[1];
-  if constexpr (std::is_same_v<Op, TopkOp>) {
-    if (!materialize && op.tightenings_offset() >= 0) {
-      rt::check(cu.cuMemcpyDtoH(&r.tightenings, ws.ptr() + op.tightenings_offset(), 4),
-                "cuMemcpyDtoH (tightenings)");
-    }
-  }
 
   if (repeats > 0) {
     CUevent a, b;

@@ -50,7 +50,6 @@ struct RunResult {
   std::vector<int> indices;   // [rows, k] (top-k mode)
   std::vector<float> scores;  // [rows, k] or [rows, num_keys]
   uint32_t fallback_rows = 0, bad_windows = 0;
-  uint32_t tightenings = 0;  // retrieval mode: thresholds the filter tightened (last pass)
   float ms_median = 0, ms_min = 0, ms_max = 0;  // when timed (repeats > 0)
   // When timed: the host time of the execute call itself (validation, parameters, launch
   // enqueue; not the kernel), median over the repeats, in microseconds.

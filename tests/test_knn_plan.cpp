@@ -195,23 +195,10 @@ TEST_CASE("the retrieval kernel reports a barrier wait it gives up on only when 
   }
 }
 
-TEST_CASE("the retrieval mode's radix fallback rounds are the default, WINNOW_KNN_RADIX=0 takes them away",
-          "[knn][codegen]") {
+TEST_CASE("the retrieval mode's top-k plans take the radix fallback rounds", "[knn][codegen]") {
   test::ScopedEnv on("WINNOW_KNN_RETRIEVAL", "1");
   const auto p = knn_problem(ir::ip(), 768, 1024, ops::DType::F16);
-  {
-    test::ScopedEnv unset("WINNOW_KNN_RADIX", nullptr);
-    const std::string text = ops::TopkOp::create(p, nullptr)->plan_text();
-    INFO(text);
-    CHECK(text.find("rounds=7 radix=true") != std::string::npos);
-  }
-  {
-    test::ScopedEnv off("WINNOW_KNN_RADIX", "0");
-    const std::string text = ops::TopkOp::create(p, nullptr)->plan_text();
-    INFO(text);
-    CHECK(text.find("rounds=3 radix=false") != std::string::npos);
-  }
-  test::ScopedEnv bad("WINNOW_KNN_RADIX", "yes");
-  CHECK_THROWS_WITH(ops::TopkOp::create(p, nullptr),
-                    Catch::Contains("WINNOW_KNN_RADIX is 'yes': expected 0 or 1"));
+  const std::string text = ops::TopkOp::create(p, nullptr)->plan_text();
+  INFO(text);
+  CHECK(text.find("rounds=7 radix=true") != std::string::npos);
 }

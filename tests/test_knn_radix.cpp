@@ -1,7 +1,7 @@
 // The retrieval mode's exact fallback as a host model (the same knn_digit and knn_refine
 // the kernels call, templates/knn_workspace.cuh; the stream's list as first-come slots and
-// its count, the select's choices of knn_select.cuh): with the radix rounds
-// (WINNOW_KNN_RADIX=1) every row is answered within kKnnRadixRounds fallback rounds and
+// its count, the select's choices of knn_select.cuh): with the radix rounds (every
+// top-k plan) every row is answered within kKnnRadixRounds fallback rounds and
 // equals the exact top-k, whatever the order of the keys and their ties; without them the
 // rounds from the stored entries leave a row unanswered when the first threshold is far
 // too low and the corpus arrives in ascending order (the hole bench/NOTES.md, session 23,
@@ -151,8 +151,8 @@ TEST_CASE("knn radix fallback: knn_digit and knn_refine at the edges", "[knn]") 
 }
 
 TEST_CASE("knn fallback without the radix rounds: ascending ties leave a row unanswered", "[knn]") {
-  // What WINNOW_KNN_RADIX=0 (the default before session 25) does on the first case above:
-  // the stored entries are the first (worst) survivors, so three rounds do not converge.
+  // What the rounds from the stored entries (removed, docs/decisions/0045) did on the
+  // first case above: the stored entries are the first (worst) survivors, so three rounds do not converge.
   const int n = 1 << 20, k = 1024;
   const auto rks = corpus(n, [&](int i) { return float(i / (n / 4)); });
   const Outcome o = run_rounds(rks, k, knn_capacity(k), 0, false);

@@ -190,37 +190,6 @@ TEST_CASE("nvrtc: the pipelined wgmma form compiles for sm_90a (one CTA per SM)"
   CHECK_FALSE(winnow::ops::TopkOp::create(p, nullptr)->kernel_plan().pipelined);
 }
 
-TEST_CASE("nvrtc: the filter-warpgroup form compiles for sm_90a (one CTA of 640 threads)", "[nvrtc]") {
-  auto backend = make_nvrtc_backend();
-  winnow::ops::TopkProblem p;
-  p.arch = parse_arch("sm_90a");
-  p.score = winnow::ir::relu_mh(true);
-  p.k = 512;
-  p.plan_knobs.pipeline = 2;
-  // dsa-prefill's shape both ways, dsa-glm's (4 rows of 32 heads), csa's bf16.
-  const int which = GENERATE(0, 1, 2, 3);
-  p.heads = which == 2 ? 32 : 64;
-  p.q_dtype = p.k_dtype = which == 3 ? winnow::ops::DType::BF16 : winnow::ops::DType::E4M3;
-  p.mode = which == 1 ? winnow::ops::Mode::Materialize : winnow::ops::Mode::TopK;
-  INFO("case " << which);
-  const auto op = winnow::ops::TopkOp::create(p, nullptr);
-  const auto& kp = op->kernel_plan();
-  INFO(op->plan_text());
-  REQUIRE(kp.filter_wg);
-  CHECK_FALSE(kp.pipelined);
-  CHECK(kp.key_tile == 256);
-  CHECK(kp.threads == 640);
-  CHECK(kp.math_threads() == 512);
-  CHECK(kp.filter_threads() == 96);
-  CHECK(kp.smem_bytes() <= 227 * 1024);
-  CHECK(op->source().find("static constexpr int kFilterThreads = 96;") != std::string::npos);
-  CHECK(op->source().find("__launch_bounds__(640, 1)") != std::string::npos);
-  CHECK(sections_of(*backend, *op).count(".text.winnow_topk") == 1);
-  // Not for sm_100a (no wgmma there): the knob leaves the plain plan.
-  p.arch = parse_arch("sm_100a");
-  CHECK_FALSE(winnow::ops::TopkOp::create(p, nullptr)->kernel_plan().filter_wg);
-}
-
 TEST_CASE("parse_arch accepts sm_<major><minor> with an optional a or f suffix only", "[nvrtc]") {
   CHECK(parse_arch("sm_90a") == Arch{9, 0, 'a'});
   CHECK(parse_arch("sm_90") == Arch{9, 0, 0});

@@ -58,7 +58,7 @@ TEST_CASE("paged decode stream path: the default where it can run, WINNOW_PAGED_
   CHECK_THROWS_WITH(ops::PagedTopkOp::create(p, nullptr), Catch::Contains("expected 0 or 1"));
 }
 
-TEST_CASE("paged decode stream path: two CTAs an SM of two pages a warpgroup unless WINNOW_PAGED_STREAM_CTAS or WINNOW_PAGED_WG_PAGES ask otherwise",
+TEST_CASE("paged decode stream path: two CTAs an SM of two pages a warpgroup",
           "[decode]") {
   auto bounds = [](const ops::PagedStream& s) {
     const std::string& src = s.source();
@@ -67,49 +67,12 @@ TEST_CASE("paged decode stream path: two CTAs an SM of two pages a warpgroup unl
     return at == std::string::npos ? -1 : src[at + key.size()] - '0';
   };
   {
-    test::ScopedEnv unset("WINNOW_PAGED_STREAM_CTAS", nullptr);
     CHECK(bounds(ops::PagedStream(decode_problem(64, 2048, 1, 8, 16), nullptr)) == 2);
     CHECK(bounds(ops::PagedStream(decode_problem(64, 2048, 2, 8, 16), nullptr)) == 2);
     CHECK(bounds(ops::PagedStream(decode_problem(64, 2048, 4, 8, 16), nullptr)) == 2);
-  }
-  {
-    test::ScopedEnv two("WINNOW_PAGED_STREAM_CTAS", "2");
     const ops::PagedStream s(decode_problem(64, 2048, 1, 8, 16), nullptr);
-    CHECK(bounds(s) == 2);
-    CHECK_THAT(s.source(), Catch::Contains("kStages = 2, kWgPages = 2"));
+    CHECK_THAT(s.source(), Catch::Contains("kStages = 2, kNextN = 1"));
   }
-  {
-    test::ScopedEnv three("WINNOW_PAGED_STREAM_CTAS", "3");
-    const ops::PagedStream s(decode_problem(64, 2048, 2, 8, 16), nullptr);
-    CHECK(bounds(s) == 3);
-    CHECK_THAT(s.source(), Catch::Contains("kStages = 3, kWgPages = 1"));
-    test::ScopedEnv two_pages("WINNOW_PAGED_WG_PAGES", "2");
-    CHECK_THROWS_WITH(ops::PagedStream(decode_problem(64, 2048, 1, 8, 16), nullptr),
-                      Catch::Contains("three CTAs an SM have no shared memory"));
-  }
-  {
-    test::ScopedEnv one_page("WINNOW_PAGED_WG_PAGES", "1");
-    const ops::PagedStream s(decode_problem(64, 2048, 4, 8, 16), nullptr);
-    CHECK(bounds(s) == 2);
-    CHECK_THAT(s.source(), Catch::Contains("kStages = 4, kWgPages = 1"));
-  }
-  for (const char* bad_prefetch : {"65", "-1", "4x", ""}) {
-    test::ScopedEnv prefetch("WINNOW_PAGED_PREFETCH", bad_prefetch);
-    CHECK_THROWS_WITH(ops::PagedStream(decode_problem(64, 2048, 1, 8, 16), nullptr),
-                      Catch::Contains("expected pages 0 to 64"));
-  }
-  {
-    test::ScopedEnv prefetch("WINNOW_PAGED_PREFETCH", "0");
-    CHECK_NOTHROW(ops::PagedStream(decode_problem(64, 2048, 1, 8, 16), nullptr));
-  }
-  {
-    test::ScopedEnv bad_pages("WINNOW_PAGED_WG_PAGES", "4");
-    CHECK_THROWS_WITH(ops::PagedStream(decode_problem(64, 2048, 1, 8, 16), nullptr),
-                      Catch::Contains("WINNOW_PAGED_WG_PAGES is '4': expected 1 or 2"));
-  }
-  test::ScopedEnv bad("WINNOW_PAGED_STREAM_CTAS", "4");
-  CHECK_THROWS_WITH(ops::PagedStream(decode_problem(64, 2048, 1, 8, 16), nullptr),
-                    Catch::Contains("WINNOW_PAGED_STREAM_CTAS is '4'"));
 }
 
 TEST_CASE("paged decode stream path: the sample's rank and visible keys in integer arithmetic",

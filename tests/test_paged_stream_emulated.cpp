@@ -30,11 +30,9 @@ using namespace winnow;
 
 namespace {
 
-// WP: pages a math warpgroup takes of a stage (the op's default 2; 1 with
-// WINNOW_PAGED_WG_PAGES=1 or three CTAs an SM).
-template <int NN, int K, bool SORTED = false, int WP = 2>
+template <int NN, int K, bool SORTED = false>
 struct EmuStreamConfig {
-  static constexpr int kStages = 3, kWgPages = WP, kNextN = NN, kTopK = K;
+  static constexpr int kStages = 3, kNextN = NN, kTopK = K;
   static constexpr int kRounds = kKnnRadixRounds;
   static constexpr bool kRadix = true, kSorted = SORTED;
   static constexpr int kHeads = 64, kDim = 128, kMma = kElemE4M3;
@@ -84,11 +82,10 @@ Outcome run_stream(const ops::PagedProblem& prob, const ops::PagedHostData& d, c
   // The stream on two CTAs, each streaming its half of the pages.
   PagedStreamParams ps = ops::paged_stream_params(prob, in, B, out_view, ws,
                                                   knn_select_stage_bytes(K, kEmuSelectLimit), 2);
-  ps.prefetch_pages = 3;  // the producer's L2 hints walk the pages too (a no-op emulated)
   KnnParams& p = ps.knn;
   const TmaMap cmap = emu_key_tensor_map(d.cache.data(), d.num_blocks * kPagedBoxRows, 128, 128,
                                          kPagedBoxRows);
-  const size_t stream_smem = size_t(PagedStreamSmem{C::kStages, NN, C::kWgPages}.bytes());
+  const size_t stream_smem = size_t(PagedStreamSmem{C::kStages, NN}.bytes());
   const size_t select_smem = size_t(knn_select_smem_bytes(K) + p.stage_bytes);
   std::vector<KnnRowState> row_states;  // the hook's view of the row states
 
@@ -178,10 +175,6 @@ TEST_CASE("emulated paged stream: edge lengths equal the reference position for 
       const Outcome o = run_stream<EmuStreamConfig<2, 64>>(p, d);
       check_rows(p, d, o, true);
       CHECK(o.counters[1] == 0);
-      INFO("one page a warpgroup");
-      const Outcome o1 = run_stream<EmuStreamConfig<2, 64, false, 1>>(p, d);
-      check_rows(p, d, o1, true);
-      CHECK(o1.counters[1] == 0);
     }
   }
   SECTION("k 128 next_n 2, a plan of 2 pages: every window fits in k, nothing streamed") {
@@ -195,11 +188,10 @@ TEST_CASE("emulated paged stream: edge lengths equal the reference position for 
     const auto d = ops::random_paged_data(p, {0, 1, 2, 129}, rng, opt);
     check_rows(p, d, run_stream<EmuStreamConfig<1, 1>>(p, d), true);
   }
-  SECTION("random inputs at k 64 and next_n 4 on both warpgroups, one or two pages each") {
+  SECTION("random inputs at k 64 and next_n 4 on both warpgroups") {
     const auto p = stream_problem(64, 4, 3, 20);
     const auto d = ops::random_paged_data(p, {0, 700, 1250}, rng);
     check_rows(p, d, run_stream<EmuStreamConfig<4, 64>>(p, d), false);
-    check_rows(p, d, run_stream<EmuStreamConfig<4, 64, false, 1>>(p, d), false);
   }
   SECTION("sorted k 16 next_n 3 with lens per query") {
     const auto p = stream_problem(16, 3, 3, 4, true);
@@ -270,11 +262,7 @@ TEST_CASE("emulated paged stream: bad requests give -1 rows and are counted", "[
   d.context_lens[0] = 257;                  // above max_blocks_per_seq * 64
   d.block_table[1 * 4] = int(d.num_blocks);  // outside the cache, a request not streamed
   d.block_table[3 * 4] = -1;                 // outside the cache, a streamed request
-  // Under both stage shapes (one or two pages a warpgroup).
-  const int wp = GENERATE(1, 2);
-  INFO("pages a warpgroup " << wp);
-  const Outcome o = wp == 1 ? run_stream<EmuStreamConfig<1, 8, false, 1>>(p, d)
-                            : run_stream<EmuStreamConfig<1, 8>>(p, d);
+  const Outcome o = run_stream<EmuStreamConfig<1, 8>>(p, d);
   check_rows(p, d, o, false);
   CHECK(o.counters[1] == 3);
   for (int r : {0, 1, 3})

@@ -26,8 +26,8 @@ using namespace winnow;
 
 namespace {
 
-// The wgmma path's forms (PlanKnobs::pipeline): plain, pipelined, filter warpgroup.
-enum : int { kPlain = 0, kPipe = 1, kFilterForm = 2 };
+// The wgmma path's forms (PlanKnobs::pipeline): plain, pipelined.
+enum : int { kPlain = 0, kPipe = 1 };
 
 // The generated stub's config for relu_mh with the key scale, d = 128, on sm_90a
 // (compiler/codegen/emit_cuda.cpp prints the same constants; run_emulated checks them
@@ -42,14 +42,12 @@ struct EmuReluConfig {
   static constexpr int kWindow = WINDOW;
   static constexpr bool kSorted = false, kAbsolute = false;
   static constexpr bool kUsesW = true, kUsesKScale = true, kUsesQSq = false, kUsesKSq = false;
-  static constexpr int kRows = 128 / H, kKeyTile = FORM == kFilterForm ? 256 : 128,
-                       kThreads = FORM == kPipe ? 384 : FORM == kFilterForm ? 640 : 288,
-                       kMathThreads = FORM == kFilterForm ? 512 : 256;
+  static constexpr int kRows = 128 / H, kKeyTile = 128, kThreads = FORM == kPipe ? 384 : 288,
+                       kMathThreads = 256;
   static constexpr int kBins = 2048, kCapacity = CAP, kSample = SAMPLE;
   static constexpr int kMma = ELEM;
   static constexpr bool kHeadSums = true, kWgmma = true;
   static constexpr bool kPipelined = FORM == kPipe;
-  static constexpr int kFilterThreads = FORM == kFilterForm ? kFilterFormThreads : 0;
 };
 template <int K, int CAP, int SAMPLE, bool MAT, int WINDOW, int FORM = kPlain>
 using EmuFp8 = EmuReluConfig<64, kElemE4M3, K, CAP, SAMPLE, MAT, WINDOW, FORM>;
@@ -75,7 +73,6 @@ void require_planned_as(const ops::TopkProblem& p) {
   INFO(op->plan_text());
   REQUIRE(kp.wgmma == C::kWgmma);
   REQUIRE(kp.pipelined == C::kPipelined);
-  REQUIRE(kp.filter_threads() == C::kFilterThreads);
   REQUIRE(kp.head_sums == C::kHeadSums);
   REQUIRE(kp.mma == C::kMma);
   REQUIRE(kp.rows_per_cta == C::kRows);
@@ -292,61 +289,6 @@ TEST_CASE(EMU_CASE("the pipelined form (two accumulator sets, setmaxnreg)"), "[e
     const auto p = emu_problem(100, 4096, 256, ops::WindowKind::Dense, 32, ops::DType::BF16, kPipe);
     using F = EmuReluConfig<32, kElemBF16, 100, 4096, 256, false, 0, kPipe>;
     using M = EmuReluConfig<32, kElemBF16, 100, 4096, 256, true, 0, kPipe>;
-    emulate_and_check<F, M>(p, 9, 600, {});
-  }
-}
-
-TEST_CASE(EMU_CASE("the filter-warpgroup form (four math warpgroups, partials, a filter warpgroup)"),
-          "[emu]") {
-  INFO("seed " << test::test_seed());
-  // 256-key tiles: partial last tiles, one-tile windows, ranges with k > window and the
-  // exact fallback, ties, NaN and inf, key splits, causal windows, bf16, 4 rows of 32 heads: the
-  // same checks as the plain form.
-  SECTION("dense, 3 and 4 tiles") {
-    const auto p = emu_problem(31, 4096, 256, ops::WindowKind::Dense, 64, ops::DType::E4M3, kFilterForm);
-    const int64_t keys = GENERATE(700, 1000);
-    emulate_and_check<EmuFp8<31, 4096, 256, false, 0, kFilterForm>,
-                      EmuFp8<31, 4096, 256, true, 0, kFilterForm>>(p, 5, keys, {});
-  }
-  SECTION("heavy ties, NaN and inf") {
-    const auto p = emu_problem(31, 4096, 256, ops::WindowKind::Dense, 64, ops::DType::E4M3, kFilterForm);
-    ops::DataOptions opt;
-    opt.levels = GENERATE(3, 0);
-    opt.nan_fraction = opt.levels ? 0.0 : 0.01;
-    opt.inf_fraction = opt.levels ? 0.0 : 0.01;
-    INFO("levels " << opt.levels);
-    emulate_and_check<EmuFp8<31, 4096, 256, false, 0, kFilterForm>,
-                      EmuFp8<31, 4096, 256, true, 0, kFilterForm>>(p, 4, 520, opt);
-  }
-  SECTION("ranges, ties, fallback") {
-    const auto p = emu_problem(300, 1024, 512, ops::WindowKind::Ranges, 64, ops::DType::E4M3, kFilterForm);
-    ops::DataOptions opt;
-    opt.levels = 5;
-    emulate_and_check<EmuFp8<300, 1024, 512, false, 1, kFilterForm>,
-                      EmuFp8<300, 1024, 512, true, 1, kFilterForm>>(p, 6, 900, opt);
-  }
-  SECTION("key splits") {
-    const auto p = emu_problem(31, 4096, 256, ops::WindowKind::Dense, 64, ops::DType::E4M3, kFilterForm);
-    emulate_and_check<EmuFp8<31, 4096, 256, false, 0, kFilterForm>,
-                      EmuFp8<31, 4096, 256, true, 0, kFilterForm>>(p, 3, 1100, {}, 3);
-  }
-  SECTION("causal, ratio 4") {
-    auto p = emu_problem(64, 4096, 256, ops::WindowKind::Causal, 64, ops::DType::E4M3, kFilterForm);
-    p.causal_ratio = 4;
-    p.causal_offset = 512 * p.causal_ratio - 3;
-    emulate_and_check<EmuFp8<64, 4096, 256, false, 2, kFilterForm>,
-                      EmuFp8<64, 4096, 256, true, 2, kFilterForm>>(p, 7, 530, {});
-  }
-  SECTION("bf16, 64 heads (csa's shape; 32 heads of bf16 do not fit one CTA's memory)") {
-    const auto p = emu_problem(100, 4096, 256, ops::WindowKind::Dense, 64, ops::DType::BF16, kFilterForm);
-    using F = EmuReluConfig<64, kElemBF16, 100, 4096, 256, false, 0, kFilterForm>;
-    using M = EmuReluConfig<64, kElemBF16, 100, 4096, 256, true, 0, kFilterForm>;
-    emulate_and_check<F, M>(p, 9, 600, {});
-  }
-  SECTION("fp8, 32 heads, 4 rows per CTA (dsa-glm's shape)") {
-    const auto p = emu_problem(100, 4096, 256, ops::WindowKind::Dense, 32, ops::DType::E4M3, kFilterForm);
-    using F = EmuReluConfig<32, kElemE4M3, 100, 4096, 256, false, 0, kFilterForm>;
-    using M = EmuReluConfig<32, kElemE4M3, 100, 4096, 256, true, 0, kFilterForm>;
     emulate_and_check<F, M>(p, 9, 600, {});
   }
 }

@@ -94,11 +94,11 @@ TEST_CASE("tunable space: pruned by the limits, baseline first, no duplicates", 
     const ops::TopkSpace space = ops::topk_space(p, nullptr, shape);
     INFO(ops::TopkOp::create(p, nullptr)->plan_text());
     REQUIRE(space.candidates.size() > 10);
-    // The wgmma path's three forms only where the problem's plan is on wgmma.
+    // The wgmma path's two forms only where the problem's plan is on wgmma.
     const bool wgmma = ops::TopkOp::create(p, nullptr)->kernel_plan().wgmma;
-    const int forms = wgmma ? 3 : 1;
-    // Forms 0 and 1 over four key tiles, the filter form over its own one.
-    const int tiles = wgmma ? 4 + 4 + 1 : 4;
+    const int forms = wgmma ? 2 : 1;
+    // Each form over four key tiles.
+    const int tiles = forms * 4;
     CHECK(space.considered == std::size_t(5 * tiles * 3 * 2 * 2 * 3 * 3));
     CHECK(space.pruned > 0);
     CHECK_FALSE(space.first_pruned_reason.empty());
@@ -117,8 +117,8 @@ TEST_CASE("tunable space: pruned by the limits, baseline first, no duplicates", 
       CHECK(c.predicted_us > 0);
       CHECK(seen.insert(c.plan_text + c.point.text()).second);
     }
-    // The wgmma problem's space holds the pipelined and the filter-warpgroup forms.
-    if (forms == 3) {
+    // The wgmma problem's space holds the pipelined form.
+    if (forms == 2) {
       auto has = [&](const char* text) {
         return std::any_of(space.candidates.begin(), space.candidates.end(),
                            [&](const ops::TopkCandidate& c) {
@@ -126,8 +126,7 @@ TEST_CASE("tunable space: pruned by the limits, baseline first, no duplicates", 
                            });
       };
       CHECK(has("pipelined=true"));
-      CHECK(has("filter_wg=true"));
-      CHECK(has("pipelined=false filter_wg=false"));
+      CHECK(has("pipelined=false"));
       // ... and a shortlist of 12 times each form (the cost model ranks them low).
       std::vector<rt::tune::Candidate> all;
       for (const auto& c : space.candidates)
@@ -135,11 +134,9 @@ TEST_CASE("tunable space: pruned by the limits, baseline first, no duplicates", 
       std::set<std::string> forms_timed;
       for (std::size_t i : rt::tune::shortlist(all, 12)) {
         const std::string& t = space.candidates[i].plan_text;
-        forms_timed.insert(t.find("pipelined=true") != std::string::npos   ? "pipelined"
-                           : t.find("filter_wg=true") != std::string::npos ? "filter"
-                                                                            : "plain");
+        forms_timed.insert(t.find("pipelined=true") != std::string::npos ? "pipelined" : "plain");
       }
-      CHECK(forms_timed.size() == 3);
+      CHECK(forms_timed.size() == 2);
     }
   }
 }
@@ -215,10 +212,14 @@ TEST_CASE("tunable space: the cost model prefers fewer key re-reads", "[tune]") 
 }
 
 TEST_CASE("tunable space: a point's text reads back, other text does not", "[tune]") {
-  const ops::TopkPoint p{4, 32, 1024, 4096, 16384, 1, 2, 5, 2};
+  const ops::TopkPoint p{4, 32, 1024, 4096, 16384, 1, 2, 5, 1};
   const auto back = ops::parse_topk_point(p.text());
   REQUIRE(back);
   CHECK(*back == p);
+  // pipeline=2 named the filter-warpgroup form, removed: such a record is no point.
+  std::string removed_form = p.text();
+  removed_form.replace(removed_form.find(" pipeline=1"), 11, " pipeline=2");
+  CHECK_FALSE(ops::parse_topk_point(removed_form));
   // A record from before the pipeline knob reads as the heuristic's form.
   std::string old = p.text();
   old.erase(old.find(" pipeline="));

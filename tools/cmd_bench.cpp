@@ -360,7 +360,6 @@ struct FusedRun {
   Timing t;
   std::vector<int> indices;  // [Q, k], relative to the window start (0 here)
   uint32_t fallback_rows = 0, bad_windows = 0;
-  int64_t tightenings = -1;  // the retrieval mode's tightened thresholds (last run); -1: n/a
   size_t workspace = 0;
   // Device memory taken beyond the inputs and the int32 output (the workspace, measured
   // as the drop of free memory when it is allocated).
@@ -404,14 +403,6 @@ FusedRun run_fused(const Op& op, const ops::TopkInputs& in, int64_t Q, const Ben
             "cuMemcpyDtoH (counters)");
   r.fallback_rows = counters[0];
   r.bad_windows = counters[1];
-  if constexpr (std::is_same_v<Op, ops::TopkOp>) {
-    if (op.tightenings_offset() >= 0) {
-      uint32_t t = 0;
-      rt::check(rt::driver().cuMemcpyDtoH(&t, ws.ptr() + op.tightenings_offset(), sizeof t),
-                "cuMemcpyDtoH (tightenings)");
-      r.tightenings = t;
-    }
-  }
   return r;
 }
 
@@ -752,7 +743,6 @@ std::vector<std::string> size_records(const BenchArgs& a, const Meta& m, const S
       "\"rows_differing\": {}, \"rows_malformed\": {}, \"outputs\": \"indices\"",
       exact, r.fused.fallback_rows, r.fused.bad_windows, r.check.rows_checked,
       r.check.rows_differing, r.check.rows_malformed);
-  if (r.fused.tightenings >= 0) wf += fmt::format(", \"tightenings\": {}", r.fused.tightenings);
   if (r.mat) wf += fmt::format(", \"ratio_to_materialize\": {:.4f}",
                                r.fused.t.median / r.mat->t.median);
   const std::optional<Baseline> torch = with_torch(a, m, r);
@@ -1164,15 +1154,13 @@ int bench_main(int argc, char** argv) {
   if (a.compile_only) return compile_only_main(a, anchors ? &*anchors : nullptr);
   if (!bench_gpu_present()) return 1;
   rt::Context ctx(0);
-  // The variant: WINNOW_NVRTC_OPTIONS, and WINNOW_TOPK_PIPELINE=1 or 2 (the pipelined or
-  // the filter-warpgroup plan).
+  // The variant: WINNOW_NVRTC_OPTIONS, and WINNOW_TOPK_PIPELINE=1 (the pipelined plan).
   std::string variant = variant_with_nvrtc_options("");
   // The backend, where not NVRTC (WINNOW_BACKEND=llvm: kernels from a cache that
   // --compile-only filled where LLVM is installed).
   const auto be = ops::choose_backend(nullptr);
   if (be->name() != "nvrtc") variant += (variant.empty() ? "" : " ") + ("WINNOW_BACKEND=" + be->name());
-  if (const std::string form = rt::env_get("WINNOW_TOPK_PIPELINE").value_or("");
-      form == "1" || form == "2")
+  if (const std::string form = rt::env_get("WINNOW_TOPK_PIPELINE").value_or(""); form == "1")
     variant += (variant.empty() ? "" : " ") + ("WINNOW_TOPK_PIPELINE=" + form);
   Meta meta{ctx.info().name, winnow::build_id(), utc_date(), read_ceilings(a.ceilings_path), "",
             variant};

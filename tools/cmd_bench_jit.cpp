@@ -20,7 +20,6 @@
 #include "compiler/build_id.h"
 #include "compiler/ir/ir.h"
 #include "ops/common/backend_choice.h"
-#include "ops/topk/fast_first_build.h"
 #include "ops/common/names.h"
 #include "ops/common/topk_op.h"
 #include "runtime/cuda_driver.h"
@@ -64,11 +63,6 @@ Options:
   --repeats N      cold builds per (kernel, backend), each into a new empty folder [3];
                    the first build of a backend in the process also loads the backend
                    (cold_s_runs lists every run; cold_s is their median)
-  --fast-first     also time NVRTC's fast first build (WINNOW_FAST_FIRST_BUILD=1), as
-                   impl "nvrtc-fast-first": cold_s until the first tier is usable (with a
-                   GPU: the plan built and loaded; without: its cubin), full_s until the full
-                   build is (with a GPU: the plan switched to it), both compiles running at
-                   once as in the plan; not for kernels in the retrieval mode
   --arch ARCH      the target [sm_90a; with a GPU, the device's]
   --out FILE       append the JSON records to FILE too
 )";
@@ -105,7 +99,6 @@ struct JitArgs {
   std::vector<std::string> kernels{"relu_mh", "softplus"};
   std::optional<std::string> expr, q_dtype, arch;
   int heads = 64, k = 2048, repeats = 3;
-  bool fast_first = false;
   std::vector<std::string> backends;
   std::string out_path;
 };
@@ -125,7 +118,6 @@ bool parse_jit_args(int argc, char** argv, JitArgs& a) {
     else if (flag == "--backends") a.backends = split_list(args.value());
     else if (flag == "--repeats") a.repeats = args.int_value();
     else if (flag == "--arch") a.arch = args.value();
-    else if (flag == "--fast-first") a.fast_first = true;
     else if (flag == "--out") a.out_path = args.value();
     else unknown_argument(flag);
   }
@@ -180,7 +172,6 @@ class EmptyCacheDir {
 struct JitRun {
   std::optional<double> execute_host_us;  // with a GPU
   std::vector<double> cold_s;
-  std::vector<double> full_s;  // the fast first build's: until the full build is ready
   double disk_hit_s = 0;
   size_t cubin_bytes = 0;
   std::string key;
@@ -223,42 +214,6 @@ JitRun run_kernel(const ops::TopkProblem& p, const rt::Context* ctx, const backe
   return r;
 }
 
-// The fast first build of `p` into an empty folder, `repeats` times: with a context the
-// plan's own (WINNOW_FAST_FIRST_BUILD=1: build() returns on the first tier, finish_build()
-// switches), without one the same two compiles (the full one in the background, the first
-// tier's in front), compiled only.
-JitRun run_fast_first(const ops::TopkProblem& p, const rt::Context* ctx, const backend::Backend& be,
-                      int repeats) {
-  JitRun r;
-  ::setenv("WINNOW_FAST_FIRST_BUILD", "1", 1);
-  for (int i = 0; i < repeats; ++i) {
-    EmptyCacheDir dir;
-    rt::CubinCache cache{rt::DiskStore(dir.path())};
-    const auto t0 = std::chrono::steady_clock::now();
-    auto op = ops::TopkOp::create(p, ctx);
-    if (ctx) {
-      op->build(cache, be);
-      r.cold_s.push_back(seconds_since(t0));
-      r.cubin_bytes = op->cubin().size();
-      if (op->build_state().rfind("fast first build", 0) != 0)
-        throw std::runtime_error("the plan did not start on its fast first build: " + op->build_state());
-      if (!op->finish_build()) throw std::runtime_error("the full build was not used: " + op->build_state());
-      r.full_s.push_back(seconds_since(t0));
-    } else {
-      const backend::CompileRequest req = op->compile_request();
-      ops::BackgroundBuild full(cache, be, req, "winnow_topk", op->cache_program(), "bench jit");
-      const ops::CompiledModule first = ops::compile_cached(
-          cache, be, ops::fast_first_request(req), "winnow_topk", op->cache_program(), "bench jit");
-      r.cold_s.push_back(seconds_since(t0));
-      if (!full.wait()) throw std::runtime_error("the full build failed");
-      r.full_s.push_back(seconds_since(t0));
-      r.cubin_bytes = first.cubin.size();
-    }
-  }
-  ::unsetenv("WINNOW_FAST_FIRST_BUILD");
-  return r;
-}
-
 std::string record(const JitKernel& k, const backend::Arch& arch, const backend::Backend& be,
                    const JitRun& r, const std::string& gpu, bool first_in_process) {
   const ops::TopkProblem& p = k.problem;
@@ -272,14 +227,13 @@ std::string record(const JitKernel& k, const backend::Arch& arch, const backend:
   return fmt::format(
       "{{\"workload\": \"jit\", \"impl\": \"{}\", \"params\": {}, \"cold_s\": {:.4f}, "
       "\"cold_s_min\": {:.4f}, \"cold_s_max\": {:.4f}, \"cold_s_runs\": [{}], "
-      "\"first_run_loads_backend\": {}, \"disk_hit_s\": {}, \"full_s\": {}, \"execute_host_us\": {}, "
+      "\"first_run_loads_backend\": {}, \"disk_hit_s\": {:.5f}, \"execute_host_us\": {}, "
       "\"cubin_bytes\": {}, \"backend_version\": {}, \"nvrtc_options\": {}, \"cpu_cores\": {}, "
       "\"gpu\": {}, \"commit\": \"{}\", \"date\": \"{}\"}}",
-      r.full_s.empty() ? be.name() : be.name() + "-fast-first", params, median(r.cold_s),
+      be.name(), params, median(r.cold_s),
       *std::min_element(r.cold_s.begin(), r.cold_s.end()), *std::max_element(r.cold_s.begin(), r.cold_s.end()),
       runs, first_in_process ? "true" : "false",
-      r.full_s.empty() ? fmt::format("{:.5f}", r.disk_hit_s) : "null",
-      r.full_s.empty() ? "null" : fmt::format("{:.4f}", median(r.full_s)),
+      r.disk_hit_s,
       r.execute_host_us ? fmt::format("{:.2f}", *r.execute_host_us) : "null", r.cubin_bytes,
       json_string(be.version()),
       json_string(rt::env_get("WINNOW_NVRTC_OPTIONS").value_or("")),
@@ -295,8 +249,6 @@ int bench_jit_main(int argc, char** argv) {
   }
   // Before anything loads NVRTC or the driver: their compute cache would make reruns warm.
   ::setenv("CUDA_CACHE_DISABLE", "1", 1);
-  // The plain records are full builds; --fast-first times the first tier on its own.
-  ::unsetenv("WINNOW_FAST_FIRST_BUILD");
   std::vector<JitKernel> kernels = kernels_of(a);
   std::optional<rt::Context> ctx;
   std::string gpu;
@@ -337,13 +289,6 @@ int bench_jit_main(int argc, char** argv) {
                  be->name(), median(r.cold_s), *std::min_element(r.cold_s.begin(), r.cold_s.end()),
                  *std::max_element(r.cold_s.begin(), r.cold_s.end()), r.disk_hit_s, r.cubin_bytes);
       first = false;
-      if (a.fast_first && name == "nvrtc" && !ops::TopkOp::create(k.problem, nullptr)->retrieval_mode()) {
-        const JitRun f = run_fast_first(k.problem, ctx ? &*ctx : nullptr, *be, a.repeats);
-        emit(a.out_path, {record(k, arch, *be, f, gpu, false)});
-        fmt::print(stderr, "{:<12} {:<6} {:>9.3f} {:>9.3f} {:>9.3f} {:>11} {:>10}  full build ready at {:.3f} s\n",
-                   k.name, "fast-1st", median(f.cold_s), *std::min_element(f.cold_s.begin(), f.cold_s.end()),
-                   *std::max_element(f.cold_s.begin(), f.cold_s.end()), "-", f.cubin_bytes, median(f.full_s));
-      }
     }
   }
   return 0;

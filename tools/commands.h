@@ -20,6 +20,7 @@ int run_bench_block(int argc, char** argv);  // `winnow bench block-select`
 int run_bench_jit(int argc, char** argv);    // `winnow bench jit`
 int run_bench_decode(int argc, char** argv); // `winnow bench dsa-decode`
 int run_tune(int argc, char** argv);
+int run_env(int argc, char** argv);
 
 namespace winnow::tools {
 

@@ -27,6 +27,7 @@ Commands:
   compile   print the IR, the generated CUDA source or the PTX of a kernel, or write its cubin
   cache     list, verify or clear the on-disk kernel cache
   tune      tune a workload's plan on the GPU, or list / clear the tuning database
+  env       list the environment variables and switches (--markdown: docs/environment.md)
 
 Options:
   -h, --help     this text
@@ -45,6 +46,7 @@ constexpr Command kCommands[] = {
     {"compile", run_compile},
     {"cache", run_cache},
     {"tune", run_tune},
+    {"env", run_env},
 };
 
 int dispatch(const Command& cmd, int argc, char** argv) {

@@ -31,7 +31,7 @@ GeneratedKernel emit_paged_stream(const ir::Expr& score, const PagedStreamConfig
       "templates/*.cuh.\n"
       "#include \"paged/paged_stream_kernels.cuh\"\n\n"
       "struct WinnowPagedConfig {{\n"
-      "  static constexpr int kStages = {}, kWgPages = {}, kNextN = {}, kTopK = {};\n"
+      "  static constexpr int kStages = {}, kNextN = {}, kTopK = {};\n"
       "  static constexpr int kRounds = winnow::kKnnRadixRounds;\n"
       "  static constexpr bool kRadix = true, kSorted = {};\n"
       "  static constexpr int kHeads = winnow::kPagedHeads, kDim = 128;\n"
@@ -44,7 +44,7 @@ GeneratedKernel emit_paged_stream(const ir::Expr& score, const PagedStreamConfig
       "{}(const winnow::PagedStreamParams p) {{\n"
       "  winnow::paged_stream_prepare<winnow::kPagedPrepareThreads>(p);\n"
       "}}\n\n"
-      // Two or three CTAs an SM (112 or 72 registers at most): the op's grid.
+      // Two CTAs an SM (112 registers at most): the op's grid.
       "extern \"C\" __global__ void __launch_bounds__(winnow::kPagedStreamThreads, {})\n"
       "{}(const winnow::PagedStreamParams p, const __grid_constant__ winnow::TmaMap cmap) {{\n"
       "  extern __shared__ __align__(1024) unsigned char smem[];  // swizzled wgmma tiles\n"
@@ -60,8 +60,8 @@ GeneratedKernel emit_paged_stream(const ir::Expr& score, const PagedStreamConfig
       "  extern __shared__ __align__(1024) unsigned char smem[];\n"
       "  winnow::paged_stream_select<WinnowPagedConfig>(p, smem);\n"
       "}}\n",
-      c.stages, c.wg_pages, c.next_n, c.k, c.sorted, c.uses_w, c.uses_kscale, emit_score_functor(score, 64),
-      kPagedPrepareEntry, c.ctas_per_sm, kPagedStreamEntry, kPagedThresholdEntry,
+      c.stages, c.next_n, c.k, c.sorted, c.uses_w, c.uses_kscale, emit_score_functor(score, 64),
+      kPagedPrepareEntry, kPagedStreamCtasPerSm, kPagedStreamEntry, kPagedThresholdEntry,
       kPagedSelectEntry);
   g.headers = template_headers();
   return g;

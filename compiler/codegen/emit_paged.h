@@ -19,10 +19,11 @@ inline constexpr const char* kPagedStreamEntry = "winnow_paged_stream";
 inline constexpr const char* kPagedThresholdEntry = "winnow_paged_threshold";
 inline constexpr const char* kPagedSelectEntry = "winnow_paged_select";
 
+// The stream kernel's CTAs an SM: its launch bounds (112 registers) and the op's grid.
+inline constexpr int kPagedStreamCtasPerSm = 2;
+
 struct PagedStreamConfig {
   int next_n = 1, k = 2048, stages = 4;
-  int wg_pages = 1;     // pages each math warpgroup takes of a ring stage: 1 or 2
-  int ctas_per_sm = 2;  // the stream kernel's launch bounds: 2 (112 registers) or 3 (72)
   bool sorted = false;
   bool uses_w = true, uses_kscale = true;
 };

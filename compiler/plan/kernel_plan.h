@@ -38,7 +38,7 @@ struct PlanKnobs {
   // kernel's stages are fixed by its configuration (SmemLayout::k_stages).
   int stages = 0;
   // 1: the pipelined form of the wgmma path where the plan has one (KernelPlan::pipelined);
-  // 2: the filter-warpgroup form (KernelPlan::filter_wg); 0: the heuristic's.
+  // 0: the heuristic's.
   int pipeline = 0;
   bool operator==(const PlanKnobs&) const = default;
 };
@@ -50,9 +50,6 @@ struct KernelPlan {
   // into the key-tile ring, templates/topk_kernel.cuh), a producer warpgroup when pipelined.
   int threads = 256;
   int math_threads() const;
-  // Threads of the filter warps (filter_wg: kFilterFormThreads, templates/smem_layout.cuh),
-  // else 0.
-  int filter_threads() const;
   int bins = 2048;        // ThresholdBins per row (a multiple of 32; 512 above 8 rows)
   int capacity = 8192;    // CandidateBuffer entries per row
   int sample = 2048;      // keys scored first for the initial threshold (0: none)
@@ -68,12 +65,6 @@ struct KernelPlan {
   // tile loops, each with two accumulator sets (tile t + 1's MMAs under tile t's head sums)
   // and the row block's weights in registers (templates/key_tile_loop.cuh).
   bool pipelined = false;
-  // The wgmma path's filter-warpgroup form: one CTA of 640 threads per SM (96 registers):
-  // four math warpgroups (64 keys each of a 256-key tile) that only issue MMAs and sum each
-  // lane's heads into partials, three filter warps that add the four partials of each
-  // (row, key) and run the whole filter (gate, histogram, appends, refresh, compaction) or
-  // the materialize stores, and the producer warp; a ring of partial stages between them.
-  bool filter_wg = false;
   long smem_bytes() const;  // from templates/smem_layout.cuh
   int k = 2048;           // copy of the spec's k (the workspace depends on it)
  private:

@@ -43,7 +43,9 @@ bool choose_knn_plan(const KernelSpec& s, long smem_limit, KnnPlan* out, std::st
   }
   p.select_stage = winnow::knn_select_stage_bytes(p.k, smem_limit);
   p.select_smem = winnow::knn_select_smem_bytes(p.k) + p.select_stage;
-  if (knobs.radix && !p.materialize) {
+  // Top-k's fallback rounds refine by radix histograms (knn_select.cuh): every row is
+  // answered exactly whatever the order of the keys (docs/decisions/0045).
+  if (!p.materialize) {
     if (p.select_stage < long(winnow::kKnnDigits) * 4) {
       *why = fmt::format("the retrieval mode's radix fallback stages {} bytes of histogram; the "
                          "select kernel has {} to spare", winnow::kKnnDigits * 4, p.select_stage);

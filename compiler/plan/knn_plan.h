@@ -38,7 +38,6 @@ std::string knn_unsuited(const KernelSpec& spec, int window);
 // threshold and the fallback rounds, which a smaller list or sample would take away.
 struct KnnKnobs {
   int stages = 0, capacity = 0, sample_keys = 0, ctas_per_sm = 0;
-  bool radix = false;  // the fallback's radix rounds (knn_select.cuh); ops/knn_retrieval.cpp sets it unless WINNOW_KNN_RADIX=0
 };
 
 // The plan for the spec within `smem_limit` bytes of shared memory per block; false (and

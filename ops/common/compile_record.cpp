@@ -109,8 +109,8 @@ std::vector<RecordedCompile> read_recorded_compiles(const fs::path& dir, std::ve
 RecordedEnvScope::RecordedEnvScope(const std::string& env) {
   // Every cache-relevant variable of the registry as the record has it (set, or unset when
   // the record does not name it); a line naming anything else is ignored.
-  for (const rt::EnvVar& v : rt::env_registry()) {
-    if (!v.cache_relevant) continue;
+  for (const rt::Switch& v : rt::switch_registry()) {
+    if (!v.cache_relevant || v.kind != rt::SwitchKind::Environment) continue;
     const std::string prefix = std::string(v.name) + "=";
     std::optional<std::string> wanted;
     std::istringstream in(env);

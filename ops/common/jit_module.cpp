@@ -64,11 +64,6 @@ rt::CubinId module_id(const backend::Backend& be, const backend::CompileRequest&
   return rt::CubinId{in.arch, rt::content_key(in), in.backend};
 }
 
-bool is_cached(rt::CubinCache& cache, const backend::Backend& be, const backend::CompileRequest& req,
-               const std::string& program) {
-  return cache.find(module_id(be, req, program)).has_value();
-}
-
 CompiledModule compile_cached(rt::CubinCache& cache, const backend::Backend& be,
                               backend::CompileRequest req, const std::string& stem,
                               const std::string& program, const std::string& description) {

@@ -41,9 +41,6 @@ struct CompiledModule {
 // options, `program`: the canonical IR + plan text, and the stub itself).
 rt::CubinId module_id(const backend::Backend& be, const backend::CompileRequest& req,
                       const std::string& program);
-// Whether the cache (memory or disk) holds the request's cubin; never compiles.
-bool is_cached(rt::CubinCache& cache, const backend::Backend& be, const backend::CompileRequest& req,
-               const std::string& program);
 // Keys the request (module_id), then takes the cubin from the cache or compiles it.
 CompiledModule compile_cached(rt::CubinCache& cache, const backend::Backend& be,
                               backend::CompileRequest req, const std::string& stem,

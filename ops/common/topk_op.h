@@ -130,9 +130,6 @@ class TopkOp {
   const std::vector<char>& cubin() const;
   size_t workspace_bytes() const;  // needs build() with a context
   size_t counter_offset() const;   // two uint32 counters (fallback rows, bad windows)
-  // Where the retrieval mode counts the thresholds its filter tightened (one uint32 in the
-  // workspace, the last pass's count); -1 when the op does not run the retrieval mode.
-  int64_t tightenings_offset() const;
   // Entries a sample hint may hold: min(candidate capacity, 2 next_pow2(k)).
   int64_t max_sample_hint() const;
   // "N CTAs/SM x M SMs, R registers, S bytes of shared memory" (after build on a device).
@@ -144,17 +141,13 @@ class TopkOp {
   int rows_per_cta() const;
   // The topk kernel's plan (meaningless in the retrieval mode).
   const plan::KernelPlan& kernel_plan() const;
-  // The fast first build (WINNOW_FAST_FIRST_BUILD=1, ops/fast_first_build.h): "full" when
-  // execute launches the full build's kernel (always, without the option or on a cache
-  // hit), else "fast first build (...)" saying where the full build is.
+  // "full": build() compiles the whole kernel before it returns (the two-tier build was
+  // removed, docs/decisions/0041), so execute always launches the full build.
   std::string build_state() const;
-  // Waits for the full build's compile and switches to its kernel now (instead of at the
-  // first execute after it is ready); true when execute then launches the full kernel.
-  // Not while a stream of this op is being captured.
+  // Kept for winnowPlanFinishBuild: nothing is left to finish after build(); true.
   bool finish_build();
   // Validates the tensors against the problem, then launches on `stream`. Never
-  // allocates, synchronises or compiles (with the fast first build, the first execute
-  // outside stream capture after the full build is compiled loads its module, once).
+  // allocates, synchronises or compiles.
   void execute(const TopkInputs& in, const TensorView* out_indices,
                const TensorView* out_scores, void* workspace, size_t workspace_bytes,
                CUstream stream, const CallOptions& options = {}) const;
@@ -162,9 +155,6 @@ class TopkOp {
  private:
   struct Impl;
   explicit TopkOp(std::unique_ptr<Impl> impl);
-  // The fast first build's switch to the full kernel (once per build); returns the kernel
-  // execute launches after it.
-  const rt::LoadedKernel* switch_to_full() const;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -21,8 +21,6 @@ struct KnnRetrieval::Impl {
   codegen::GeneratedKernel generated;
   std::shared_ptr<const rt::LoadedKernel> stream, threshold, select;
   int grid = 0;
-  bool tighten = false;  // WINNOW_KNN_TIGHTEN=1 (opt-in until run on a GPU)
-  bool programmatic = true;  // WINNOW_KNN_PDL=0: every launch waits for the one before it
 };
 
 namespace {
@@ -34,16 +32,6 @@ plan::KnnKnobs knn_knobs(const TopkProblem& p) {
   k.capacity = p.candidate_capacity;
   k.sample_keys = std::max(p.sample_size, 0);
   k.ctas_per_sm = p.max_ctas_per_sm;
-  // The radix fallback rounds are the default (their [gpu] case on an adversarial corpus
-  // passes under racecheck and memcheck, and the [knn] suites under it): without them a
-  // row could stay unanswered after three rounds.
-  // "0" keeps the three rounds from the stored entries, for measuring only.
-  k.radix = true;
-  if (const auto v = rt::env_get("WINNOW_KNN_RADIX")) {
-    if (*v != "0" && *v != "1")
-      throw InvalidArgument(fmt::format("WINNOW_KNN_RADIX is '{}': expected 0 or 1", *v));
-    k.radix = *v == "1";
-  }
   return k;
 }
 
@@ -82,16 +70,6 @@ KnnRetrieval::KnnRetrieval(const TopkProblem& p, const plan::KernelSpec& spec,
   if (!plan::choose_knn_plan(spec, smem_limit, &m.plan, &why, knn_knobs(p)))
     throw NotSupported(why);
   m.generated = codegen::emit_knn(p.score, m.plan);
-  if (const auto v = rt::env_get("WINNOW_KNN_TIGHTEN")) {
-    if (*v != "0" && *v != "1")
-      throw InvalidArgument(fmt::format("WINNOW_KNN_TIGHTEN is '{}': expected 0 or 1", *v));
-    m.tighten = *v == "1";
-  }
-  if (const auto v = rt::env_get("WINNOW_KNN_PDL")) {
-    if (*v != "0" && *v != "1")
-      throw InvalidArgument(fmt::format("WINNOW_KNN_PDL is '{}': expected 0 or 1", *v));
-    m.programmatic = *v == "1";
-  }
 }
 
 KnnRetrieval::~KnnRetrieval() = default;
@@ -209,9 +187,6 @@ void KnnRetrieval::execute(const TopkInputs& in, const CallShape& shape,
     p.sample_stride = sample.stride;
     p.sample_valid = sample.valid;
     p.sample_rank = sample.rank;
-    // Without a sample the whole corpus fits the list: nothing to tighten (and no threshold
-    // kernel to clear the lists' marked slots).
-    p.tighten = m.tighten && sample.tiles > 0 ? 1 : 0;
     // Every query's state starts at zero (threshold 0, count 0); the round counts too: by
     // the threshold kernel where a sample runs (two memset launches fewer), else here.
     if (sample.tiles == 0) {
@@ -234,7 +209,7 @@ void KnnRetrieval::execute(const TopkInputs& in, const CallShape& shape,
     bool after_own = false;
     auto launch = [&](const rt::LoadedKernel& kernel, unsigned grid, unsigned threads,
                       void** args) {
-      kernel.launch(grid, 1, threads, stream, args, after_own && m.programmatic);
+      kernel.launch(grid, 1, threads, stream, args, after_own);
       after_own = true;
     };
     if (sample.tiles > 0) {

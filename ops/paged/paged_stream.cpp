@@ -17,58 +17,10 @@ namespace {
 
 size_t round_up(size_t n) { return (n + 255) / 256 * 256; }
 
-// The stream kernel's CTAs an SM, pages a math warpgroup takes of each ring stage and ring
-// stages: two CTAs (112 registers) of two pages a warpgroup (one epilogue a page pair: its
-// ballot, reservation, barrier waits and shuffles serve 32 keys a warp instead of 16) and two
-// four-page stages, the same 72 KB of ring as four two-page stages. WINNOW_PAGED_WG_PAGES=1
-// gives one page a warpgroup and four stages. Three CTAs (72 registers, no spills at
-// next_n 1, three two-page stages) were no faster, so they stay a measuring option at any
-// next_n (above 1 they may spill): WINNOW_PAGED_STREAM_CTAS=2 or 3; three take one page a
-// warpgroup.
-struct StreamShape {
-  int ctas_per_sm, wg_pages, stages;
-};
-StreamShape stream_shape() {
-  int ctas = 2, wg_pages = 2;
-  if (const auto v = rt::env_get("WINNOW_PAGED_STREAM_CTAS")) {
-    if (*v != "2" && *v != "3")
-      throw InvalidArgument(fmt::format("WINNOW_PAGED_STREAM_CTAS is '{}': expected 2 or 3", *v));
-    ctas = *v == "3" ? 3 : 2;
-  }
-  const auto w = rt::env_get("WINNOW_PAGED_WG_PAGES");
-  if (w) {
-    if (*w != "1" && *w != "2")
-      throw InvalidArgument(fmt::format("WINNOW_PAGED_WG_PAGES is '{}': expected 1 or 2", *w));
-    wg_pages = *w == "1" ? 1 : 2;
-  }
-  if (ctas == 3) {
-    if (w && wg_pages == 2)
-      throw InvalidArgument(
-          "WINNOW_PAGED_WG_PAGES=2 with WINNOW_PAGED_STREAM_CTAS=3: three CTAs an SM have no "
-          "shared memory for two four-page stages each; take one page a warpgroup");
-    wg_pages = 1;
-  }
-  return {ctas, wg_pages, ctas == 3 ? 3 : wg_pages == 2 ? 2 : 4};
-}
-
-// How far ahead of the ring the producer hints pages into L2 (a kernel argument: no
-// rebuild): off by default, WINNOW_PAGED_PREFETCH=N (0..64 pages) to measure. Every setting
-// tried was slower than none, and more pages slower still.
-int stream_prefetch_pages() {
-  const auto v = rt::env_get("WINNOW_PAGED_PREFETCH");
-  if (!v) return 0;
-  int n = -1;
-  try {
-    size_t used = 0;
-    n = std::stoi(*v, &used);
-    if (used != v->size()) n = -1;
-  } catch (const std::exception&) {
-    n = -1;
-  }
-  if (n < 0 || n > 64)
-    throw InvalidArgument(fmt::format("WINNOW_PAGED_PREFETCH is '{}': expected pages 0 to 64", *v));
-  return n;
-}
+// The stream kernel's ring stages (it runs two CTAs an SM, codegen::kPagedStreamCtasPerSm):
+// two stages of four pages, two a math warpgroup (winnow::kPagedWgPages: one epilogue a page
+// pair, its ballot, reservation, barrier waits and shuffles serving 32 keys a warp).
+constexpr int kStreamStages = 2;
 
 // The workspace: the retrieval mode's regions per row (counters first: the op's counter
 // offset is 0), then the call's plan (templates/paged_stream_prepare.cuh).
@@ -200,11 +152,8 @@ struct PagedStream::Impl {
   codegen::GeneratedKernel generated;
   CompiledModule module;
   std::shared_ptr<const rt::LoadedKernel> prepare, stream, threshold, select;
-  StreamShape shape{};
   int capacity = 0, grid = 0;
   long stream_smem = 0, select_smem = 0, select_stage = 0;
-  bool programmatic = true;  // WINNOW_KNN_PDL=0 turns it off here too
-  int prefetch_pages = 0;    // stream_prefetch_pages
   std::vector<PagedStreamStep> steps;  // paged_stream_steps(problem)
 };
 
@@ -216,20 +165,17 @@ PagedStream::PagedStream(const PagedProblem& p, const rt::Context* ctx)
   m.ctx = ctx;
   m.capacity = winnow::knn_capacity(p.k);
   m.steps = paged_stream_steps(p);
-  m.shape = stream_shape();
   const ir::Expr score = p.score ? p.score : ir::relu_mh(true);
   const ir::Uses u = ir::uses(score);
   codegen::PagedStreamConfig c;
   c.next_n = p.next_n;
   c.k = p.k;
-  c.stages = m.shape.stages;
-  c.wg_pages = m.shape.wg_pages;
-  c.ctas_per_sm = m.shape.ctas_per_sm;
+  c.stages = kStreamStages;
   c.sorted = p.sorted;
   c.uses_w = u.w;
   c.uses_kscale = u.kscale;
   m.generated = codegen::emit_paged_stream(score, c);
-  m.stream_smem = winnow::PagedStreamSmem{m.shape.stages, p.next_n, m.shape.wg_pages}.bytes();
+  m.stream_smem = winnow::PagedStreamSmem{kStreamStages, p.next_n}.bytes();
   const long smem_limit = ctx ? ctx->info().max_smem_optin : kDefaultSmemLimit;
   m.select_stage = winnow::knn_select_stage_bytes(p.k, smem_limit);
   m.select_smem = winnow::knn_select_smem_bytes(p.k) + m.select_stage;
@@ -237,8 +183,6 @@ PagedStream::PagedStream(const PagedProblem& p, const rt::Context* ctx)
     throw NotSupported(fmt::format("the paged stream path needs {} / {} bytes of shared memory, "
                                    "above the device's {}",
                                    m.stream_smem, m.select_smem, smem_limit));
-  if (const auto v = rt::env_get("WINNOW_KNN_PDL")) m.programmatic = *v != "0";
-  m.prefetch_pages = stream_prefetch_pages();
 }
 
 PagedStream::~PagedStream() = default;
@@ -253,9 +197,9 @@ bool PagedStream::built() const { return !impl_->module.cubin.empty(); }
 void PagedStream::build(rt::CubinCache& cache, const backend::Backend& be) {
   Impl& m = *impl_;
   const std::string program = fmt::format(
-      "{}\npaged stream v1 next_n={} k={} sorted={} stages={} wg_pages={} ctas_per_sm={}",
+      "{}\npaged stream v1 next_n={} k={} sorted={} stages={}",
       ir::print(m.problem.score ? m.problem.score : ir::relu_mh(true)), m.problem.next_n,
-      m.problem.k, m.problem.sorted, m.shape.stages, m.shape.wg_pages, m.shape.ctas_per_sm);
+      m.problem.k, m.problem.sorted, kStreamStages);
   m.module = compile_cached(cache, be, compile_request(), "winnow_paged_stream", program,
                             "paged stream");
   if (!m.ctx) return;
@@ -268,7 +212,7 @@ void PagedStream::build(rt::CubinCache& cache, const backend::Backend& be) {
     throw NotSupported(fmt::format("the paged stream kernel cannot run on this device ({} bytes "
                                    "of shared memory, {} registers per thread)",
                                    m.stream_smem, m.stream->num_registers()));
-  m.grid = m.ctx->info().sm_count * std::min(per_sm, m.shape.ctas_per_sm);
+  m.grid = m.ctx->info().sm_count * std::min(per_sm, codegen::kPagedStreamCtasPerSm);
 }
 
 size_t PagedStream::workspace_bytes() const {
@@ -281,10 +225,10 @@ std::string PagedStream::launch_info() const {
   const Impl& m = *impl_;
   if (!m.stream) return "not loaded";
   return fmt::format("paged stream: {} CTAs x {} threads, {} registers, {} bytes of shared "
-                     "memory, {} stages of {} pages, L2 prefetch {} pages ahead, capacity {}, {} "
+                     "memory, {} stages of {} pages, capacity {}, {} "
                      "launches a call",
                      m.grid, winnow::kPagedStreamThreads, m.stream->num_registers(),
-                     m.stream_smem, m.shape.stages, 2 * m.shape.wg_pages, m.prefetch_pages, m.capacity,
+                     m.stream_smem, kStreamStages, 2 * winnow::kPagedWgPages, m.capacity,
                      m.steps.size());
 }
 
@@ -324,7 +268,6 @@ void PagedStream::execute(const PagedInputs& in, int64_t B, const TensorView& ou
   }
   winnow::PagedStreamParams a =
       paged_stream_params(p, in, B, out_indices, workspace, m.select_stage, m.grid);
-  a.prefetch_pages = m.prefetch_pages;
   winnow::KnnParams& k = a.knn;
   // The cache as [num_blocks * 66, 128] bytes: block b's keys and scales are rows 66 b ..
   TensorView rows_view = contiguous_view(in.cache.data, DType::U8,
@@ -336,7 +279,7 @@ void PagedStream::execute(const PagedInputs& in, int64_t B, const TensorView& ou
   void* stream_args[] = {&a, &cmap};
   bool after_own = false;
   auto launch = [&](const rt::LoadedKernel& kernel, unsigned grid, unsigned threads, void** av) {
-    kernel.launch(grid, 1, threads, stream, av, after_own && m.programmatic);
+    kernel.launch(grid, 1, threads, stream, av, after_own);
     after_own = true;
   };
   for (const PagedStreamStep& s : m.steps) {

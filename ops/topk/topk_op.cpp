@@ -3,8 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
-#include <mutex>
 
 #include "compiler/codegen/emit_cuda.h"
 #include "compiler/lower/lower.h"
@@ -14,7 +12,6 @@
 #include "ops/common/knn_retrieval.h"
 #include "ops/common/names.h"
 #include "ops/common/validate.h"
-#include "ops/topk/fast_first_build.h"
 #include "runtime/env.h"
 #include "runtime/log.h"
 #include "knn/knn_workspace.cuh"
@@ -85,15 +82,6 @@ struct TopkOp::Impl {
   std::string key;
   std::vector<char> cubin;
   std::shared_ptr<const rt::LoadedKernel> kernel;
-  // The fast first build (ops/fast_first_build.h): the full build compiling in the
-  // background, its kernel once loaded, and the kernel execute launches (`kernel` until
-  // the switch). The first kernel stays loaded: graphs captured with it keep running.
-  std::unique_ptr<BackgroundBuild> full_build;
-  std::shared_ptr<const rt::LoadedKernel> full_kernel;
-  std::atomic<const rt::LoadedKernel*> active{nullptr};
-  std::atomic<bool> switch_pending{false};
-  std::mutex switch_mu;
-  std::string full_build_error;  // why the switch did not happen (after it was tried)
   int max_ctas = 0;  // resident CTAs on the device: the persistent grid
   size_t workspace = 0;
   size_t partials_offset = 0, block_done_offset = 0;
@@ -114,12 +102,11 @@ std::unique_ptr<TopkOp> TopkOp::create(const TopkProblem& p, const rt::Context* 
   impl->spec = make_spec(impl->problem);
   const long smem_limit = ctx ? ctx->info().max_smem_optin : kDefaultSmemLimit;
   std::string why;
-  // WINNOW_TOPK_PIPELINE=1: the wgmma path's pipelined form, =2 its filter-warpgroup form,
-  // where no knob chose (opt-in until shown faster than the default form).
+  // WINNOW_TOPK_PIPELINE=1: the wgmma path's pipelined form where no knob chose (opt-in:
+  // faster only where the plain form fits one CTA per SM).
   plan::PlanKnobs knobs = p.plan_knobs;
   if (knobs.pipeline == 0) {
-    if (const auto v = rt::env_get("WINNOW_TOPK_PIPELINE"); v && (*v == "1" || *v == "2"))
-      knobs.pipeline = *v == "1" ? 1 : 2;
+    if (const auto v = rt::env_get("WINNOW_TOPK_PIPELINE"); v && *v == "1") knobs.pipeline = 1;
   }
   if (!plan::choose_plan(impl->spec, smem_limit, p.candidate_capacity, p.sample_size,
                          &impl->plan, &why, knobs)) {
@@ -160,43 +147,14 @@ void TopkOp::build(rt::CubinCache& cache, const backend::Backend& be) {
     m.max_ctas = m.knn->grid();
     return;
   }
-  m.full_build.reset();  // waits for an earlier build's background compile
-  m.full_kernel.reset();
-  m.switch_pending = false;
-  m.active = nullptr;
-  m.full_build_error.clear();
-  const backend::CompileRequest req = compile_request();
-  const std::string program = cache_program();
-  const std::string description = ir::print(m.problem.score);
-  // The fast first build on a miss (a device to run on, NVRTC, opted in): the full build
-  // starts in the background first, so that both compiles use the host's cores at once.
-  const bool tiered = m.ctx && fast_first_wanted(be) && !is_cached(cache, be, req, program);
-  if (tiered)
-    m.full_build = std::make_unique<BackgroundBuild>(cache, be, req, "winnow_topk", program, description);
-  CompiledModule module;
-  if (tiered) {
-    try {
-      module = compile_cached(cache, be, fast_first_request(req), "winnow_topk", program,
-                              description + " (fast first build)");
-    } catch (const std::exception& e) {
-      // NVRTC without the options, or a compile error in the fast form only: the full build.
-      rt::log(rt::LogLevel::Warn, fmt::format("the fast first build failed ({}); waiting for the full build", e.what()));
-      const auto& full = m.full_build->wait();
-      if (!full) throw;
-      module = *full;
-      m.full_build.reset();
-    }
-  } else {
-    module = compile_cached(cache, be, req, "winnow_topk", program, description);
-  }
+  const CompiledModule module = compile_cached(cache, be, compile_request(), "winnow_topk",
+                                              cache_program(), ir::print(m.problem.score));
   m.key = module.key;
   m.cubin = module.cubin;
   m.kernel.reset();
   m.workspace = 0;
   if (!m.ctx) return;
   m.kernel = load_entry(*m.ctx, module, m.generated.entry.c_str(), int(m.plan.smem_bytes()));
-  m.active = m.kernel.get();
-  m.switch_pending = m.full_build != nullptr;
   int per_sm = m.kernel->max_blocks_per_sm(m.plan.threads);
   if (m.problem.max_ctas_per_sm > 0) per_sm = std::min(per_sm, m.problem.max_ctas_per_sm);
   if (per_sm < 1) {
@@ -224,62 +182,11 @@ void TopkOp::build(rt::CubinCache& cache, const backend::Backend& be) {
   }
 }
 
-// Loads the full build's kernel (waiting for its compile) and makes it the one execute
-// launches; on failure the first kernel stays, with a warning. Under the op's lock, so that
-// concurrent executes switch once.
-const rt::LoadedKernel* TopkOp::switch_to_full() const {
-  Impl& m = *impl_;
-  std::lock_guard<std::mutex> lock(m.switch_mu);
-  if (!m.switch_pending.load(std::memory_order_acquire)) return m.active.load(std::memory_order_acquire);
-  try {
-    const auto& full = m.full_build->wait();
-    if (!full) throw std::runtime_error("its compile failed");
-    auto k = load_entry(*m.ctx, *full, m.generated.entry.c_str(), int(m.plan.smem_bytes()));
-    // The grid and workspace are the first kernel's (a persistent grid needs no
-    // co-residency: more CTAs than fit simply wait); the full kernel must fit at all.
-    if (k->max_blocks_per_sm(m.plan.threads) < 1) throw std::runtime_error("its kernel does not fit an SM");
-    m.full_kernel = std::move(k);
-    m.active.store(m.full_kernel.get(), std::memory_order_release);
-    rt::log(rt::LogLevel::Info, fmt::format("winnow_topk switched to its full build (compiled in {:.2f} s)",
-                                            m.full_build->seconds()));
-  } catch (const std::exception& e) {
-    m.full_build_error = e.what();
-    rt::log(rt::LogLevel::Warn, fmt::format("winnow_topk keeps its fast first build: the full build "
-                                            "could not be used ({})", e.what()));
-  }
-  m.switch_pending.store(false, std::memory_order_release);
-  return m.active.load(std::memory_order_acquire);
-}
+// The build is whole when build() returns: nothing is left to finish (the C API's
+// winnowPlanFinishBuild only confirms that the plan is built; docs/decisions/0041).
+bool TopkOp::finish_build() { return true; }
 
-namespace {
-
-// True unless the driver says `stream` is not capturing (an error counts as capturing).
-bool may_be_capturing(CUstream stream) {
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  return rt::driver().cuStreamIsCapturing(stream, &status) != CUDA_SUCCESS ||
-         status != CU_STREAM_CAPTURE_STATUS_NONE;
-}
-
-}  // namespace
-
-bool TopkOp::finish_build() {
-  Impl& m = *impl_;
-  if (m.switch_pending.load(std::memory_order_acquire)) {
-    m.ctx->bind();
-    switch_to_full();
-  }
-  return build_state() == "full";
-}
-
-std::string TopkOp::build_state() const {
-  const Impl& m = *impl_;
-  if (m.knn || !m.full_build) return "full";
-  if (m.switch_pending.load(std::memory_order_acquire))
-    return m.full_build->done() ? "fast first build (full build compiled, switches at the next execute)"
-                                : "fast first build (full build compiling)";
-  if (m.full_kernel) return "full";
-  return "fast first build (full build failed: " + m.full_build_error + ")";
-}
+std::string TopkOp::build_state() const { return "full"; }
 
 int ctas_within_workspace(size_t bound, int resident, size_t per_cta, size_t fixed) {
   if (bound == 0) return resident;
@@ -310,9 +217,6 @@ size_t TopkOp::workspace_bytes() const {
 }
 
 size_t TopkOp::counter_offset() const { return 0; }
-int64_t TopkOp::tightenings_offset() const {
-  return retrieval_mode() ? int64_t(counter_offset()) + 4 * winnow::kKnnTightenings : -1;
-}
 int64_t TopkOp::max_sample_hint() const {
   // The retrieval mode samples the corpus itself: a hint is accepted and ignored.
   if (impl_->knn) return impl_->knn->hint_limit();
@@ -332,7 +236,7 @@ std::string TopkOp::launch_info() const {
   const int sms = m.ctx->info().sm_count;
   return fmt::format("{} CTAs/SM x {} SMs, {} registers, {} bytes of shared memory, "
                      "{} rows per CTA, key tile {}, {}",
-                     m.max_ctas / sms, sms, m.active.load()->num_registers(), m.plan.smem_bytes(),
+                     m.max_ctas / sms, sms, m.kernel->num_registers(), m.plan.smem_bytes(),
                      m.plan.rows_per_cta, m.plan.key_tile,
                      m.plan.mma == 0     ? "CUDA-core dots"
                      : m.plan.wgmma      ? "wgmma, head sums from the accumulators"
@@ -419,10 +323,7 @@ void TopkOp::execute(const TopkInputs& in, const TensorView* out_indices,
                           m.plan.key_tile);
   }
   void* args[] = {&p, &kmap};
-  const rt::LoadedKernel* kernel = m.active.load(std::memory_order_acquire);
-  if (m.switch_pending.load(std::memory_order_acquire) && m.full_build->done() && !may_be_capturing(stream))
-    kernel = switch_to_full();
-  kernel->launch(grid, 1, unsigned(m.plan.threads), stream, args);
+  m.kernel->launch(grid, 1, unsigned(m.plan.threads), stream, args);
 }
 
 backend::Arch device_arch(const rt::Context& ctx) {

@@ -39,6 +39,9 @@ std::optional<TopkPoint> parse_topk_point(const std::string& text) {
   }
   // Every knob once; pipeline= may be missing (records from before it: 0).
   if (knobs->size() != 9 && (knobs->size() != 8 || knobs->count("pipeline"))) return std::nullopt;
+  // pipeline=2 named the filter-warpgroup form, removed (docs/decisions/0040): such a record
+  // is no point of this build, and the lookup passes over it.
+  if (p.pipeline < 0 || p.pipeline > 1) return std::nullopt;
   return p;
 }
 
@@ -189,8 +192,8 @@ TopkSpace topk_space(const TopkProblem& p, const rt::Context* ctx, const TopkSha
     c.baseline = baseline;
     c.plan_text = op->plan_text();
     const plan::KernelPlan& kp = op->kernel_plan();
-    c.family = fmt::format("rows={} tile={} wgmma={} pipelined={} filter_wg={}", kp.rows_per_cta,
-                           kp.key_tile, kp.wgmma, kp.pipelined, kp.filter_wg);
+    c.family = fmt::format("rows={} tile={} wgmma={} pipelined={}", kp.rows_per_cta,
+                           kp.key_tile, kp.wgmma, kp.pipelined);
     c.predicted_us = topk_cost_us(p, op->kernel_plan(), point, shape, dev);
     space.candidates.push_back(std::move(c));
   };
@@ -225,12 +228,12 @@ TopkSpace topk_space(const TopkProblem& p, const rt::Context* ctx, const TopkSha
   const int default_capacity = std::max(4 * p.k, 4096);
   const std::vector<int> samples = {-1, std::min(2 * std::max(2048, p.k), kMaxSampleSize)};
   const std::vector<int> capacities = {0, std::min(2 * default_capacity, kMaxCandidateCapacity)};
-  // The wgmma path's forms only where the problem's own plan is on wgmma (elsewhere the
-  // knob changes nothing); the filter-warpgroup form fixes its key tile (256: key_tile 0).
-  const std::vector<int> forms = base_wgmma ? std::vector<int>{0, 1, 2} : std::vector<int>{0};
+  // The wgmma path's pipelined form only where the problem's own plan is on wgmma
+  // (elsewhere the knob changes nothing).
+  const std::vector<int> forms = base_wgmma ? std::vector<int>{0, 1} : std::vector<int>{0};
   for (int rows : {1, 2, 4, 8, 16})
     for (int form : forms)
-      for (int tile : form == 2 ? std::vector<int>{0} : std::vector<int>{16, 32, 64, 128})
+      for (int tile : {16, 32, 64, 128})
         for (int bins : {512, 1024, 2048})
           for (int sample : samples)
             for (int capacity : capacities)

@@ -5,16 +5,15 @@
 //
 // Knobs and values:
 //   rows_per_cta        1, 2, 4, 8, 16      query rows sharing each key tile
-//   key_tile            16, 32, 64, 128     keys per tile (128: tensor cores only; the
-//                                           filter form's is fixed, 256: key_tile 0 there)
+//   key_tile            16, 32, 64, 128     keys per tile (128: tensor cores only)
 //   bins                512, 1024, 2048     ThresholdBins per row
 //   sample_size         default, 2 max(2048, k)   keys scored first (<= WINNOW_MAX_SAMPLE_SIZE)
 //   candidate_capacity  default, 2 default  CandidateBuffer entries per row (>= k)
 //   key_splits          per call, 1, 4      parts each row's window is cut into
 //   max_ctas_per_sm     as fit, 1, 2        a cap on resident CTAs per SM
-//   pipeline            heuristic, 1, 2     the wgmma path's form (PlanKnobs::pipeline: the
-//                                           pipelined form, the filter-warpgroup form);
-//                                           only where the problem's plan is on wgmma
+//   pipeline            heuristic, 1        the wgmma path's form (PlanKnobs::pipeline: the
+//                                           pipelined form); only where the problem's plan
+//                                           is on wgmma
 // Key-tile stages of the topk kernel are fixed by its configuration (SmemLayout::k_stages:
 // 4 or 3 on wgmma, 2 on mma.sync, 1 on CUDA cores).
 // Registers are a limit known only after the compile: a point that cannot be resident is

@@ -86,11 +86,8 @@ class TopkPlan(PlanHandle):
         self._use_workspace(workspace, lambda: self.workspace_size)
 
     def finish_build(self):
-        """Waits for the full build and switches to it (winnowPlanFinishBuild): with
-        WINNOW_FAST_FIRST_BUILD=1 the plan may start on a far slower first kernel; call this
-        before capturing a CUDA graph with the plan. Raises if the plan is not built
-        (NotBuilt) or the background build failed (CompileError; the plan keeps the
-        first kernel)."""
+        """Confirms that the plan is built (winnowPlanFinishBuild): a build is whole when
+        it returns, so this only raises NotBuilt for a plan not built yet."""
         check(_capi.lib.winnowPlanFinishBuild(self.handle))
 
     # ---- calls ----

@@ -17,16 +17,6 @@ enum : int {
   kScratchWords = 264,
 };
 
-// The filter-warpgroup form: its filter threads and their queues. One CTA of 640 threads
-// per SM: four math warpgroups, three filter warps and the producer warp, 20 warps, five on
-// each of the SM's four 16K-register files: 96 registers each at launch (with a fourth
-// filter warp, six warps on one file leave 80, too few for an m64n128 wgmma).
-enum : int { kFilterFormThreads = 96, kFilterQueue = 64 };
-// Stages of its partial ring (SmemLayout::part_stages): four where they fit beside four fp8
-// key stages (2 rows: 9 KB each), else two (4 rows of 32 heads: 17 KB each). The ring lets
-// the math warpgroups run ahead while the filter warps refresh gates and check buffers.
-WINNOW_HD constexpr int filter_part_stages(int rows) { return rows <= 2 ? 4 : 2; }
-
 // The most shared memory each of two CTAs can have on one SM: sm_90a and sm_100a hold
 // 228 KB per SM, of which each CTA's system use takes 1 KB.
 // (An enumerator: a namespace-scope constant would be emitted into every kernel's PTX.)
@@ -44,11 +34,6 @@ struct SmemLayout {
   bool swizzled = false;
   // Key-tile stages; 0: k_stages()'s choice.
   int stages = 0;
-  // The filter-warpgroup form (KernelPlan::filter_wg): stages of the ring of head-sum
-  // partials from the math warpgroups to the filter warpgroup (0: no such ring). Each
-  // stage holds [rows][key_tile][4] partials (one per lane of a quad: its 16 heads of the
-  // row) and the tile's key scales [key_tile].
-  int part_stages = 0;
   // Padded strides keep threads of a warp on different banks: fp32 rows by one word,
   // stored rows by 16 bytes (4 words: the 8 rows of an mma fragment hit 8 bank groups).
   WINNOW_HD constexpr int key_stride() const { return dim + 1; }
@@ -69,12 +54,9 @@ struct SmemLayout {
   // 256-byte rows take twice the room); mma.sync two, CUDA cores one. (A fourth fp8 stage
   // put dsa-glm's H = 32 layout at 119 KB, one CTA per SM, which was much slower than
   // three stages and two CTAs.)
-  // The filter-warpgroup form runs one CTA per SM: four stages of 8-bit tiles, two of
-  // 16-bit ones (256 keys of 256 bytes: 64 KB each).
   WINNOW_HD constexpr int k_stages() const {
     if (stages > 0) return stages;
     if (!swizzled) return mma_bytes ? 2 : 1;
-    if (part_stages > 0) return mma_bytes == 1 ? 4 : 2;
     if (mma_bytes != 1) return 3;
     SmemLayout four = *this, three = *this;
     four.stages = 4;
@@ -90,19 +72,7 @@ struct SmemLayout {
   WINNOW_HD constexpr long dots_words() const {
     return long(rows) * key_tile * (swizzled ? 1 : head_sums ? heads / 16 : dot_stride());
   }
-  // The partial ring (part_stages > 0), 16-byte aligned for the filter's float4 reads.
-  WINNOW_HD constexpr long part_stage_words() const { return long(rows) * key_tile * 4 + key_tile; }
-  WINNOW_HD constexpr long part_off() const {
-    return part_stages > 0 ? (dots_off() + dots_words() + 3) / 4 * 4 : dots_off() + dots_words();
-  }
-  // The filter-warpgroup form's per-warp queues of scores at or above the gate (the
-  // filter's appends, taken by the whole warp at once): kFilterQueue entries of (row, key,
-  // score) per filter warp.
-  WINNOW_HD constexpr long queue_off() const { return part_off() + part_stage_words() * part_stages; }
-  WINNOW_HD constexpr long queue_words() const {
-    return part_stages > 0 ? 3L * kFilterQueue * (kFilterFormThreads / 32) : 0;
-  }
-  WINNOW_HD constexpr long w_off() const { return queue_off() + queue_words(); }
+  WINNOW_HD constexpr long w_off() const { return dots_off() + dots_words(); }
   WINNOW_HD constexpr long qsq_off() const { return w_off() + long(rows) * heads; }
   WINNOW_HD constexpr long hist_off() const { return qsq_off() + long(rows) * heads; }
   WINNOW_HD constexpr long radix_off() const { return hist_off() + long(rows) * bins; }
@@ -110,11 +80,8 @@ struct SmemLayout {
   WINNOW_HD constexpr long rows_off() const { return radix_off() + kScratchWords; }
   // Per row: a RowState of 16 words.
   WINNOW_HD constexpr long barriers_off() const { return (rows_off() + long(rows) * 16 + 1) / 2 * 2; }
-  // The wgmma path's key-tile ring: a `full` and an `empty` mbarrier (8 bytes) per stage;
-  // then the partial ring's, the same per partial stage.
-  WINNOW_HD constexpr long barrier_words() const {
-    return swizzled ? 4L * k_stages() + 4L * part_stages : 0;
-  }
+  // The wgmma path's key-tile ring: a `full` and an `empty` mbarrier (8 bytes) per stage.
+  WINNOW_HD constexpr long barrier_words() const { return swizzled ? 4L * k_stages() : 0; }
   WINNOW_HD constexpr long total_words() const { return barriers_off() + barrier_words(); }
   WINNOW_HD constexpr long bytes() const { return total_words() * 4; }
 };

@@ -17,9 +17,8 @@ struct KnnRowState {
 // Counter words at the start of the workspace: [0] rows that took the exact fallback and
 // [1] bad windows (always 0 here; TopkOp's layout), [2] rows still unresolved after the
 // last round (their output is all -1: never silently wrong), [3 + r] rows that round r
-// (1..rounds) reruns, [kKnnTightenings] thresholds the filter tightened as lists filled
-// (templates/knn_stream.cuh, knn_tighten; also the filter warps' cue to reread them).
-enum : int { kKnnFallbackRows = 0, kKnnUnresolvedRows = 2, kKnnRoundRows = 3, kKnnTightenings = 48 };
+// (1..rounds) reruns.
+enum : int { kKnnFallbackRows = 0, kKnnUnresolvedRows = 2, kKnnRoundRows = 3 };
 
 struct KnnParams {
   const void* q;  // this pass's first query; [queries][d], fp16 or bf16 as the keys
@@ -47,8 +46,6 @@ struct KnnParams {
   int key_offset;          // sharded keys: added to every index written (0: not sharded)
   int stage_bytes;         // the threshold and select kernels' staging (knn_select_stage_bytes)
   int negate_scores;       // 1: out_scores holds -score (output_score)
-  int tighten;             // 1: each list's first knn_mark(capacity, kKnnMarks - 1) slots
-                           // are zero at the filter's launch, so the filter may tighten
 };
 
 }  // namespace winnow

@@ -9,7 +9,7 @@
 // (every key). Rows still failing after the last round are counted in
 // counters[kKnnUnresolvedRows] and written as -1. The stored entries are the first
 // survivors to arrive, so those rounds need not converge.
-// With C::kRadix (WINNOW_KNN_RADIX=1) the rounds after the first instead refine the
+// With C::kRadix (every top-k plan) the rounds after the first instead refine the
 // threshold by the histogram of their survivors' next digit (knn_refine): each fixes
 // kKnnDigitBits more bits of the need-th best RankKey, keeping at least need survivors, so
 // every row is answered within kKnnRadixRounds rounds (C::kRounds), whatever its keys.
@@ -45,15 +45,6 @@ struct KnnSelectSmem {
 };
 
 #if defined(__CUDA_ARCH__) || defined(WINNOW_EMULATED)
-// Zeroes the first knn_mark(capacity, kKnnMarks - 1) slots of query r's list before a
-// round that may tighten (p.tighten; knn_tighten reads a 0 slot as not yet written).
-__device__ __forceinline__ void knn_clear_marked(const KnnParams& p, int r) {
-  if (!p.tighten) return;
-  u64* list = p.lists + (long long)r * p.capacity;
-  const int n = knn_mark(p.capacity, kKnnMarks - 1);
-  for (int i = threadIdx.x; i < n; i += kKnnSelectThreads) list[i] = 0ull;
-}
-
 // The order key (index bits zero) of the m-th best (m >= 1) of the n sample order keys at v
 // (0: no score), every index admitted: a row's first threshold. The whole CTA calls it.
 template <class C>
@@ -103,7 +94,6 @@ __device__ void knn_threshold(const KnnParams& p, unsigned char* smem) {
     rs.threshold = thr;
     p.rows[r] = rs;
   }
-  knn_clear_marked(p, r);
 }
 
 // Row r's outputs (the need = min(k, keys of its window) best), or its next fallback round
@@ -192,8 +182,7 @@ __device__ void knn_select_row(const KnnParams& p, unsigned char* smem, int r, u
   } else if (count > cap) {
     thr = max(old_threshold, radix_kth<KnnSelectCta>(s, u32(K), scan));
   }
-  __syncthreads();  // every pass over the list is done before it is cleared
-  knn_clear_marked(p, r);
+  __syncthreads();  // every pass over the list is done
   // The next round's histogram starts at zero.
   if (C::kRadix) {
     for (int i = threadIdx.x; i < kKnnDigits; i += kKnnSelectThreads) hist[i] = 0u;

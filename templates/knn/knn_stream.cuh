@@ -12,12 +12,10 @@
 #include "ptx/grid_dependency.cuh"
 #include "knn/knn_params.cuh"
 #include "knn/knn_workspace.cuh"
-#include "ptx/load_cg.cuh"
 #include "ptx/mbarrier.cuh"
 #include "select/rank_order.cuh"
 #include "common/score_ops.cuh"
 #include "ptx/tma.cuh"
-#include "common/warp_reduce.cuh"
 #include "ptx/wgmma_tiles.cuh"
 
 // Tries of an mbarrier wait before the kernel traps: a handshake bug then ends the launch
@@ -28,8 +26,7 @@
 // A diagnostic switch (through WINNOW_NVRTC_OPTIONS, either backend): 1 prints, before the
 // trap, which thread gave up on which barrier (its shared-memory offset) and parity. Off by
 // default: a printf call in the kernel is an extern call, which makes ptxas serialise the
-// wgmma pipeline. (A trap of the llvm build is not always a wait: clang 19's warp
-// reduction intrinsics swap their arguments, templates/warp_reduce.cuh.)
+// wgmma pipeline.
 #ifndef WINNOW_KNN_WAIT_REPORT
 #define WINNOW_KNN_WAIT_REPORT 0
 #endif
@@ -38,14 +35,6 @@
 // it). 0: the exact test on every score (the slower form, kept to compare against).
 #ifndef WINNOW_KNN_PREFILTER
 #define WINNOW_KNN_PREFILTER 1
-#endif
-
-// Where the l2 / cosine key norms are summed from the stage (a measuring switch, through
-// WINNOW_NVRTC_OPTIONS): 1 while the chunk's MMAs run (the default), 2 before they issue
-// (slower: the sums hold back the MMAs), 0 not at all (|k|^2 taken as 0: wrong scores, for timing the
-// sums' cost only).
-#ifndef WINNOW_KNN_KSQ
-#define WINNOW_KNN_KSQ 1
 #endif
 
 namespace winnow {
@@ -85,140 +74,18 @@ __device__ __forceinline__ float knn_square_sum8(const uint4& v, float acc) {
   return acc;
 }
 
-// The mark j (knn_mark) that a reservation of slots [base, base + m) reaches, as j + 1
-// (the larger one where it reaches both), else 0: one reservation per mark and round does.
-__device__ __forceinline__ int knn_crossed(int capacity, u32 base, u32 m) {
-  for (int j = kKnnMarks - 1; j >= 0; --j) {
-    const u32 mark = u32(knn_mark(capacity, j));
-    if (base < mark && base + m >= mark) return j + 1;
-  }
-  return 0;
-}
-
 // Appends RankKey rk to query n's CandidateList: the lanes that got here share one atomic
 // per query (all of them when every key passes: ties, a fallback round). The list's order
-// is not part of the result: the select is exact over it. Returns, to the lane that
-// reserved, knn_crossed of its reservation (0 to the others).
-__device__ __forceinline__ int knn_append(const KnnParams& p, int n, u64 rk, int lane) {
+// is not part of the result: the select is exact over it.
+__device__ __forceinline__ void knn_append(const KnnParams& p, int n, u64 rk, int lane) {
   const unsigned act = __activemask();
   const unsigned peers = __match_any_sync(act, n);
   const int leader = __ffs(peers) - 1;
   u32 base = 0;
-  int crossed = 0;
-  if (lane == leader) {
-    base = atomicAdd(&p.rows[n].count, u32(__popc(peers)));
-    crossed = knn_crossed(p.capacity, base, u32(__popc(peers)));
-  }
+  if (lane == leader) base = atomicAdd(&p.rows[n].count, u32(__popc(peers)));
   base = __shfl_sync(peers, base, leader);
   const u32 at = base + u32(__popc(peers & ((1u << lane) - 1u)));
   if (at < u32(p.capacity)) p.lists[(long long)n * p.capacity + at] = rk;
-  return crossed;
-}
-
-// Tries of the wait for one list slot that a reservation before ours has not written yet
-// (its writer stores right after reserving: a few microseconds at most), then the
-// tightening is given up (no harm: the threshold stays as it was).
-#ifndef WINNOW_KNN_TIGHTEN_SPIN
-#define WINNOW_KNN_TIGHTEN_SPIN 4096
-#endif
-
-// Query q's list reached mark j: the warp finds the order key of the need-th best
-// (need = min(k, N)) of its first `mark` slots (a subset of the corpus: at least need keys
-// of the corpus are at or above it) by radix passes of 256 bins, and raises the query's
-// threshold to it (every index of that order key admitted). One linear histogram over
-// [min, max] was not enough: order keys from -1 to 1 span most of the 32 bits, and the
-// top bin held every score in [0.5, 1) (the first GPU run of the test). The list then
-// still holds every key at or above the final threshold (each was at or above the
-// threshold of its time) and at least `need` of them, so the select stays exact. `bins`: 256 words of the warp's own shared memory.
-__device__ void knn_tighten(const KnnParams& p, int q, int j, u32 need, u32* bins, u64* thr,
-                            int lane) {
-  const int P = knn_mark(p.capacity, j);
-  const uint4* list = reinterpret_cast<const uint4*>(p.lists + (long long)q * p.capacity);
-  constexpr int kBatch = 8;  // uint4 loads in flight per lane (2 entries each)
-  u32 lo = 0xFFFFFFFFu, hi = 0u;
-  bool ok = true;
-  // Pass 1: every slot written (spin while it is 0), and the order keys' range.
-  for (int b0 = 0; b0 < P / 2 && ok; b0 += 32 * kBatch) {
-    uint4 v[kBatch];
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int i = b0 + u * 32 + lane;
-      v[u] = i < P / 2 ? load_cg(list + i) : make_uint4(1u, 1u, 1u, 1u);
-    }
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int i = b0 + u * 32 + lane;
-      for (int t = 0; ((v[u].x | v[u].y) == 0u || (v[u].z | v[u].w) == 0u) && i < P / 2; ++t) {
-        if (t >= WINNOW_KNN_TIGHTEN_SPIN) { ok = false; break; }
-        __nanosleep(128);
-        v[u] = load_cg(list + i);
-      }
-      if (i < P / 2) {  // the order key is each entry's high word
-        lo = min(lo, min(v[u].y, v[u].w));
-        hi = max(hi, max(v[u].y, v[u].w));
-      }
-    }
-  }
-  if (!__all_sync(0xFFFFFFFFu, ok)) return;
-  lo = warp_min_u32(0xFFFFFFFFu, lo);
-  hi = warp_max_u32(0xFFFFFFFFu, hi);
-  // Radix passes of 8 bits over the order keys from the range's top bit down: each finds
-  // the highest bin with `want` entries at or above it, then narrows to that bin.
-  const u32 range = hi - lo;
-  int shift = max(0, 32 - __clz(int(range)) - 8);  // range >> shift < 256
-  u32 base = lo, want = need;
-  for (;;) {
-    for (int i = lane; i < 256; i += 32) bins[i] = 0u;
-    __syncwarp();
-    // Every slot is written now and stays so this round; entries above the window were
-    // counted by the pass before (want is net of them).
-    for (int i = lane; i < P / 2; i += 32) {
-      const uint4 v = load_cg(list + i);
-      const u32 o[2] = {v.y, v.w};
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        if (o[h] >= base && ((o[h] - base) >> shift) < 256u) atomicAdd(bins + ((o[h] - base) >> shift), 1u);
-      }
-    }
-    __syncwarp();
-    // Lane l holds bins 8 l .. 8 l + 7; a suffix sum over the lanes.
-    u32 c[8], own = 0u;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) own += (c[i] = bins[8 * lane + i]);
-    u32 above = own;  // bins of lanes >= lane
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-      const u32 x = __shfl_down_sync(0xFFFFFFFFu, above, off);
-      if (lane + off < 32) above += x;
-    }
-    u32 cum = above - own, over = 0u;
-    int best = -1;
-#pragma unroll
-    for (int i = 7; i >= 0; --i) {
-      if (best < 0 && cum + c[i] >= want) {
-        best = 8 * lane + i;
-        over = cum;  // entries of the window above bin `best`
-      }
-      cum += c[i];
-    }
-    const unsigned hit = __ballot_sync(0xFFFFFFFFu, best >= 0);
-    __syncwarp();  // the bins are the warp's staging again after the last pass
-    if (hit == 0u) return;  // fewer than want entries: cannot happen (mark >= 3 k)
-    const int src = 31 - __clz(int(hit));
-    best = __shfl_sync(0xFFFFFFFFu, best, src);
-    over = __shfl_sync(0xFFFFFFFFu, over, src);
-    base += u32(best) << shift;
-    want -= over;
-    if (shift == 0) break;
-    shift = max(0, shift - 8);
-  }
-  if (lane == 0) {
-    const u64 t = u64(base) << 32;
-    const u64 old = atomicMax(reinterpret_cast<unsigned long long*>(&p.rows[q].threshold), t);
-    __threadfence();  // the threshold before the counter that tells other CTAs to reread it
-    if (t > old) atomicAdd(p.counters + kKnnTightenings, 1u);
-    atomicMax(reinterpret_cast<unsigned long long*>(thr + q), t);
-  }
 }
 
 // The stream over this CTA's tiles (tile i of the pass's list: i * sample_stride in the
@@ -383,24 +250,14 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
       wr[2 * j + b] = C::kUsesW ? wq[8 * j + 2 * t4 + b] : 0.0f;
     }
   }
-  // Tightening (knn_tighten): a lane's pending mark ((query << 4) | (mark + 1), 0: none),
-  // and the count of tightenings this warp has taken into its thresholds.
-  // Not in the radix fallback's rounds: their histograms count the survivors of one
-  // threshold.
+  // A radix fallback round counts its survivors' next digit (knn_refine).
   const bool radix = C::kRadix && !C::kMaterialize && !sample && p.round > 0;
-  const bool tighten = !C::kMaterialize && !sample && p.tighten != 0 && !radix;
-  const u32 need = u32(min(C::kTopK, p.num_keys));
-  int pend = 0;
-  u32 seen = 0;
   // The previous tile's reservations (see the tile's end): query lane + 32 h's slot base
   // and count of staged entries (0: none).
   static_assert(Q == 64, "two queries a lane");
   u32 res_base[2] = {0u, 0u}, res_m[2] = {0u, 0u};
   // Writes the reserved entries from the staging to the lists (the staging is free again
-  // after it). Then retighten (p.tighten, after the MMAs: a call between a wgmma and its
-  // wait would serialise them) tightens the thresholds whose marks a reservation reached and
-  // rereads the thresholds when the tightenings counter, read at the tile's start as
-  // `tightened`, has moved.
+  // after it).
   auto write_reserved = [&] {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -410,45 +267,13 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
         if (base + s2 < u32(p.capacity))
           p.lists[(long long)q * p.capacity + base + s2] = skeys[q * kKnnStageSlots + s2];
       }
-      if (m != 0) {
-        if (const int crossed = knn_crossed(p.capacity, base, m)) pend = (q << 4) | crossed;
-      }
       res_m[h] = 0u;
     }
     __syncwarp();
   };
-  auto retighten = [&](u32 tightened) {
-    // The marks this warp's reservations reached (rare: the sample's threshold was too
-    // low), each tightened by the whole warp over the staging it just emptied.
-    for (unsigned todo = __ballot_sync(0xFFFFFFFFu, pend != 0); todo != 0u; todo &= todo - 1u) {
-      const int code = __shfl_sync(0xFFFFFFFFu, pend, __ffs(todo) - 1);
-      knn_tighten(p, code >> 4, (code & 15) - 1, need, reinterpret_cast<u32*>(skeys), thr, lane);
-    }
-    pend = 0;
-    if (tightened != seen) {
-      // Some query's threshold rose (here or in another CTA): into this CTA's thresholds
-      // and this thread's prefilter scores.
-      seen = tightened;
-      for (int q = lane; q < Q; q += 32) {
-        atomicMax(reinterpret_cast<unsigned long long*>(thr + q), load_cg(&p.rows[q].threshold));
-      }
-      __syncwarp();
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-#pragma unroll
-        for (int b = 0; b < 2; ++b) {
-          const int n = 8 * j + 2 * t4 + b;
-          const u32 t = u32(thr[n] >> 32);
-          if (skip[n] == 0 && t != 0) pfr[2 * j + b] = order_key_score(t);
-        }
-      }
-    }
-  };
   unsigned pos = 0;
   for (int i = blockIdx.x; i < total; i += gridDim.x, pos += NC) {
     const int tile = i * stride;
-    // Read now, used after the tile's MMAs (its latency hidden behind them).
-    const u32 tightened = tighten ? load_cg(p.counters + kKnnTightenings) : 0u;
     float acc[32];
     float ksq_half = 0.0f;  // this lane's half of key (16 warp + lane / 2)'s |k|^2
     const int key0 = tile * kKnnKeyTile + wg * 64 + warp * 16 + g;
@@ -477,7 +302,6 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
           ksq_half = knn_square_sum8<C::kElem>(x, ksq_half);
         }
       };
-      if (C::kUsesKSq && WINNOW_KNN_KSQ == 2 && !ksq_given) key_norms();
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < kKnnChunkBytes; kk += 32) {
@@ -488,7 +312,7 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
       wgmma_commit();
       // While the MMAs run: before them, the sums would hold back every chunk's wgmma
       // issue (l2 then takes well over ip's time).
-      if (C::kUsesKSq && WINNOW_KNN_KSQ == 1 && !ksq_given) key_norms();
+      if (C::kUsesKSq && !ksq_given) key_norms();
       if (c > 0) {  // the previous chunk's MMAs are done: its stage goes back to the producer
         wgmma_wait<1>();
         __syncwarp();
@@ -502,7 +326,6 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
     wgmma_pin(acc);
     __syncwarp();
     if (lane == 0) mbarrier_arrive(empty + prev_stage);
-    if (tighten) retighten(tightened);
 
     // |k|^2 of the thread's two keys, given, or from the lanes that summed their halves.
     float ksq[2] = {ksq_in[0], ksq_in[1]};
@@ -550,8 +373,8 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
             const u32 at = atomicAdd(scount + n, 1u);
             if (at < u32(kKnnStageSlots)) {
               skeys[n * kKnnStageSlots + at] = rk;
-            } else if (const int crossed = knn_append(p, n, rk, lane)) {
-              pend = (n << 4) | crossed;
+            } else {
+              knn_append(p, n, rk, lane);
             }
           }
         }
@@ -573,10 +396,6 @@ __device__ void knn_stream(const KnnParams& p, const TmaMap* kmap, unsigned char
           res_base[h] = atomicAdd(&p.rows[q].count, res_m[h]);
         }
       }
-      // A tightening warp waits for the slots before its mark to be written: with the
-      // writes a tile later it would wait on warps of its own warpgroup that cannot pass
-      // their next MMAs without it.
-      if (tighten) write_reserved();
     }
   }
   if (!C::kMaterialize && !sample) write_reserved();

@@ -29,7 +29,7 @@ inline constexpr int kKnnMathWarps = 8;
 // histograms.
 inline constexpr int kKnnMaxSampleCap = 63360;  // multiple of kKnnKeyTile
 
-// The exact fallback's radix refinement (WINNOW_KNN_RADIX=1, knn_select.cuh): each round
+// The exact fallback's radix refinement (every top-k plan, knn_select.cuh): each round
 // fixes the next kKnnDigitBits bits of the need-th best RankKey from a histogram of the
 // survivors that share the bits fixed so far, so a row is answered after at most
 // ceil(64 / kKnnDigitBits) + 1 fallback rounds whatever the order and the ties of its keys.
@@ -39,17 +39,6 @@ inline constexpr int kKnnRadixRounds = (64 + kKnnDigitBits - 1) / kKnnDigitBits 
 
 // CandidateList entries per query: 4 max(k, 1024) (the retrieval mode's workspace bound).
 WINNOW_HD int knn_capacity(int k) { return 4 * (k > 1024 ? k : 1024); }
-
-// The marks at which the filter tightens a query's threshold while its list fills: when a
-// reservation reaches slot mark - 1, the reserving warp takes the k-th best of the list's
-// first `mark` entries (a subset of the corpus, so a safe bound) as the new threshold. The
-// sample aims the list at half its capacity (sqrt(k capacity) at k >= 1024), so the
-// marks, 3/4 and 7/8 of it, are passed only when the sample's threshold was too low.
-// The lists' first knn_mark(capacity, kKnnMarks - 1) slots are zeroed before each round
-// (a RankKey is never 0: its index word is ~index, index < 2^31), so the tightening warp
-// knows which of them are written.
-inline constexpr int kKnnMarks = 2;
-WINNOW_HD int knn_mark(int capacity, int j) { return capacity - capacity / (4 << j); }
 
 struct KnnWorkspace {
   int capacity, sample_cap;

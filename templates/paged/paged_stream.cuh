@@ -6,11 +6,11 @@
 // warpgroups: items of 8 pages taken from an atomic counter would switch at almost
 // every item). The producer warp brings each page's 64 keys and 64
 // scales by TMA (one 66-row box of the cache viewed as [num_blocks * 66, 128] bytes) into a
-// ring of stages of 2 kWgPages pages; math warpgroup h scores pages h kWgPages .. of a
-// stage, one after another, on wgmma m64n64 (64 keys x 64 heads, the row's q as the B
+// ring of stages of 2 kPagedWgPages pages; math warpgroup h scores pages h kPagedWgPages ..
+// of a stage, one after another, on wgmma m64n64 (64 keys x 64 heads, the row's q as the B
 // operand in shared memory), one row of the request after another, sums the weighted heads
 // next to the accumulators (wgmma_lane_partials: the fused top-k kernel's bits for the same
-// program), sums the quad's partials so that with two pages each lane holds one key (one
+// program), sums the quad's partials so that each lane holds one key of the page pair (one
 // filter epilogue for 32 keys a warp: ballot, reservation and barriers a page pair) and
 // applies the post step (the key scale). Two uses of the same scoring:
 //   sample pass (knn.sample_pass): every score of the request's sampled pages into the
@@ -55,12 +55,12 @@ __device__ __forceinline__ void paged_wait(u64* bar, unsigned parity) {
 }
 
 // The producer: lane 0 of warp 8. Streams this CTA's share of the pass's pages (request
-// order, up to 2 kWgPages pages of one request a stage), then marks the next stage as the end.
+// order, up to 2 kPagedWgPages pages of one request a stage), then marks the next stage as the end.
 template <class C>
 __device__ void paged_produce(const PagedStreamParams& ps, const TmaMap* cmap, unsigned char* ring,
                               PagedStage* meta, u64* full, u64* empty, bool sample) {
-  constexpr int ST = C::kStages, NN = C::kNextN, SP = 2 * C::kWgPages;  // pages a stage
-  constexpr int stage_bytes = paged_stage_bytes(C::kWgPages);
+  constexpr int ST = C::kStages, NN = C::kNextN, SP = 2 * kPagedWgPages;  // pages a stage
+  constexpr int stage_bytes = kPagedStageBytes;
   const KnnParams& p = ps.knn;
   const int* off = ps.page_offset + (sample ? 0 : ps.batch + 1);
   const int total = off[ps.batch];
@@ -77,25 +77,8 @@ __device__ void paged_produce(const PagedStreamParams& ps, const TmaMap* cmap, u
       if (off[mid] <= begin) r = mid; else hi = mid - 1;
     }
   }
-  // The L2 prefetch (the sample pass and round 0, which stream every page of their share):
-  // page pg (of request pr) is the next to prefetch; before each stage, the pages up to
-  // prefetch_pages past it are hinted into L2 (tma_prefetch_2d_l2), so that the ring's
-  // loads, issued only when a stage is free, find them there.
-  const bool prefetching = ps.prefetch_pages > 0 && (sample || p.round == 0);
-  int pg = begin, pr = r;
   for (int gp = begin; gp < end;) {
     while (off[r + 1] <= gp) ++r;  // requests with no page of this pass are passed over
-    if (prefetching) {
-      const int until = min(end, gp + SP + ps.prefetch_pages);
-      if (pg < gp + SP) pg = min(until, gp + SP);  // the stage's own pages are loaded now
-      for (; pg < until; ++pg) {
-        while (off[pr + 1] <= pg) ++pr;
-        const int in_req = pg - off[pr];
-        const int page = sample ? paged_sample_page(in_req, ps.req_sample_pages[pr], ps.req_pages[pr]) : in_req;
-        const long long b = ps.block_table[(long long)pr * ps.block_table_stride + page];
-        if (b >= 0 && b < ps.num_blocks) tma_prefetch_2d_l2(cmap, 0, int(b * kPagedBoxRows));
-      }
-    }
     const int req_end = min(end, off[r + 1]);
     if (!sample && p.round > 0) {  // a fallback round streams only what it reruns
       bool rerun = false;
@@ -152,17 +135,17 @@ __device__ void paged_produce(const PagedStreamParams& ps, const TmaMap* cmap, u
 template <class C, class S>
 __device__ void paged_stream(const PagedStreamParams& ps, const TmaMap* cmap, unsigned char* smem) {
   grid_dependency_trigger();  // the next launch may start (grid_dependency.cuh)
-  constexpr int ST = C::kStages, NN = C::kNextN, H = kPagedHeads, WP = C::kWgPages;
+  constexpr int ST = C::kStages, NN = C::kNextN, H = kPagedHeads, WP = kPagedWgPages;
   static_assert(C::kHeads == H && S::kHeadSum && C::kWgmma && C::kMma == kElemE4M3,
                 "the stream path: 64 heads of fp8, a head-sum score");
-  static_assert(WP == 1 || WP == 2, "one or two pages a warpgroup and stage");
-  constexpr int stage_bytes = paged_stage_bytes(WP);
+  static_assert(WP == 2, "two pages a warpgroup and stage");
+  constexpr int stage_bytes = kPagedStageBytes;
   const KnnParams& p = ps.knn;
   const bool sample = p.sample_pass != 0;
   grid_dependency_wait();
   // A fallback round with no row to rerun ends at once (the same word for every thread).
   if (!sample && p.round > 0 && p.counters[kKnnRoundRows + p.round] == 0) return;
-  constexpr PagedStreamSmem L{ST, NN, WP};
+  constexpr PagedStreamSmem L{ST, NN};
   unsigned char* ring = smem + L.ring_off();
   unsigned char* qs = smem + L.q_off();
   float* ws = reinterpret_cast<float*>(smem + L.w_off());
@@ -270,12 +253,11 @@ __device__ void paged_stream(const PagedStreamParams& ps, const TmaMap* cmap, un
     }
     const int key0 = warp * 16 + g;  // the thread's keys of a page: key0 and key0 + 8
     // The lane's own key after the quad's reduction (below): page `lp` of this
-    // warpgroup's, key0 + 8 (t4 & 1) of it. With one page a warpgroup, lanes t4 = 2, 3
-    // end with copies of lanes 0, 1's sums and own no key.
-    const int lp = WP == 2 ? t4 >> 1 : 0;
+    // warpgroup's, key0 + 8 (t4 & 1) of it.
+    const int lp = t4 >> 1;
     const int mine = key0 + 8 * (t4 & 1);
     const int lpage = wg * WP + lp;  // the lane's page in the stage
-    const bool lane_key = (WP == 2 || t4 < 2) && lp < have && m.ok[lpage] != 0;
+    const bool lane_key = lp < have && m.ok[lpage] != 0;
     const int pos_key = m.page[lpage] * kPageKeys + mine, list_index = m.first + lpage;
     float score[NN];  // the lane's key's score for each row of the request
 #pragma unroll
@@ -302,11 +284,11 @@ __device__ void paged_stream(const PagedStreamParams& ps, const TmaMap* cmap, un
       for (int j = 0; j < NN; ++j) {
         if (!active[j]) continue;  // the same for the whole CTA
         const u32 b_lo = wgmma_desc_lo(qs + j * H * kPageDim);
-        // The row's weights of the thread's heads (8 jj + 2 t4, + 1): with two pages and up
-        // to two rows, read once for the stage's pages into registers (the MMAs' memory
-        // clobbers made each page read them again); at three or four rows the registers
-        // would spill (96 at two CTAs an SM), so each page reads them.
-        constexpr bool kHeld = WP == 2 && NN <= 2;
+        // The row's weights of the thread's heads (8 jj + 2 t4, + 1): with up to two rows,
+        // read once for the stage's pages into registers (the MMAs' memory clobbers made
+        // each page read them again); at three or four rows the registers would spill (96
+        // at two CTAs an SM), so each page reads them.
+        constexpr bool kHeld = NN <= 2;
         const float* wrow = ws + j * H + 2 * t4;
         float2 wv[H / 8];
 #pragma unroll
@@ -338,8 +320,8 @@ __device__ void paged_stream(const PagedStreamParams& ps, const TmaMap* cmap, un
         // The quad's sums, (P0 + P1) + (P2 + P3) of lane partials Pi as wgmma_tile_visits
         // adds them (addition commutes bit for bit, so the pair each lane forms first may
         // come in either order), scattered: first lanes t4 ^ 1 swap halves (even lanes keep
-        // key0's partials, odd ones key0 + 8's), then lanes t4 ^ 2 (with two pages, lanes
-        // t4 < 2 keep the first page's sum, the others the second's).
+        // key0's partials, odd ones key0 + 8's), then lanes t4 ^ 2 (lanes t4 < 2 keep the
+        // first page's sum, the others the second's).
         const bool odd = (t4 & 1) != 0;
         float pair[WP];
 #pragma unroll
@@ -347,17 +329,13 @@ __device__ void paged_stream(const PagedStreamParams& ps, const TmaMap* cmap, un
           const float keep = odd ? part[i][1] : part[i][0], give = odd ? part[i][0] : part[i][1];
           pair[i] = op_add(keep, __shfl_xor_sync(0xFFFFFFFFu, give, 1));
         }
-        float sum;
-        if constexpr (WP == 2) {
-          const bool upper = (t4 & 2) != 0;
-          sum = op_add(upper ? pair[1] : pair[0], __shfl_xor_sync(0xFFFFFFFFu, upper ? pair[0] : pair[1], 2));
-        } else {
-          sum = op_add(pair[0], __shfl_xor_sync(0xFFFFFFFFu, pair[0], 2));
-        }
+        const bool upper = (t4 & 2) != 0;
+        const float sum =
+            op_add(upper ? pair[1] : pair[0], __shfl_xor_sync(0xFFFFFFFFu, upper ? pair[0] : pair[1], 2));
         ScoreArgs a{};  // post reads no per-head value
         // (selected, not indexed: a register array indexed at run time goes to local memory)
-        const float ks_lo = WP == 2 && lp == 1 ? ks[WP - 1][0] : ks[0][0];
-        const float ks_hi = WP == 2 && lp == 1 ? ks[WP - 1][1] : ks[0][1];
+        const float ks_lo = lp == 1 ? ks[1][0] : ks[0][0];
+        const float ks_hi = lp == 1 ? ks[1][1] : ks[0][1];
         a.kscale = odd ? ks_hi : ks_lo;
         score[j] = S::post(sum, a);
       }

@@ -19,16 +19,16 @@
 
 namespace winnow {
 
-// A ring stage holds 2 wg_pages pages, wg_pages (1 or 2) for each math warpgroup (wgmma M =
-// 64 keys = a page; with two, each lane of a warp ends the page pair with one key of its
-// own: one epilogue for both pages); a page's box is its 64 key rows and the 2 rows of its
+// A ring stage holds 2 kPagedWgPages pages, two for each math warpgroup (wgmma M = 64
+// keys = a page; each lane of a warp ends the page pair with one key of its own: one
+// epilogue for both pages); a page's box is its 64 key rows and the 2 rows of its
 // scales (the cache viewed as [num_blocks * 66, 128] bytes), at a 1024-byte aligned place
 // (the 128-byte swizzle).
 inline constexpr int kPagedBoxRows = kPageBytes / 128;  // 66
 inline constexpr int kPagedBoxBytes = kPageBytes;       // 8448
 inline constexpr int kPagedPageSlot = 9 * 1024;         // a page's place in a stage
-inline constexpr int kPagedMaxWgPages = 2;
-WINNOW_HD constexpr int paged_stage_bytes(int wg_pages) { return 2 * wg_pages * kPagedPageSlot; }
+inline constexpr int kPagedWgPages = 2;
+inline constexpr int kPagedStageBytes = 2 * kPagedWgPages * kPagedPageSlot;
 inline constexpr int kPagedStreamThreads = 256 + 32;  // two math warpgroups + the producer
 inline constexpr int kPagedHeads = 64;                // wgmma N: the engines' head count
 // The sample of one request: at most this many pages (8192 keys).
@@ -62,7 +62,6 @@ struct PagedStreamParams {
   int* req_sample_pages;    // [B]: pages of the sample (0: none)
   int* page_offset;         // [2][B + 1]: prefix sums of the sample's, then the filter's pages
   int stream_ctas;          // the stream's grid: CTA c streams the c-th share of the pages
-  int prefetch_pages;       // the producer's L2 prefetch runs this many pages ahead (0: off)
   unsigned* bad;            // [B]: a block table entry outside the cache was met
 };
 
@@ -110,18 +109,18 @@ WINNOW_HD int paged_sample_rank(int k, int capacity, int valid, int v) {
 struct PagedStage {
   int request;  // -1: the stream is over
   int first;    // index of the stage's first page in the request's page list
-  int count;    // pages in the stage (1 to 2 wg_pages; page h belongs to math warpgroup
-                // h / wg_pages)
-  int page[2 * kPagedMaxWgPages];  // position page numbers
-  int ok[2 * kPagedMaxWgPages];    // the block was inside the cache (else nothing was loaded)
+  int count;    // pages in the stage (1 to 2 kPagedWgPages; page h belongs to math
+                // warpgroup h / kPagedWgPages)
+  int page[2 * kPagedWgPages];  // position page numbers
+  int ok[2 * kPagedWgPages];    // the block was inside the cache (else nothing was loaded)
 };
 
 // The stream kernel's shared memory: the ring, the current request's q rows (the wgmma B
 // operand, swizzled), its weights and row states, the stages' descriptions, the barriers.
 struct PagedStreamSmem {
-  int stages, next_n, wg_pages;
+  int stages, next_n;
   WINNOW_HD constexpr long ring_off() const { return 0; }
-  WINNOW_HD constexpr long q_off() const { return long(stages) * paged_stage_bytes(wg_pages); }
+  WINNOW_HD constexpr long q_off() const { return long(stages) * kPagedStageBytes; }
   WINNOW_HD constexpr long w_off() const { return q_off() + long(next_n) * kPagedHeads * kPageDim; }
   WINNOW_HD constexpr long thr_off() const { return w_off() + long(next_n) * kPagedHeads * 4; }
   WINNOW_HD constexpr long fixed_off() const { return thr_off() + 8L * next_n; }

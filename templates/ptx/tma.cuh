@@ -23,14 +23,6 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const TmaMap* map, u64* b
       "l"(reinterpret_cast<u64>(map)), "r"(shared_address(bar)), "r"(c0), "r"(c1)
       : "memory");
 }
-// A hint: the box at (c0, c1) fetched into L2 (no shared memory, no barrier), so that its
-// later tma_load_2d reads L2 instead of DRAM.
-__device__ __forceinline__ void tma_prefetch_2d_l2(const TmaMap* map, int c0, int c1) {
-  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];\n" ::"l"(
-                   reinterpret_cast<u64>(map)),
-               "r"(c0), "r"(c1)
-               : "memory");
-}
 // The same box copied into the shared memory of every CTA of the cluster named in `ctas`
 // (bit r: rank r), at dst's offset in each, completing the bytes on the mbarrier at bar's
 // offset in each (a CTA whose barrier is not yet armed for the phase counts them anyway:

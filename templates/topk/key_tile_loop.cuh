@@ -13,31 +13,27 @@
 
 namespace winnow {
 
-// The threads visiting the scores and running the filter's steps between tiles (gate
-// refreshes, buffer checks, compaction): the filter warps in the filter-warpgroup form
-// (C::kFilterThreads > 0: they sum the math warpgroups' partials), else the math threads
-// (every thread but the wgmma path's producer warp).
+// The threads that visit the scores and run the filter's steps between tiles (gate
+// refreshes, buffer checks, compaction): the math threads (every thread but the wgmma
+// path's producer warp or warpgroup).
 template <class C>
 __host__ __device__ constexpr int visitor_threads() {
-  return C::kFilterThreads > 0 ? C::kFilterThreads : C::kMathThreads;
+  return C::kMathThreads;
 }
 // This thread's index among them (0 .. visitor_threads() - 1 for a visitor).
 template <class C>
 __device__ __forceinline__ unsigned visitor_index() {
-  return threadIdx.x - (C::kFilterThreads > 0 ? unsigned(C::kMathThreads) : 0u);
+  return threadIdx.x;
 }
 // Named barriers of the topk kernel (0 is __syncthreads): the math threads' (1), the one
-// after which the pipelined form's producer warpgroup takes its registers back (4), the
-// filter warpgroup's (5).
-enum : int { kMathBarrier = 1, kRegsReturned = 4, kFilterBarrier = 5 };
+// after which the pipelined form's producer warpgroup takes its registers back (4).
+enum : int { kMathBarrier = 1, kRegsReturned = 4 };
 
-// The visitors synchronise among themselves: inside the tile loop the producer warp (and
-// in the filter form the math warpgroups) run ahead of them.
+// The visitors synchronise among themselves: inside the tile loop the producer warp runs
+// ahead of them.
 template <class C>
 __device__ __forceinline__ void visitor_sync() {
-  if constexpr (C::kFilterThreads > 0) {
-    named_barrier_sync<kFilterBarrier, C::kFilterThreads>();
-  } else if constexpr (C::kWgmma) {
+  if constexpr (C::kWgmma) {
     named_barrier_sync<kMathBarrier, C::kMathThreads>();
   } else {
     __syncthreads();
@@ -45,11 +41,11 @@ __device__ __forceinline__ void visitor_sync() {
 }
 
 // The wgmma path's producer warp: the last warp of the CTA, after the math warpgroups (in
-// the filter form after the filter warps; in the pipelined form, C::kPipelined, the first
-// warp of the producer warpgroup, the other three idling through the tile loops).
+// the pipelined form, C::kPipelined, the first warp of the producer warpgroup, the other
+// three idling through the tile loops).
 template <class C>
 __device__ __forceinline__ bool is_producer_warp() {
-  return C::kWgmma && int(threadIdx.x) >= C::kMathThreads + C::kFilterThreads;
+  return C::kWgmma && int(threadIdx.x) >= C::kMathThreads;
 }
 
 // The pipelined form's register split (one CTA of 384 threads per SM: 168 registers each
@@ -57,11 +53,7 @@ __device__ __forceinline__ bool is_producer_warp() {
 // warpgroups take 64 more each (128 x 40 + 256 x 232 = 64512 of the SM's 65536); both
 // return to 168 for the CTA-wide steps (sample ranks, select, sort) between.
 enum : int { kPipelineLaunchRegs = 168, kPipelineProducerRegs = 40, kPipelineMathRegs = 232 };
-// Launch registers of a form that moves registers (0: none). The filter-warpgroup form
-// moves none: giving the math warpgroups 104 and the last warpgroup 64 (setmaxnreg) was
-// slower than 96 for all. (ptxas
-// compiles each instruction within the launch count too: 768 threads, 80 at launch, leave
-// too few for an m64n128 wgmma, whatever setmaxnreg gives later.)
+// Launch registers of a form that moves registers (0: none).
 template <class C>
 __host__ __device__ constexpr int launch_regs_of() {
   return C::kPipelined ? kPipelineLaunchRegs : 0;
@@ -128,65 +120,6 @@ __device__ void pipelined_math_tiles(const TopkSmem<C>& s, unsigned pos0, int ti
   } else {
     wgmma_wait<0>();
     finish(acc0, t);
-  }
-}
-
-// The filter-warpgroup form's math loop (C::kFilterThreads > 0): for each tile, wait for
-// its key stage, issue its MMAs, release the stage once they are complete and its key
-// scales read, then each lane's partial head sums (no shuffles, no visits) into the
-// partial ring's stage for the tile (after its `empty` phase: the filter warpgroup is done
-// with the tile before), one `full` arrival per warp. The partial ring counts the same uses
-// as the key ring.
-template <class C, class S>
-__device__ void partial_math_tiles(const TopkSmem<C>& s, unsigned pos0, int tiles) {
-  constexpr SmemLayout L = layout_of<C>();
-  constexpr int STAGES = L.k_stages(), PS = L.part_stages, H = C::kHeads;
-  const int t4 = threadIdx.x & 3, lane = threadIdx.x & 31, key0 = wgmma_first_key<C>();
-  const unsigned full0 = shared_address(s.ring_full), empty0 = shared_address(s.ring_empty);
-  const unsigned pfull0 = shared_address(s.part_full), pempty0 = shared_address(s.part_empty);
-  RingSlot slot = ring_slot(pos0, STAGES), ps = ring_slot(pos0, PS);
-  const WgmmaTileDescs descs = wgmma_tile_descs<C>(s);
-  for (int t = 0; t < tiles; ++t, slot.advance(STAGES), ps.advance(PS)) {
-    mbarrier_wait(full0 + 8u * unsigned(slot.stage), slot.parity);
-    const float* kscale = s.kscale + slot.stage * C::kKeyTile;
-    float ks0 = C::kUsesKScale ? kscale[key0] : 1.0f;
-    float ks1 = C::kUsesKScale ? kscale[key0 + 8] : 1.0f;
-    float d[64];
-    wgmma_issue_tile<C>(descs, slot.stage, d);
-    keep_in_registers(ks0, ks1);
-    wgmma_wait<0>();
-    wgmma_pin(d);
-    mbarrier_arrive(empty0 + 8u * unsigned(slot.stage));  // after this thread's reads of it
-    float pp[C::kRows][2];
-    wgmma_tile_partials<C, S>(
-        d, ks0, ks1,
-        [&](int r, int jj) { return *reinterpret_cast<const float2*>(s.w + r * H + jj * 8 + 2 * t4); },
-        pp);
-    mbarrier_wait(pempty0 + 8u * unsigned(ps.stage), ps.parity ^ 1u);
-    store_tile_partials<C>(s.part + ps.stage * L.part_stage_words(), pp, ks0, ks1);
-    mbarrier_arrive(pfull0 + 8u * unsigned(ps.stage));  // releases this thread's stores
-  }
-}
-
-// ... and its filter warps' loop: for each tile, wait for its partial stage, sum and visit
-// the scores at or above gate(row) (filter_tile_visits; the stage released, one arrival per
-// thread, once read), then after_tile() (the filter's steps between tiles, synchronised by
-// visitor_sync()).
-template <class C, class S, class TileKeys, class Visit, class AfterTile, class Gate>
-__device__ void filter_tiles(const TopkSmem<C>& s, unsigned pos0, int tiles, TileKeys tile_keys,
-                             Visit visit, AfterTile after_tile, Gate gate) {
-  constexpr SmemLayout L = layout_of<C>();
-  constexpr int PS = L.part_stages;
-  const int lane = threadIdx.x & 31;
-  const unsigned pfull0 = shared_address(s.part_full), pempty0 = shared_address(s.part_empty);
-  RingSlot ps = ring_slot(pos0, PS);
-  for (int t = 0; t < tiles; ++t, ps.advance(PS)) {
-    mbarrier_wait(pfull0 + 8u * unsigned(ps.stage), ps.parity);
-    const unsigned empty = pempty0 + 8u * unsigned(ps.stage);
-    filter_tile_visits<C, S>(s.part + ps.stage * L.part_stage_words(), tile_keys(t), visit,
-                             [empty] { mbarrier_arrive(empty); },  // after this thread's reads
-                             gate, s.queue);
-    after_tile();
   }
 }
 
@@ -280,17 +213,14 @@ __device__ __forceinline__ void produce_tiles(const TopkParams& p, const TopkSme
 }
 
 // Visits the keys of `tiles` tiles, tile t's slot j holding key tile_keys(t)(j) (negative:
-// an empty slot), calling after_tile() (by the visitors) after each. gate(r): a lower bound
-// under which visit(r, ...) does nothing (NoGate: none); the filter form's filter warps use
-// it to leave most scores unvisited, the other forms let the visit decide. tile_base(t) is
+// an empty slot), calling after_tile() (by the visitors) after each. tile_base(t) is
 // the first key of tile t when its keys are contiguous (key_of(j) = base + j inside the
 // window), else -1. On the tensor-core paths the next tiles load while this one is scored.
 // Called by the whole CTA; returns after a CTA barrier.
-template <class C, class S, class TileKeys, class TileBase, class Visit, class AfterTile,
-          class Gate = NoGate>
+template <class C, class S, class TileKeys, class TileBase, class Visit, class AfterTile>
 __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int tiles,
                                 TileKeys tile_keys, TileBase tile_base, Visit visit,
-                                AfterTile after_tile, Gate gate = {}) {
+                                AfterTile after_tile) {
   if constexpr (C::kWgmma) {
     // Warp-specialised: the producer warp fills a ring of k_stages() stages (waiting for
     // each stage's `empty` barrier), the two math warpgroups wait for `full`, score, and
@@ -300,27 +230,12 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
     constexpr int STAGES = layout_of<C>().k_stages();
     static_assert(!C::kPipelined || C::kThreads == C::kMathThreads + 128,
                   "the pipelined form: two math warpgroups and a producer warpgroup");
-    static_assert(C::kFilterThreads == 0 ||
-                      (!C::kPipelined && C::kFilterThreads == kFilterFormThreads &&
-                       C::kMathThreads == 512 &&
-                       C::kThreads == C::kMathThreads + C::kFilterThreads + 32),
-                  "the filter form: four math warpgroups, three filter warps, a producer warp");
     // The pipelined form's producer warpgroup moves registers; its first warp loads, the
     // other three idle through the tile loops.
     constexpr bool kProducerGroup = C::kPipelined;
     const unsigned pos0 = s.ring_pos;
     s.ring_pos = pos0 + unsigned(tiles);
-    if constexpr (C::kFilterThreads > 0) {
-      // The filter form: math warpgroups, filter warps and the producer warp each run their
-      // own loop over the list, every warp at its launch registers.
-      if (int(threadIdx.x) < C::kMathThreads) {
-        partial_math_tiles<C, S>(s, pos0, tiles);
-      } else if (is_producer_warp<C>()) {
-        produce_tiles<C>(p, s, pos0, tiles, tile_keys, tile_base);
-      } else {
-        filter_tiles<C, S>(s, pos0, tiles, tile_keys, visit, after_tile, gate);
-      }
-    } else if (is_producer_warp<C>()) {
+    if (is_producer_warp<C>()) {
       if constexpr (C::kPipelined) setmaxnreg_dec<kPipelineProducerRegs>();
       if (!kProducerGroup || int(threadIdx.x) < C::kMathThreads + 32) {
         produce_tiles<C>(p, s, pos0, tiles, tile_keys, tile_base);
@@ -377,11 +292,10 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
   }
 }
 
-// Visits every key of [begin, end) in tiles, calling after_tile() after each (gate: as
-// score_tile_list's).
-template <class C, class S, class Visit, class AfterTile, class Gate = NoGate>
+// Visits every key of [begin, end) in tiles, calling after_tile() after each.
+template <class C, class S, class Visit, class AfterTile>
 __device__ void score_tiles(const TopkParams& p, const TopkSmem<C>& s, int begin, int end,
-                            Visit visit, AfterTile after_tile, Gate gate = {}) {
+                            Visit visit, AfterTile after_tile) {
   constexpr int KT = C::kKeyTile;
   const int tiles = end > begin ? (end - begin + KT - 1) / KT : 0;
   score_tile_list<C, S>(
@@ -390,7 +304,7 @@ __device__ void score_tiles(const TopkParams& p, const TopkSmem<C>& s, int begin
         const int t0 = begin + t * KT;
         return [t0, end](int j) { return t0 + j < end ? t0 + j : -1; };
       },
-      [begin](int t) { return begin + t * KT; }, visit, after_tile, gate);
+      [begin](int t) { return begin + t * KT; }, visit, after_tile);
 }
 
 // Visits every key of [begin, end) in tiles.

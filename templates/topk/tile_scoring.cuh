@@ -9,12 +9,6 @@
 #include "topk/topk_smem.cuh"
 #include "ptx/wgmma_tiles.cuh"
 
-// Experiment switch: -DWINNOW_HEAD_SUM_FMA=0 sums w * g(dot) terms of the wgmma head sums
-// as a product and an add each (two roundings) instead of one fused multiply-add.
-#ifndef WINNOW_HEAD_SUM_FMA
-#define WINNOW_HEAD_SUM_FMA 1
-#endif
-
 // Switch: the relu of an fp8 dot as x + |x| (one FADD on the FMA pipe; 2 relu(x) for
 // every finite x, NaN for NaN) against weights stored halved (relus_by_add below), where
 // max.NaN takes the ALU pipe at half rate: faster in the fused kernel (the materialize
@@ -195,7 +189,7 @@ __device__ void mma_head_sums(const TopkSmem<C>& s) {
 // halved; fused and materialize read the same halved weights, so they agree bit for bit.
 template <class C, class S>
 __host__ __device__ constexpr bool relus_by_add() {
-  if constexpr (WINNOW_RELU_FADD && WINNOW_HEAD_SUM_FMA && C::kWgmma && C::kMma == kElemE4M3 &&
+  if constexpr (WINNOW_RELU_FADD && C::kWgmma && C::kMma == kElemE4M3 &&
                 S::kHeadSum) {
     return S::kWeightedTerm && S::kReluOfDot;
   } else {
@@ -286,7 +280,7 @@ __device__ __forceinline__ void wgmma_lane_partials(const float* dr, Weight weig
 #pragma unroll
   for (int jj = 0; jj < H / 8; ++jj) {
     const float2 w = weight(r, jj);
-    if constexpr (S::kWeightedTerm && WINNOW_HEAD_SUM_FMA) {
+    if constexpr (S::kWeightedTerm) {
       // term = w * g(dot): one fused multiply-add per head (one rounding), in the same
       // fixed order in every mode.
       p0 = __fmaf_rn(w.x, weighted_factor<C, S>(dr[4 * jj], ks0), p0);
@@ -336,135 +330,6 @@ __device__ __forceinline__ void wgmma_tile_visits(const float (&d)[64], float ks
       if (rr == r) hsum = second ? sums[rr][1] : sums[rr][0];
     }
     visit(r, key, S::post(hsum, a));
-  }
-}
-
-// The filter-warpgroup form (C::kFilterThreads > 0), math side: a lane's partials of every
-// row for its keys key0 and key0 + 8 (wgmma_lane_partials), into pp.
-template <class C, class S, class Weight>
-__device__ __forceinline__ void wgmma_tile_partials(const float (&d)[64], float ks0, float ks1,
-                                                    Weight weight, float (&pp)[C::kRows][2]) {
-#pragma unroll
-  for (int r = 0; r < C::kRows; ++r)
-    wgmma_lane_partials<C, S>(d + r * (C::kHeads / 2), weight, r, ks0, ks1, pp[r][0], pp[r][1]);
-}
-
-// ... and their store to a partial stage ([R][KT][4]: lane t4's partial of (row, key) at
-// [r][key][t4]; then the tile's key scales [KT], written by the quad's lane 0). A warp's
-// stores of one row fill 32 consecutive words: no bank conflict.
-template <class C>
-__device__ __forceinline__ void store_tile_partials(float* part, const float (&pp)[C::kRows][2],
-                                                    float ks0, float ks1) {
-  constexpr int R = C::kRows, KT = C::kKeyTile;
-  const int t4 = threadIdx.x & 3, key0 = wgmma_first_key<C>();
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    part[(r * KT + key0) * 4 + t4] = pp[r][0];
-    part[(r * KT + key0 + 8) * 4 + t4] = pp[r][1];
-  }
-  if (C::kUsesKScale && t4 == 0) {
-    part[R * KT * 4 + key0] = ks0;
-    part[R * KT * 4 + key0 + 8] = ks1;
-  }
-}
-
-// The gate of the visits: scores below gate(r) are not visited (NaN is not below anything). NoGate:
-// every score is visited.
-struct NoGate {
-  __device__ float operator()(int) const { return -__int_as_float(0x7F800000); }
-};
-template <class G>
-struct IsNoGate {
-  static constexpr bool value = false;
-};
-template <>
-struct IsNoGate<NoGate> {
-  static constexpr bool value = true;
-};
-
-// The filter-warpgroup form, filter side: filter thread v sums the four partials of
-// (row, key slot) e = v, v + F, ... < R KT (r = e / KT, j = e % KT) as (P0 + P1) + (P2 + P3),
-// the value every lane of the quad holds after wgmma_tile_visits' shuffles (the same bits),
-// reads the key scales, calls released() (the stage may be reused), then visits each
-// score. Consecutive threads read consecutive 16-byte partials and visit consecutive keys.
-// With a gate (the fused filter's), a warp first queues the scores at or above it (ballot,
-// one slot each in the warp's queue, `queue`: kFilterQueue rows, keys, scores) and then
-// visits the queue with all its lanes at once: most scores fall below the gate, and a warp
-// no longer walks the appends' branch once per lane that takes it.
-template <class C, class S, class KeyOf, class Visit, class Released, class Gate>
-__device__ __forceinline__ void filter_tile_visits(const float* part, KeyOf key_of, Visit visit,
-                                                   Released released, Gate gate, int* queue) {
-  constexpr int R = C::kRows, KT = C::kKeyTile, F = C::kFilterThreads, N = (R * KT + F - 1) / F;
-  static_assert((R * KT) % 32 == 0 && F % 32 == 0, "whole warps in every pass");
-  const int v = int(threadIdx.x) - C::kMathThreads;
-  float sc[N];
-#pragma unroll
-  for (int i = 0; i < N; ++i) {
-    const int e = v + i * F;
-    if ((i + 1) * F > R * KT && e >= R * KT) break;  // only a last, partial pass; warp-uniform
-    const float4 P = *reinterpret_cast<const float4*>(part + 4 * e);
-    ScoreArgs a{};  // post reads no per-head value
-    a.kscale = C::kUsesKScale ? part[R * KT * 4 + e % KT] : 1.0f;
-    sc[i] = S::post(op_add(op_add(P.x, P.y), op_add(P.z, P.w)), a);
-  }
-  released();
-  if constexpr (IsNoGate<Gate>::value) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-      const int e = v + i * F;
-      if ((i + 1) * F > R * KT && e >= R * KT) break;
-      const int key = key_of(e % KT);
-      if (key >= 0) visit(e / KT, key, sc[i]);
-    }
-  } else {
-    // The rows' gates, read once a tile; bit i of `mine`: score i is at or above its row's
-    // gate. Once the gates have risen most tiles end at the vote.
-    float g[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) g[r] = gate(r);
-    int keys[N];
-    unsigned mine = 0;
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-      const int e = v + i * F;
-      keys[i] = -1;
-      if ((i + 1) * F > R * KT && e >= R * KT) continue;
-      const int r = e / KT;
-      float gr = g[0];
-#pragma unroll
-      for (int rr = 1; rr < R; ++rr) gr = rr == r ? g[rr] : gr;
-      keys[i] = key_of(e % KT);
-      if (keys[i] >= 0 && !(sc[i] < gr)) mine |= 1u << i;
-    }
-    if (__ballot_sync(0xFFFFFFFFu, mine != 0) == 0) return;
-    constexpr int Q = kFilterQueue;
-    static_assert(Q >= 64, "room for a pass of the warp after a flush");
-    const int lane = v & 31;
-    int* qr = queue + (v >> 5) * 3 * Q;
-    int* qk = qr + Q;
-    float* qs = reinterpret_cast<float*>(qk + Q);
-    int n = 0;  // entries queued, the same in every lane
-    auto flush = [&] {
-      __syncwarp();
-      for (int q = lane; q < n; q += 32) visit(qr[q], qk[q], qs[q]);
-      __syncwarp();
-      n = 0;
-    };
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-      const bool pass = (mine >> i) & 1u;
-      const unsigned b = __ballot_sync(0xFFFFFFFFu, pass);
-      if (b == 0) continue;
-      if (n + 32 > Q) flush();
-      if (pass) {
-        const int slot = n + __popc(b & ((1u << lane) - 1u));
-        qr[slot] = (v + i * F) / KT;
-        qk[slot] = keys[i];
-        qs[slot] = sc[i];
-      }
-      n += __popc(b);
-    }
-    if (n > 0) flush();
   }
 }
 

@@ -120,11 +120,7 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
         constexpr int kCheckTiles = CAP / 4 >= 16 * C::kKeyTile ? 16 : 4;
         ++tile;
         if ((tile & (WINNOW_GATE_REFRESH_TILES - 1)) == 0) {
-          if constexpr (C::kFilterThreads > 0) {
-            // The filter warps take the rows in turn.
-            for (int r = int(visitor_index<C>() >> 5); r < R; r += C::kFilterThreads / 32)
-              refresh_gate<C>(s, r, lane);
-          } else if constexpr (C::kWgmma) {
+          if constexpr (C::kWgmma) {
             // Rows alternate between the two math warpgroups (warps 0, 4, 1, 5, ...), so
             // that neither carries every refresh (R <= 8: 128 (row, head) pairs).
             const int r = (warp & 3) * 2 + (warp >> 2);
@@ -143,9 +139,7 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
           }
         }
         visitor_sync<C>();
-      },
-      // The filter form's filter warps queue only scores at or above the gate.
-      [&](int r) { return s.rows[r].gate_score; });
+      });
   // A drop in the last tiles counts too, and so does a sample threshold that turned out
   // above the row's k-th (fewer than k keys kept; see the sample).
   for (int r = 0; r < R; ++r) {
@@ -206,10 +200,6 @@ __device__ void topk_kernel(const TopkParams& p, const TmaMap* kmap, unsigned ch
         // ordered by __syncwarp before lane 0's arrival are ordered too, but racecheck
         // does not follow that chain (it reports hazards at the producer's writes).
         mbarrier_init(s.ring_empty + i, C::kMathThreads);
-      }
-      for (int i = 0; i < layout_of<C>().part_stages; ++i) {
-        mbarrier_init(s.part_full + i, C::kMathThreads);     // one per math thread
-        mbarrier_init(s.part_empty + i, C::kFilterThreads);  // one per filter thread
       }
       mbarrier_init_fence();
     }

@@ -35,19 +35,13 @@ struct MmaBytes {
 // The stage count is chosen here, in a constant expression, and stored: every offset the
 // kernel reads then folds to a constant (a choice left to run time made clang emit the
 // layout's arithmetic as a call over a local copy: local memory in the llvm backend's PTX).
-// The filter-warpgroup form's partial ring (filter_part_stages).
-template <class C>
-__host__ __device__ constexpr int part_stages_of() {
-  return C::kFilterThreads > 0 ? filter_part_stages(C::kRows) : 0;
-}
 template <class C>
 __host__ __device__ constexpr SmemLayout layout_of() {
   constexpr int kStages = SmemLayout{C::kRows, C::kHeads, C::kDim, C::kKeyTile, C::kBins,
-                                     MmaBytes<C>::value, C::kHeadSums, C::kWgmma, 0,
-                                     part_stages_of<C>()}
+                                     MmaBytes<C>::value, C::kHeadSums, C::kWgmma, 0}
                               .k_stages();
   return SmemLayout{C::kRows, C::kHeads, C::kDim, C::kKeyTile, C::kBins,
-                    MmaBytes<C>::value, C::kHeadSums, C::kWgmma, kStages, part_stages_of<C>()};
+                    MmaBytes<C>::value, C::kHeadSums, C::kWgmma, kStages};
 }
 
 // The workspace of a config (templates/topk_workspace.cuh).
@@ -73,12 +67,6 @@ struct TopkSmem {
   // producer and math warps walk the same tiles).
   u64* ring_full;
   u64* ring_empty;
-  // The filter-warpgroup form's partial ring (SmemLayout::part_off): stage i at
-  // part + i * part_stage_words(), and its full[stage], empty[stage] mbarriers.
-  float* part;
-  int* queue;  // [filter warps][3][kFilterQueue]: rows, keys, scores (SmemLayout::queue_off)
-  u64* part_full;
-  u64* part_empty;
   const TmaMap* kmap = nullptr;
   mutable unsigned ring_pos = 0;
   __device__ explicit TopkSmem(unsigned char* base) {
@@ -96,10 +84,6 @@ struct TopkSmem {
     rows = reinterpret_cast<RowState*>(f + L.rows_off());
     ring_full = reinterpret_cast<u64*>(f + L.barriers_off());
     ring_empty = ring_full + L.k_stages();
-    part = f + L.part_off();
-    queue = reinterpret_cast<int*>(f + L.queue_off());
-    part_full = ring_empty + L.k_stages();
-    part_empty = part_full + L.part_stages;
   }
 };
 

@@ -33,7 +33,6 @@ inline TmaMap emu_key_tensor_map(const void* k, long long num_keys, long long ro
 }
 
 inline void tma_prefetch(const TmaMap*) {}
-inline void tma_prefetch_2d_l2(const TmaMap*, int, int) {}  // a cache hint: nothing to emulate
 
 namespace emu_detail {
 // The box at (c0, c1) written at `out`, swizzled; returns its bytes.
