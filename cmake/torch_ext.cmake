@@ -1,7 +1,7 @@
 # The torch extension libwinnow_torch.so (python/winnow/_ext/torch_ops.cpp): C++ kernels of
 # the hot torch ops over the torch stable ABI, linked with libwinnow.so.0 (the C ABI only).
 # Included by the top-level CMakeLists.txt (WINNOW_TORCH_EXTENSION) and by the standalone
-# project python/winnow/_ext/CMakeLists.txt (bench/build_torch_ext.sh).
+# project python/winnow/_ext/CMakeLists.txt (dev/build_torch_ext.sh).
 #
 # winnow_find_torch(<python>): asks that interpreter's torch for its headers and libraries.
 # Sets WINNOW_TORCH_FOUND and, when found, WINNOW_TORCH_VERSION, WINNOW_TORCH_INCLUDE_DIRS

@@ -3,7 +3,7 @@
 # (dev/pack_binaries.sh): the llvm backend compiles there. Steps, several per call:
 #   jit       `winnow compile --timings` of relu_mh under both backends, then `winnow bench
 #             jit` with both backends and NVRTC's first tier in one run (the cold-build goal)
-#   knn       the [gpu][knn] cases under NVRTC in one process (templates/knn_stream.cuh changed)
+#   knn       the [gpu][knn] cases under NVRTC in one process (templates/knn/knn_stream.cuh changed)
 #   sanitize  memcheck over the [gpu][knn] cases (shrunk) and racecheck over the tightening
 #             case and an ip case under NVRTC; memcheck of the tightening case under llvm.
 #             racecheck runs the kernels with the slot spin raised (-DWINNOW_KNN_TIGHTEN_SPIN):

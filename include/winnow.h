@@ -347,7 +347,7 @@ WINNOW_API winnowStatus_t winnowExecuteStream(winnowPlan_t plan, const winnowTen
                                               const winnowStreamOptions_t* options);
 
 /* ---- Block-sparse prefill (FlashPrefill-style block selection + attention) ----
- * Semantics: ops/block_problem.h. q [L, heads, d], k and v [L, kv_heads, d], bf16,
+ * Semantics: ops/block/block_problem.h. q [L, heads, d], k and v [L, kv_heads, d], bf16,
  * contiguous, L a multiple of 128. winnowBlockSelect writes a CSR index: offsets int32
  * [heads * L/128 + 1] (row h * L/128 + I) and indices int32 (at least
  * winnowBlockIndexCapacity entries), each row's kept key blocks ascending; the density is
@@ -404,7 +404,7 @@ WINNOW_API winnowStatus_t winnowBlockAttention(winnowBlockPlan_t plan, const win
                                                const winnowTensor_t* out, CUstream stream);
 
 /* ---- Paged decode (the indexer top-k over the engines' paged fp8 key cache) ----
- * Semantics: ops/paged_topk.h and templates/paged_cache.cuh. Per call: q fp8 e4m3
+ * Semantics: ops/paged/paged_topk.h and templates/paged/paged_cache.cuh. Per call: q fp8 e4m3
  * [B, next_n, heads, 128] (B <= max_batch), cache uint8 [num_blocks, 64, 1, 132] (per
  * block 64 x 128 fp8 key bytes, then 64 fp32 scales), block_table int32
  * [B, >= max_blocks_per_seq], context_lens int32 [B] (query j of request b sees positions

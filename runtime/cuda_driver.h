@@ -131,7 +131,7 @@ class LoadedKernel {
   // cuLaunchKernelEx on the caller's stream. args: array of pointers to arguments.
   // programmatic: the launch may start before the kernel before it on the stream has
   // completed (programmatic dependent launch, sm_90); only for a kernel that waits for it
-  // (templates/grid_dependency.cuh) and follows a kernel of the same call.
+  // (templates/ptx/grid_dependency.cuh) and follows a kernel of the same call.
   void launch(unsigned grid_x, unsigned grid_y, unsigned block_x, CUstream stream,
               void** args, bool programmatic = false) const;
  private:

@@ -27,7 +27,7 @@ constexpr Switch kRegistry[] = {
     {"XDG_CACHE_HOME", K::Environment, T::Path, "", "unset", S::Stable, R::Library, false,
      "With `WINNOW_CACHE_DIR` unset and this an absolute path, the cache is "
      "`$XDG_CACHE_HOME/winnow`; a relative value is ignored, as the XDG spec asks."},
-    // The backend's name and exact version are in every key already (ops/jit_module.cpp).
+    // The backend's name and exact version are in every key already (ops/common/jit_module.cpp).
     {"WINNOW_BACKEND", K::Environment, T::Enum, "nvrtc|llvm", "`nvrtc`", S::Stable, R::Library,
      false,
      "What compiles the kernels of a context created without a backend of its own; read when "

@@ -1,5 +1,5 @@
 // The text of a tuned point ("name=value name=value ...", integer values) as the tuning
-// database stores it: one parser for every op's point (ops/topk_space.h, ops/block_space.h).
+// database stores it: one parser for every op's point (ops/topk/topk_space.h, ops/block/block_space.h).
 #pragma once
 #include <map>
 #include <optional>

@@ -1,6 +1,6 @@
 // One tuning run of an op's candidates and its record in the tuning database: the tuner
 // (runtime/tuner.h) over the candidates, every measurement as text, the winner's record
-// stored under the op's key. The ops' tuning files (ops/topk_tuning.h, ops/block_tuning.h)
+// stored under the op's key. The ops' tuning files (ops/topk/topk_tuning.h, ops/block/block_tuning.h)
 // declare what is tuned; this is how every op's run ends.
 #pragma once
 #include <string>

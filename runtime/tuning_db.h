@@ -24,7 +24,7 @@
 namespace winnow::rt {
 
 struct TunedRecord {
-  std::string params;       // the op's point as text (ops/topk_space.h parses it)
+  std::string params;       // the op's point as text (ops/topk/topk_space.h parses it)
   double time_us = 0;       // the winner's median
   double heuristic_us = 0;  // the heuristic plan's median in the same run (0: not timed)
   std::string timings;      // every candidate's timings, one line each

@@ -1,4 +1,4 @@
-// The CPU reference of block-select and block-sparse attention (ops/block_problem.h
+// The CPU reference of block-select and block-sparse attention (ops/block/block_problem.h
 // states the semantics): block scores in double from the decoded inputs, the select
 // rule on any row of scores, the CSR index, and attention restricted to an index.
 #pragma once

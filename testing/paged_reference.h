@@ -1,4 +1,4 @@
-// The paged decode op's CPU reference (ops/paged_topk.h): the engines' paged cache on the
+// The paged decode op's CPU reference (ops/paged/paged_topk.h): the engines' paged cache on the
 // host, gathered request by request into the ragged contiguous form with one ranges
 // window per query row, so the fused top-k's reference (testing/reference.h) scores and
 // selects it: no second copy of the score or the rank order.

@@ -58,7 +58,7 @@ double score_tolerance(const TopkProblem& p, const HostInputs& in, int64_t row, 
 std::vector<int64_t> reference_topk_row(const TopkProblem& p, const HostInputs& in, int64_t row);
 
 // The exact top k of fp32 scores[start..end) (absolute indices, best first) with the
-// device's rank order (templates/rank_order.cuh): the check of materialize + select.
+// device's rank order (templates/select/rank_order.cuh): the check of materialize + select.
 std::vector<int64_t> select_topk_row(const float* scores, int64_t start, int64_t end, int k);
 
 // True when `got` (absolute key indices, any order, distinct) is the row's top k up to

@@ -72,7 +72,7 @@ inline bool skip_without_backend() {
     if (::winnow::test::skip_without_backend()) return;  \
   } while (0)
 
-// WINNOW_TEST_SMALL=1 (bench/device_run.sh's sanitizer mode): the few large [gpu] cases
+// WINNOW_TEST_SMALL=1 (dev/gpu_suite.sh's sanitizer mode): the few large [gpu] cases
 // shrink to sizes that finish in seconds under compute-sanitizer memcheck, keeping what
 // they test (several chunks, key splits, the last block). sized(full, small) picks one.
 inline bool small_sizes() {

@@ -1,4 +1,4 @@
-// The barrier audit (templates/barrier_audit.cuh, -DWINNOW_BARRIER_AUDIT=1): it compiles
+// The barrier audit (templates/debug/barrier_audit.cuh, -DWINNOW_BARRIER_AUDIT=1): it compiles
 // into the topk kernel only when asked for, it tells CTA barriers that pair the same call
 // sites from ones that do not, and the wgmma kernel with its producer warp passes it on
 // the inputs where racecheck reports hazards across the select's barriers (issue 11).

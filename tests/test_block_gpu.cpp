@@ -275,7 +275,7 @@ TEST_CASE("block-select and attention at PERF.md's shape: 32 query heads on 8 KV
 // block-select with the wgmma score pass (BlockProblem::score_wgmma = 1, as
 // WINNOW_BLOCK_SCORE_WGMMA=1) against the mma.sync one on the same inputs: the scores to
 // fp32 rounding (the wgmma pass sums in another order and keeps a lazily moved row maximum:
-// templates/block_score_wgmma.cuh), its index the rule on its own scores.
+// templates/block/block_score_wgmma.cuh), its index the rule on its own scores.
 TEST_CASE("block-select's wgmma score pass equals the mma.sync one", "[gpu]") {
   WINNOW_REQUIRE_GPU();
   INFO("seed " << test::test_seed());

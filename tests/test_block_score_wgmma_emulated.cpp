@@ -1,4 +1,4 @@
-// The sm_90a wgmma form of the block-select score pass (templates/block_score_wgmma.cuh)
+// The sm_90a wgmma form of the block-select score pass (templates/block/block_score_wgmma.cuh)
 // run on the CPU (tests/emu/cuda_emulation.h: the TMA loads of the pooled keys into the
 // mbarrier ring issued by the warp that releases a stage last, wgmma from shared-memory
 // descriptors in both layouts of its two passes) beside the mma.sync block_score on the same

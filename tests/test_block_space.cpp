@@ -1,4 +1,4 @@
-// block-select's tunable space (ops/block_space.h) and its tuning (ops/block_tuning.h): the
+// block-select's tunable space (ops/block/block_space.h) and its tuning (ops/block/block_tuning.h): the
 // heuristic point is the baseline, points that pick the same kernels are duplicates, a
 // point's text reads back, the key buckets the length; then tune_block with the fake timer
 // (tests/fake_tuner.h): the fastest point is stored and found again, and a stored point that

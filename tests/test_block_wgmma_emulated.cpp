@@ -1,4 +1,4 @@
-// The sm_90a wgmma block-sparse attention kernel (templates/block_attention_wgmma.cuh) run
+// The sm_90a wgmma block-sparse attention kernel (templates/block/block_attention_wgmma.cuh) run
 // on the CPU (tests/emu/cuda_emulation.h: the producer's TMA loads into the mbarrier
 // ring, wgmma with both operands in shared memory and with A in registers and a transposed
 // B, by the PTX ISA's layouts) against the CPU reference restricted to the same blocks.

@@ -1,4 +1,4 @@
-// The retrieval mode (ops/knn_retrieval.h) on the GPU: fused == materialize + exact select
+// The retrieval mode (ops/common/knn_retrieval.h) on the GPU: fused == materialize + exact select
 // bit for bit (the materialize variant of the same kernel), and the CPU double reference
 // on the first and last rows. Fresh random inputs on every run (the seed is printed).
 #include <algorithm>
@@ -100,7 +100,7 @@ TEST_CASE("knn retrieval: a tuned point's capacity, sample and CTAs per SM, exac
   WINNOW_REQUIRE_GPU();
   test::ScopedEnv on("WINNOW_KNN_RETRIEVAL", "1");
   INFO("seed " << test::test_seed());
-  // The knobs of ops/topk_space.h's retrieval space: twice the list, larger samples, two
+  // The knobs of ops/topk/topk_space.h's retrieval space: twice the list, larger samples, two
   // stream CTAs per SM (d = 128: they fit), on scores of few levels (heavy ties: the lists
   // overflow and take the fallback rounds). Below-default capacities and samples are
   // raised to the defaults (capacity 1024 reads as 4096).

@@ -1,5 +1,5 @@
 // The retrieval mode on the CPU: which problems take it, its plan, workspace and sample
-// arithmetic (templates/knn_workspace.cuh), and its kernels compiled for sm_90a by NVRTC
+// arithmetic (templates/knn/knn_workspace.cuh), and its kernels compiled for sm_90a by NVRTC
 // (registers and spills from ptxas).
 #include <cmath>
 

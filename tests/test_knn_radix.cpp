@@ -1,5 +1,5 @@
 // The retrieval mode's exact fallback as a host model (the same knn_digit and knn_refine
-// the kernels call, templates/knn_workspace.cuh; the stream's list as first-come slots and
+// the kernels call, templates/knn/knn_workspace.cuh; the stream's list as first-come slots and
 // its count, the select's choices of knn_select.cuh): with the radix rounds (every
 // top-k plan) every row is answered within kKnnRadixRounds fallback rounds and
 // equals the exact top-k, whatever the order of the keys and their ties; without them the

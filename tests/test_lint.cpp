@@ -90,10 +90,10 @@ TEST_CASE("the product's files name no session, issue or visit of the work", "[l
 TEST_CASE("every repository file the product's files name exists", "[lint]") {
   REQUIRE(fs::is_directory(kRoot / "templates"));
   // A path of the repository's folders ending in a file name with an extension
-  // (docs/semantics.md, ops/topk.h, bench/results/<file>.jsonl), not inside a longer path
+  // (docs/semantics.md, ops/common/topk_op.h, bench/results/<file>.jsonl), not inside a longer path
   // or a URL. A placeholder or a glob (<date>, *, {a,b}, ...) stops the token before its
   // extension, so those are not checked; nor are the generated source's include names
-  // ("winnow/tile_scoring.cuh"), which are not repository paths.
+  // ("topk/tile_scoring.cuh"), which are not repository paths.
   const std::regex path_token(
       R"((^|[^A-Za-z0-9_./-])((bench|docs|ops|templates|runtime|compiler|tools|include|scripts|examples|tests|testing|python|cmake)/[A-Za-z0-9_./-]*\.[A-Za-z0-9]+))");
   std::string missing;

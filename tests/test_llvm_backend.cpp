@@ -183,7 +183,7 @@ TEST_CASE("llvm backend compiles the block-select module", "[llvm]") {
   CHECK(is_cuda_elf(r.cubin));
 }
 
-// clang 19 ignores __cluster_dims__: without the annotation (templates/cluster.cuh) the
+// clang 19 ignores __cluster_dims__: without the annotation (templates/ptx/cluster.cuh) the
 // cubin had no cluster shape, and on the GPU the ordinary launch ran the cluster
 // instructions outside a cluster (an illegal instruction, session 30).
 TEST_CASE("llvm backend: a cluster kernel's PTX holds its cluster shape as NVRTC's does",

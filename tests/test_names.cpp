@@ -1,4 +1,4 @@
-// ops/names.h: the one table of dtype spellings and of built-in scores that the C API and
+// ops/common/names.h: the one table of dtype spellings and of built-in scores that the C API and
 // the `winnow` tool both read.
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-// The paged decode op's stream path (ops/paged_stream.h; WINNOW_PAGED_STREAM=1): the choice
+// The paged decode op's stream path (ops/paged/paged_stream.h; WINNOW_PAGED_STREAM=1): the choice
 // and its refusals [decode], the module through NVRTC with no GPU (wgmma m64n64 e4m3, TMA,
 // no spills) [nvrtc], and the device against the CPU reference, graph replay included
 // [gpu] (skipped visibly without a GPU). The kernels' CPU emulation:

@@ -1,4 +1,4 @@
-// radix_kth (templates/radix_select.cuh) run on the CPU (tests/emu/cuda_emulation.h): the
+// radix_kth (templates/select/radix_select.cuh) run on the CPU (tests/emu/cuda_emulation.h): the
 // order-key-only form (LowestShift 32, the knn threshold's and the topk sample's since
 // session 11: 4 radix passes, not 8) must give the order key of the k-th largest RankKey,
 // the same as the whole-key form and a CPU sort, on heavy ties and on distinct keys.

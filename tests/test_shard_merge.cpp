@@ -1,5 +1,5 @@
 // Sharded top-k (issue 19) on the CPU: the merge rule (testing/shard_reference.h, the
-// candidates of templates/shard_merge_params.cuh) against the unsharded select, the
+// candidates of templates/shard/shard_merge_params.cuh) against the unsharded select, the
 // validation of sharded plans and of the merge op, and the merge kernel's compile.
 #include <cmath>
 #include <cstring>

@@ -37,7 +37,7 @@ TEST_CASE("is_strided_sample_key is true exactly on the strided sample", "[strea
 
 TEST_CASE("the 32-bit sample arithmetic equals the 64-bit formulas", "[stream]") {
   // scaled_index and the strided sample replace 64-bit divisions in device code
-  // (templates/scaled_index.cuh); fresh random windows up to 2^31 - 1 and divisors up to
+  // (templates/common/scaled_index.cuh); fresh random windows up to 2^31 - 1 and divisors up to
   // 65536, and the edges.
   std::mt19937_64 rng(winnow::test::test_seed() ^ 0x5ca1edu);
   auto draw = [&](long long lo, long long hi) {

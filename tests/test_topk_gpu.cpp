@@ -201,7 +201,7 @@ TEST_CASE("a range window past the key count is reported, and its row is all -1"
 }
 
 // Windows that hold at most k keys, asked for indices only: the kernel selects every key
-// of each window without scoring (templates/topk_kernel.cuh); the same call with scores
+// of each window without scoring (templates/topk/topk_kernel.cuh); the same call with scores
 // takes the full path. The indices agree, and are the windows' positions in order.
 TEST_CASE("windows within k and indices only: every key of each window in order", "[gpu]") {
   WINNOW_REQUIRE_GPU();

@@ -1,4 +1,4 @@
-// The topk op's tunable space (ops/topk_space.h): the heuristic plan is unchanged and is the
+// The topk op's tunable space (ops/topk/topk_space.h): the heuristic plan is unchanged and is the
 // baseline, every point that survives pruning fits the limits, points that break one are
 // pruned with a reason, and a point's text reads back. Then tune_topk over a real space
 // with the fake timer (tests/fake_tuner.h): the winner is the fastest and lands in the

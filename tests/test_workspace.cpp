@@ -1,4 +1,4 @@
-// The topk workspace layout (templates/topk_workspace.cuh), which the host sizes and the
+// The topk workspace layout (templates/topk/topk_workspace.cuh), which the host sizes and the
 // kernel addresses with the same arithmetic: regions in order and disjoint, every row's
 // buffers and every part's selection inside its region.
 #include <catch2/catch.hpp>

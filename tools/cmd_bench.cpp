@@ -103,7 +103,7 @@ struct BenchArgs {
   const Workload& w() const { return *workload; }
 };
 
-// The short name (ops/names.h): what --q-dtype takes and bench records say.
+// The short name (ops/common/names.h): what --q-dtype takes and bench records say.
 const char* dtype_flag(DType t) { return ops::dtype_short_name(t); }
 
 constexpr const char* kHelp = R"(winnow bench <workload> [options]

@@ -1,4 +1,4 @@
-// `winnow bench dsa-decode`: the paged decode indexer top-k (ops/paged_topk.h) as engines
+// `winnow bench dsa-decode`: the paged decode indexer top-k (ops/paged/paged_topk.h) as engines
 // call it every decode step, on the PERF.md shapes: B requests of one length each, and
 // mixed batches (63 x 1K + 1 x 1M by default), against the floor of reading the touched
 // cache once (sum of lengths x 132 bytes at the copy bandwidth).

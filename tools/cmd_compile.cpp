@@ -195,7 +195,7 @@ int compile_and_emit(backend::CompileRequest req, Emit emit, const std::optional
   return 0;
 }
 
-// `--op paged-stream`: the paged decode op's stream-path module (ops/paged_stream.h).
+// `--op paged-stream`: the paged decode op's stream-path module (ops/paged/paged_stream.h).
 int emit_paged_stream_op(const ops::PagedProblem& p, Emit emit, const std::optional<std::string>& out,
                          bool timings, const std::function<const backend::Backend&()>& compiler) {
   const auto t0 = std::chrono::steady_clock::now();

@@ -1,4 +1,4 @@
-// `winnow tune`: tunes one workload's plan on the GPU (ops/topk_tuning.h) and stores the
+// `winnow tune`: tunes one workload's plan on the GPU (ops/topk/topk_tuning.h) and stores the
 // winner in the tuning database; `--show` lists the database, `--clear` empties it. Both of
 // those work without a GPU; tuning says that it needs one.
 #include <fmt/format.h>
@@ -27,7 +27,7 @@ winnow tune --show [--op NAME]
 winnow tune --clear
 
 Tunes the plan of one workload of `winnow bench` at one size on this GPU: every point of
-the op's tunable space that fits the limits (ops/topk_space.h) is ranked by the cost model,
+the op's tunable space that fits the limits (ops/topk/topk_space.h) is ranked by the cost model,
 the cheapest --top are compiled in parallel and timed (CUDA events, L2 flushed, median of
 --repeats after --warmup), beside the heuristic plan. The fastest is stored in the tuning
 database (<cache folder>/tuning/tuning.sqlite3), where plan builds with the policy
@@ -37,7 +37,7 @@ rounded up to a power of two (keys at least 1024).
 Workloads: dsa-prefill, dsa-prefill-causal, dsa-glm, csa-1m, knn-ip, knn-l2, knn-cosine,
 block-select (its whole call, the index then the attention, on `structured` input of
 length --T with 32 query and 8 KV heads, d = 128: which kernel each step runs,
-ops/block_space.h; --k and --Q do not apply).
+ops/block/block_space.h; --k and --Q do not apply).
 
 Options:
   --T SIZE        keys T (dsa), the sequence length S (csa) or the corpus N (knn)

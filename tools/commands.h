@@ -76,7 +76,7 @@ class Args {
   std::optional<std::string> inline_value_;
 };
 
-// A q / k dtype flag's value, in any spelling ops/names.h accepts.
+// A q / k dtype flag's value, in any spelling ops/common/names.h accepts.
 inline ops::DType dtype_value(const std::string& flag, const std::string& value) {
   if (const std::optional<ops::DType> t = ops::parse_score_dtype(value)) return *t;
   throw UsageError(flag + " must be " + ops::score_dtype_choices() + ", not '" + value + "'");

@@ -7,7 +7,7 @@
 namespace winnow::codegen {
 namespace {
 
-// Prints expressions as calls of templates/score_ops.cuh; each head reduction becomes a
+// Prints expressions as calls of templates/common/score_ops.cuh; each head reduction becomes a
 // helper function with an in-order loop over heads (the order the CPU reference uses).
 class FunctorPrinter {
  public:

@@ -1,4 +1,4 @@
-// Generated stub of the paged decode op's gather module (templates/paged_gather_kernel.cuh):
+// Generated stub of the paged decode op's gather module (templates/paged/paged_gather_kernel.cuh):
 // two entry points, no plan constants (every size is a run-time argument).
 #pragma once
 #include "compiler/codegen/emit_cuda.h"
@@ -11,7 +11,7 @@ inline constexpr const char* kPagedGatherEntry = "winnow_paged_gather";
 // `entry` of the result names the gather kernel.
 GeneratedKernel emit_paged_gather();
 
-// The stream path (WINNOW_PAGED_STREAM=1, templates/paged_stream_kernels.cuh): four entry
+// The stream path (WINNOW_PAGED_STREAM=1, templates/paged/paged_stream_kernels.cuh): four entry
 // points (prepare, page stream, threshold, select) reading one config and the score
 // functor printed from the IR (a head-sum program over 64 heads).
 inline constexpr const char* kPagedPrepareEntry = "winnow_paged_prepare";

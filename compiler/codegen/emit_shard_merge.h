@@ -1,5 +1,5 @@
 // The generated stub of the shard merge: two entry points over
-// templates/shard_merge.cuh, the same source for every plan (sizes are run-time values).
+// templates/shard/shard_merge.cuh, the same source for every plan (sizes are run-time values).
 #pragma once
 #include "compiler/codegen/emit_cuda.h"
 

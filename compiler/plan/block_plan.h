@@ -18,7 +18,7 @@ struct BlockPlan {
   int score_tile = 64;      // pooled key blocks per stage of the score pass
   int attention_tile = 64;  // keys per stage of the attention kernel
   int scan_threads = 1024;  // the CSR offsets are scanned by one CTA
-  long score_smem = 0;      // bytes (templates/block_params.cuh BlockScoreSmem)
+  long score_smem = 0;      // bytes (templates/block/block_params.cuh BlockScoreSmem)
   long attention_smem = 0;  // bytes (AttentionSmem; WgmmaAttentionSmem on the wgmma kernel)
   // 1: the attention kernel is the sm_90a wgmma one (kWgmmaAttentionThreads threads, one
   // 128-key tile per listed block); set by use_wgmma_attention.

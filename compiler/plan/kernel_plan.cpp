@@ -50,7 +50,7 @@ bool choose_plan(const KernelSpec& spec, long smem_limit, int candidate_capacity
   if (tensor_core_type(spec, mma_rows) != 0) p.rows_per_cta = mma_rows;
   if (knobs.rows_per_cta > 0) p.rows_per_cta = knobs.rows_per_cta;
   p.capacity = candidate_capacity > 0 ? candidate_capacity : std::max(4 * spec.k, 4096);
-  // The first threshold is the sample's 2 k ns / n-th best (templates/topk_kernel.cuh).
+  // The first threshold is the sample's 2 k ns / n-th best (templates/topk/topk_kernel.cuh).
   p.sample = sample_size >= 0 ? sample_size : std::max(2048, spec.k);
   // A fixed knob is tried alone: a point that does not fit is refused, not replaced.
   const int last_rows = knobs.rows_per_cta > 0 ? p.rows_per_cta : 1;

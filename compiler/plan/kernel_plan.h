@@ -6,7 +6,7 @@
 
 namespace winnow::plan {
 
-// Matches the kElem* codes of templates/element_decode.cuh.
+// Matches the kElem* codes of templates/common/element_decode.cuh.
 enum class ElemType { F32 = 0, F16 = 1, BF16 = 2, E4M3 = 3 };
 const char* elem_name(ElemType t);
 
@@ -28,7 +28,7 @@ struct KernelSpec {
   bool wgmma_target = false;       // the target runs warpgroup MMA (sm_90a)
 };
 
-// Fixed choices that replace choose_plan's heuristics (a tuned point, ops/topk_space.h);
+// Fixed choices that replace choose_plan's heuristics (a tuned point, ops/topk/topk_space.h);
 // 0 keeps the heuristic. A knob that cannot be met makes choose_plan fail with a reason.
 struct PlanKnobs {
   int rows_per_cta = 0;  // 1..16
@@ -47,7 +47,7 @@ struct KernelPlan {
   int rows_per_cta = 1;   // query rows sharing each key tile
   int key_tile = 64;      // keys scored per tile (a multiple of 4)
   // Threads per CTA: 256 of math, plus on the wgmma path one producer warp (TMA loads
-  // into the key-tile ring, templates/topk_kernel.cuh), a producer warpgroup when pipelined.
+  // into the key-tile ring, templates/topk/topk_kernel.cuh), a producer warpgroup when pipelined.
   int threads = 256;
   int math_threads() const;
   int bins = 2048;        // ThresholdBins per row (a multiple of 32; 512 above 8 rows)
@@ -63,9 +63,9 @@ struct KernelPlan {
   // The wgmma path's pipelined form: one CTA of 384 threads per SM (a producer warpgroup
   // whose first warp loads), setmaxnreg moving registers to the two math warpgroups for the
   // tile loops, each with two accumulator sets (tile t + 1's MMAs under tile t's head sums)
-  // and the row block's weights in registers (templates/key_tile_loop.cuh).
+  // and the row block's weights in registers (templates/topk/key_tile_loop.cuh).
   bool pipelined = false;
-  long smem_bytes() const;  // from templates/smem_layout.cuh
+  long smem_bytes() const;  // from templates/common/smem_layout.cuh
   int k = 2048;           // copy of the spec's k (the workspace depends on it)
  private:
   long smem_ = 0;

@@ -1,6 +1,6 @@
 // The block-select op: the FlashPrefill block score (a winnow score program over pooled
 // keys) and threshold(alpha) (a select rule), fused in one pass with no score matrix in
-// device memory, written as a CSR block index (ops/block_problem.h states the semantics).
+// device memory, written as a CSR block index (ops/block/block_problem.h states the semantics).
 #pragma once
 #include <cuda.h>
 

@@ -1,5 +1,5 @@
 // Tuning block-select's whole call: its database key, the lookup, the compiles of its
-// candidates, and one tuning run (ops/block_space.h's candidates through runtime/tuner.h,
+// candidates, and one tuning run (ops/block/block_space.h's candidates through runtime/tuner.h,
 // the winner stored). `winnow tune block-select` and `winnow bench block-select` call these;
 // execute never does.
 #pragma once

@@ -3,7 +3,7 @@
 // queries: a sample pass over a strided subset of the corpus tiles sets each query's first
 // threshold; one stream of the corpus on wgmma appends the keys at or above it to the
 // query's CandidateList; one exact select per query, with counted fallback rounds
-// (templates/knn_select.cuh). Memory O(64 x capacity) whatever the batch.
+// (templates/knn/knn_select.cuh). Memory O(64 x capacity) whatever the batch.
 #pragma once
 #include <memory>
 #include <string>

@@ -1,5 +1,5 @@
 // The names users write for dtypes and built-in scores: one table each, read by the C API
-// (ops/capi.cpp), dtype_name() and the `winnow` tool's flags, so that a spelling or a score
+// (ops/capi/), dtype_name() and the `winnow` tool's flags, so that a spelling or a score
 // is added in one place.
 #pragma once
 #include <optional>

@@ -44,7 +44,7 @@ struct TopkProblem {
   int causal_ratio = 1;
   int64_t causal_offset = 0;
   backend::Arch arch;          // the target; ops::device_arch() gives the device's
-  // Per row; 0: default. The retrieval mode (ops/knn_retrieval.h) reads both as lower
+  // Per row; 0: default. The retrieval mode (ops/common/knn_retrieval.h) reads both as lower
   // bounds of its own (its list's capacity, rounded up to a multiple of 1024, and the keys
   // it samples, never below its defaults), and sample_size 0 keeps a problem out of it.
   int candidate_capacity = 0;
@@ -59,10 +59,10 @@ struct TopkProblem {
   size_t max_workspace_bytes = 0;
   // A tuned point's fixed rows per CTA, key tile and bins (0: the heuristic's), and a cap
   // on resident CTAs per SM (0: as many as fit; the retrieval mode's persistent stream:
-  // 0 is one per SM, n is n where they fit). ops/topk_space.h lists the valid ones.
+  // 0 is one per SM, n is n where they fit). ops/topk/topk_space.h lists the valid ones.
   plan::PlanKnobs plan_knobs;
   int max_ctas_per_sm = 0;
-  // Sharded keys (ops/shard_merge.h): K's rows are the global keys
+  // Sharded keys (ops/shard/shard_merge.h): K's rows are the global keys
   // [shard_key_offset, shard_key_offset + K's rows) of total_keys. Windows (ranges, causal)
   // are then in global key numbers, and the outputs are too (absolute: the global key;
   // relative: from the window's global start), so that the ranks' lists merge exactly.
@@ -114,7 +114,7 @@ class TopkOp {
 
   const TopkProblem& problem() const;
   const std::string& source() const;        // the generated .cu stub
-  // True when the op runs the retrieval mode (ops/knn_retrieval.h) instead of the topk
+  // True when the op runs the retrieval mode (ops/common/knn_retrieval.h) instead of the topk
   // kernel: one head, dense window, fp16 / bf16 on sm_90a, unless WINNOW_KNN_RETRIEVAL=0.
   bool retrieval_mode() const;
   std::string plan_text() const;            // the kernel spec and plan, one line each

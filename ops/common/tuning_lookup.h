@@ -1,6 +1,6 @@
 // What every op's tuning shares at plan build: the key's device and compiler fields, and
 // the lookup of a stored point (read back and checked against the problem, a miss with a
-// warning otherwise). ops/topk_tuning.h and ops/block_tuning.h fill in the rest.
+// warning otherwise). ops/topk/topk_tuning.h and ops/block/block_tuning.h fill in the rest.
 #pragma once
 #include <fmt/format.h>
 

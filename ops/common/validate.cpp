@@ -12,7 +12,7 @@
 
 namespace winnow::ops {
 
-// The kernels' sample arithmetic is 32-bit (templates/sample_keys.cuh).
+// The kernels' sample arithmetic is 32-bit (templates/topk/sample_keys.cuh).
 static_assert(kMaxSampleSize <= winnow::kMaxStridedSample && kMaxK <= 8192);
 
 namespace {

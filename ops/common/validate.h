@@ -1,6 +1,6 @@
 // Input validation for the topk op: every rule a caller can break, each with a message
 // that names the field, what was given and what is allowed. Throws InvalidArgument or
-// NotSupported (ops/errors.h). No device access: runs on machines with no GPU.
+// NotSupported (ops/common/errors.h). No device access: runs on machines with no GPU.
 #pragma once
 #include <cstddef>
 

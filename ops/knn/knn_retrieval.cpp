@@ -25,7 +25,7 @@ struct KnnRetrieval::Impl {
 
 namespace {
 
-// The problem's knobs as the retrieval mode reads them (ops/topk_space.h).
+// The problem's knobs as the retrieval mode reads them (ops/topk/topk_space.h).
 plan::KnnKnobs knn_knobs(const TopkProblem& p) {
   plan::KnnKnobs k;
   k.stages = p.plan_knobs.stages;
@@ -203,7 +203,7 @@ void KnnRetrieval::execute(const TopkInputs& in, const CallShape& shape,
     void* stream_args[] = {&p, &kmap};
     void* select_args[] = {&p};
     // Each launch after the pass's first starts while the one before it ends (programmatic
-    // dependent launch: the kernels wait for it in-kernel, templates/grid_dependency.cuh):
+    // dependent launch: the kernels wait for it in-kernel, templates/ptx/grid_dependency.cuh):
     // the launch gaps of the pass's 8 to 10 kernels overlap, and the stream's query copy
     // overlaps the threshold kernel. The first waits for whatever the stream held before.
     bool after_own = false;

@@ -23,7 +23,7 @@ size_t round_up(size_t n) { return (n + 255) / 256 * 256; }
 constexpr int kStreamStages = 2;
 
 // The workspace: the retrieval mode's regions per row (counters first: the op's counter
-// offset is 0), then the call's plan (templates/paged_stream_prepare.cuh).
+// offset is 0), then the call's plan (templates/paged/paged_stream_prepare.cuh).
 struct StreamWorkspace {
   size_t counters = 0, rows = 0, hist = 0, lists = 0, samples = 0, row_visible = 0,
          row_flags = 0, req_pages = 0, req_sample = 0, page_offset = 0, bad = 0, total = 0;

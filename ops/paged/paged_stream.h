@@ -1,4 +1,4 @@
-// The paged decode op's stream path (templates/paged_stream_params.cuh): the
+// The paged decode op's stream path (templates/paged/paged_stream_params.cuh): the
 // retrieval mode's sample -> threshold -> filter stream -> exact select per query row, over
 // the paged cache read in place (no gathered copy), with a grid that never depends on the
 // lengths. The op's path wherever it can run (64 heads, sm_90a, a head-sum score) unless

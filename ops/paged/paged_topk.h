@@ -1,6 +1,6 @@
 // The paged decode op: the fused indexer top-k over the engines' paged fp8 key
 // cache, as vLLM and SGLang call fp8_paged_mqa_logits + a top-k every decode step.
-// Layout and visibility: templates/paged_cache.cuh.
+// Layout and visibility: templates/paged/paged_cache.cuh.
 //
 // Inputs: q fp8 e4m3 [B, next_n, H, 128] (B <= max_batch), cache uint8
 // [num_blocks, 64, 1, 132], block_table int32 [B, >= max_blocks_per_seq], context_lens
@@ -8,14 +8,14 @@
 // Output: int32 [B * next_n, k], row b * next_n + j: the k best token positions in
 // [0, visible) of query j of request b under the program (relu_mh by default), in the
 // order of docs/semantics.md (Order), -1 padded; rows of a bad request (see
-// templates/paged_gather_kernel.cuh) are all -1 and counted as bad windows.
+// templates/paged/paged_gather_kernel.cuh) are all -1 and counted as bad windows.
 //
 // How: three launches, none sized by a length. paged_windows and
 // paged_gather copy the touched pages into a packed contiguous key buffer in the workspace
-// (request after request, no padding), then the fused top-k kernel (ops/topk.h) runs
+// (request after request, no padding), then the fused top-k kernel (ops/common/topk_op.h) runs
 // with per-row windows over it: its sample, filter, exact select, key splits and merge,
 // unchanged. The copy costs one more read and write of the touched cache; a paged loader
-// in the key ring (no copy) is the stream path's (ops/paged_stream.h).
+// in the key ring (no copy) is the stream path's (ops/paged/paged_stream.h).
 #pragma once
 #include <cuda.h>
 
@@ -48,7 +48,7 @@ struct PagedProblem {
   bool sorted = false;
   backend::Arch arch;
   int key_splits = 0;  // as TopkProblem::key_splits
-  // Asks for the stream path (ops/paged_stream.h: per-row sample, threshold, filter stream
+  // Asks for the stream path (ops/paged/paged_stream.h: per-row sample, threshold, filter stream
   // over the cache in place, exact select; 64 heads, sm_90a, head-sum programs) and refuses
   // a problem it cannot run. false: the stream path wherever it runs unless
   // WINNOW_PAGED_STREAM=0 (paged_stream_chosen), else the gathered path.

@@ -1,5 +1,5 @@
-// Validation of the paged decode op's problem and tensors (ops/paged_topk.h). The score,
-// weights and output rules are the fused top-k op's (ops/validate.cpp), checked again
+// Validation of the paged decode op's problem and tensors (ops/paged/paged_topk.h). The score,
+// weights and output rules are the fused top-k op's (ops/common/validate.cpp), checked again
 // there on the views execute builds.
 #include <fmt/format.h>
 

@@ -2,7 +2,7 @@
 // keys (TopkProblem::shard_key_offset / total_keys: global indices); this merges their
 // per-row lists of k (index, score) into the top-k over every key, on the GPU, equal to
 // one GPU's result bit for bit. One call: pack this rank's lists into RankKeys
-// (templates/shard_merge.cuh), all-gather them (the caller's callback or NCCL), merge
+// (templates/shard/shard_merge.cuh), all-gather them (the caller's callback or NCCL), merge
 // every row. Execute never allocates, synchronises or compiles: the workspace, sized at
 // plan time for max_rows, holds the counters, the send buffer and the gathered lists.
 #pragma once

@@ -21,7 +21,7 @@
 namespace winnow::ops {
 namespace {
 
-// The counters sit at the start of the workspace (templates/topk_workspace.cuh).
+// The counters sit at the start of the workspace (templates/topk/topk_workspace.cuh).
 constexpr size_t kBuffersOffset = size_t(TopkWorkspace::counters_bytes());
 
 plan::ElemType elem_type(DType t) {
@@ -85,7 +85,7 @@ struct TopkOp::Impl {
   int max_ctas = 0;  // resident CTAs on the device: the persistent grid
   size_t workspace = 0;
   size_t partials_offset = 0, block_done_offset = 0;
-  // The retrieval mode (ops/knn_retrieval.h) when the problem suits it: then it is what
+  // The retrieval mode (ops/common/knn_retrieval.h) when the problem suits it: then it is what
   // build() compiles and execute() runs; the plan above is not built.
   std::unique_ptr<KnnRetrieval> knn;
 };

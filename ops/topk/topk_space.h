@@ -18,7 +18,7 @@
 // 4 or 3 on wgmma, 2 on mma.sync, 1 on CUDA cores).
 // Registers are a limit known only after the compile: a point that cannot be resident is
 // refused by TopkOp::build and recorded by the tuner as failed to launch.
-// Problems in the retrieval mode (ops/knn_retrieval.h) have their own plan (plan::KnnKnobs):
+// Problems in the retrieval mode (ops/common/knn_retrieval.h) have their own plan (plan::KnnKnobs):
 //   stages              2..8                key-chunk ring stages (KnnStreamSmem must fit)
 //   candidate_capacity  default (4 max(k, 1024)), twice: each query's list
 //   sample_size         default (16 N / max(k, 1024)), at least 16384, the most (63360)

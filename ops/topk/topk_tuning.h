@@ -1,5 +1,5 @@
 // Tuning the topk op: its database key, the lookup at plan build, and one tuning run
-// (ops/topk_space.h's candidates through runtime/tuner.h, the winner stored). Plan build
+// (ops/topk/topk_space.h's candidates through runtime/tuner.h, the winner stored). Plan build
 // and `winnow tune` call these; execute never does.
 #pragma once
 #include <memory>
@@ -54,7 +54,7 @@ struct TopkTuneResult {
 // Tunes over `space` (topk_space of the problem at the shape): its cheapest
 // settings.top_n points and the baseline compiled in parallel by `compiler` and timed by
 // `timer` (both indexed by the space's candidates: TopkCandidateCompiler and
-// ops/topk_device_timer.h on a GPU), the winner stored under `key` in `db` (when given).
+// ops/topk/topk_device_timer.h on a GPU), the winner stored under `key` in `db` (when given).
 TopkTuneResult tune_topk(const TopkSpace& space, rt::tune::CandidateCompiler& compiler,
                          rt::tune::Timer& timer, const rt::tune::Settings& settings,
                          const rt::TuningDb* db, const rt::TuningKey& key);

@@ -17,7 +17,7 @@ STATUS_NAMES = {
 
 DTYPE_FLOAT32, DTYPE_FLOAT16, DTYPE_BFLOAT16, DTYPE_FP8_E4M3, DTYPE_INT32 = 1, 2, 3, 4, 5
 DTYPE_UINT8 = 6  # raw bytes: the paged decode key cache
-# The spellings the Python API takes for a plan's q_dtype / k_dtype (ops/names.cpp's short
+# The spellings the Python API takes for a plan's q_dtype / k_dtype (ops/common/names.cpp's short
 # names).
 DTYPES = {"fp32": DTYPE_FLOAT32, "fp16": DTYPE_FLOAT16, "bf16": DTYPE_BFLOAT16,
           "fp8_e4m3": DTYPE_FP8_E4M3}

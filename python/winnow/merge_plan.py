@@ -1,5 +1,5 @@
 """winnow.MergePlan: one winnowMergePlan_t, the exact merge of sharded top-k lists
-(ops/shard_merge.h), with its workspace. Compiling happens at build (in the constructor unless
+(ops/shard/shard_merge.h), with its workspace. Compiling happens at build (in the constructor unless
 build=False), never in a call; a call launches on the current torch stream, allocates
 nothing and does not synchronise the host. A plan, with its workspace, serves one stream at
 a time."""

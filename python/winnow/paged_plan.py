@@ -1,5 +1,5 @@
 """winnow.PagedPlan: one winnowPagedPlan_t, the decode indexer top-k over the engines' paged
-fp8 key cache (ops/paged_topk.h), with its workspace. Compiling happens at build (in the
+fp8 key cache (ops/paged/paged_topk.h), with its workspace. Compiling happens at build (in the
 constructor unless build=False), never in a call; a call reads the lengths and the block
 table on the device only, so it can be captured at max_batch and replayed for any lengths.
 A plan, with its workspace, serves one stream at a time."""

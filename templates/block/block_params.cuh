@@ -14,7 +14,7 @@ enum : int { kBlockTokens = 128 };
 // staged index list starts here.
 WINNOW_HD long long triangle(long long i) { return i * (i + 1) / 2; }
 
-// The threshold rule of one call (ops/block_select.h defines the meaning).
+// The threshold rule of one call (ops/block/block_select.h defines the meaning).
 struct BlockRule {
   float alpha;
   int sink_blocks;
@@ -74,9 +74,9 @@ struct AttentionSmem {
   WINNOW_HD constexpr long bytes() const { return 2 * stage_bytes(); }
 };
 
-// The sm_90a wgmma attention kernel (templates/block_attention_wgmma.cuh): the arguments
+// The sm_90a wgmma attention kernel (templates/block/block_attention_wgmma.cuh): the arguments
 // of the mma.sync kernel and the tensor maps of k and v ([L][kv_heads * d * 2] bytes,
-// boxes of 128 bytes x 128 keys, 128-byte swizzle: ops/key_tensor_map.h), by value.
+// boxes of 128 bytes x 128 keys, 128-byte swizzle: ops/common/key_tensor_map.h), by value.
 struct BlockAttentionWgmmaParams {
   BlockAttentionParams a;
   TmaMap k_map;
@@ -115,7 +115,7 @@ struct WgmmaAttentionSmem {
   }
 };
 
-// The sm_90a wgmma form of the score pass (templates/block_score_wgmma.cuh): the mma.sync
+// The sm_90a wgmma form of the score pass (templates/block/block_score_wgmma.cuh): the mma.sync
 // kernel's arguments and the tensor map of the pooled keys ([kv_heads * blocks rows][d * 2]
 // bytes, boxes of 128 bytes x one score tile of blocks, 128-byte swizzle), by value.
 struct BlockSelectWgmmaParams {

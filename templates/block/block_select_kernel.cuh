@@ -1,6 +1,6 @@
 // FlashPrefill-style block selection, fused: pooled-key block scores and the alpha * max
 // threshold in one pass per (query head, query block), with no score matrix in device
-// memory. ops/block_select.h states the rule; testing/block_reference.cpp is its CPU twin.
+// memory. ops/block/block_select.h states the rule; testing/block_reference.cpp is its CPU twin.
 //
 //   block_pool     mean of each 128-key block per KV head (fp32 sum in key order, x 1/128,
 //                  rounded to bf16): the pooled keys kbar[kv][J][d].

@@ -1,4 +1,4 @@
-// The ring of a warp-specialised pipeline (templates/mbarrier.cuh guards its stages): the
+// The ring of a warp-specialised pipeline (templates/ptx/mbarrier.cuh guards its stages): the
 // stage and phase parity of each use, counted alike by the producer and the consumers.
 // Plain arithmetic, for the host tests too.
 #pragma once

@@ -1,4 +1,4 @@
-// The retrieval mode's launch parameters and per-query state (templates/knn_stream.cuh,
+// The retrieval mode's launch parameters and per-query state (templates/knn/knn_stream.cuh,
 // knn_select.cuh), shared by the host and the kernels.
 #pragma once
 #include "common/portable.cuh"

@@ -98,7 +98,7 @@ __device__ void knn_threshold(const KnnParams& p, unsigned char* smem) {
 
 // Row r's outputs (the need = min(k, keys of its window) best), or its next fallback round
 // (see the top of the file): the retrieval mode's select (knn_select) and the paged decode
-// stream's (templates/paged_stream_select.cuh). The whole CTA calls it, after
+// stream's (templates/paged/paged_stream_select.cuh). The whole CTA calls it, after
 // grid_dependency_wait.
 template <class C>
 __device__ void knn_select_row(const KnnParams& p, unsigned char* smem, int r, u32 need) {

@@ -70,7 +70,7 @@ struct KnnStreamSmem {
   WINNOW_HD constexpr long skip_off() const { return thresholds_off() + kKnnQueries * 8; }
   WINNOW_HD constexpr long qsq_off() const { return skip_off() + kKnnQueries * 4; }
   WINNOW_HD constexpr long w_off() const { return qsq_off() + kKnnQueries * 4; }
-  // Per-query threshold scores of the filter's prefilter (templates/knn_stream.cuh).
+  // Per-query threshold scores of the filter's prefilter (templates/knn/knn_stream.cuh).
   WINNOW_HD constexpr long prefilter_off() const { return w_off() + kKnnQueries * 4; }
   // Per-query known top bits of the threshold (KnnRowState::fixed; radix fallback rounds).
   WINNOW_HD constexpr long fixed_off() const { return prefilter_off() + kKnnQueries * 4; }

@@ -1,4 +1,4 @@
-// The paged decode op's two small kernels (ops/paged_topk.h): they turn the engines' paged
+// The paged decode op's two small kernels (ops/paged/paged_topk.h): they turn the engines' paged
 // key cache into the ragged contiguous form the fused top-k kernel reads with per-row
 // windows, as vLLM's cp_gather_indexer_k_quant_cache does for prefill, but with every
 // length read on the device and a grid that does not depend on the lengths.

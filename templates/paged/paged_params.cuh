@@ -1,5 +1,5 @@
-// The paged decode kernels' run-time arguments (templates/paged_gather_kernel.cuh).
-// Included by the host (ops/paged_topk.cpp) and by NVRTC: one definition, plain types.
+// The paged decode kernels' run-time arguments (templates/paged/paged_gather_kernel.cuh).
+// Included by the host (ops/paged/paged_topk.cpp) and by NVRTC: one definition, plain types.
 #pragma once
 
 namespace winnow {
@@ -8,7 +8,7 @@ inline constexpr int kPagedScanThreads = 1024;
 inline constexpr int kPagedGatherThreads = 256;
 
 struct PagedParams {
-  const unsigned char* cache;   // [num_blocks, 64, 1, 132] (templates/paged_cache.cuh)
+  const unsigned char* cache;   // [num_blocks, 64, 1, 132] (templates/paged/paged_cache.cuh)
   const int* block_table;       // [batch, block_table_stride >= max blocks]
   const int* context_lens;      // [batch] or [batch, next_n] (lens_per_query)
   long long num_blocks;

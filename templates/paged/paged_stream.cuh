@@ -1,4 +1,4 @@
-// The stream path's page stream (templates/paged_stream_params.cuh): a fixed grid whose
+// The stream path's page stream (templates/paged/paged_stream_params.cuh): a fixed grid whose
 // CTA c streams the c-th of stream_ctas equal shares of the pass's pages, taken in request
 // order (prefix sums from the prepare kernel), so that a batch mixing 1K and 1M contexts
 // spreads its pages evenly over the SMs whatever the lengths, and a CTA loads the q rows

@@ -1,4 +1,4 @@
-// The paged decode op's stream path (templates/paged_stream_params.cuh), for the generated
+// The paged decode op's stream path (templates/paged/paged_stream_params.cuh), for the generated
 // stub (compiler/codegen/emit_paged.cpp).
 #pragma once
 #include "paged/paged_stream.cuh"

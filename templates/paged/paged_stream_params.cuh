@@ -2,7 +2,7 @@
 // arguments, its sizes and the rules that both the host and the kernels follow (which
 // pages a request's sample takes, the sample's rank), one definition for both.
 //
-// The path is the retrieval mode's (templates/knn_stream.cuh, knn_select.cuh) per query
+// The path is the retrieval mode's (templates/knn/knn_stream.cuh, knn_select.cuh) per query
 // row instead of per batch of 64 queries: a sample of each long request's pages sets each
 // row's first threshold, one fixed-grid stream whose CTA c takes the c-th equal share of
 // all the pass's pages in request order (every row of the request scored on each page;

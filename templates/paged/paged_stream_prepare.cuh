@@ -1,4 +1,4 @@
-// The stream path's first launch (templates/paged_stream_params.cuh): one CTA reads every
+// The stream path's first launch (templates/paged/paged_stream_params.cuh): one CTA reads every
 // request's lengths on the device and writes the call's plan: each row's visible keys and
 // whether it is filtered (rows whose window fits in k, unsorted, are answered by position
 // alone), each request's pages to stream and its sample's pages, and the pages of the

@@ -1,4 +1,4 @@
-// The stream path's per-row launches (templates/paged_stream_params.cuh), one CTA of
+// The stream path's per-row launches (templates/paged/paged_stream_params.cuh), one CTA of
 // kKnnSelectThreads per query row:
 //   paged_stream_threshold: the row's first threshold from its request's sample (the
 //     retrieval mode's knn_sample_threshold; 0, every key, where the row's window fits the

@@ -4,7 +4,7 @@
 // anything that kernel writes or reads. The wait returns once every kernel before it has
 // completed and its memory is visible; it returns at once in a kernel launched without the
 // attribute. Every thread of the retrieval mode's later launches calls it on every path,
-// so a launch that completes implies that those before it have (ops/knn_retrieval.cpp).
+// so a launch that completes implies that those before it have (ops/knn/knn_retrieval.cpp).
 //
 // Each kernel of the retrieval mode and of the paged decode stream path calls
 // grid_dependency_trigger first: the next launch is then scheduled once every CTA of this

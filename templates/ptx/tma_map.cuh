@@ -1,4 +1,4 @@
-// The key tensor map a kernel's TMA loads read (templates/tma.cuh): CUtensorMap's 128
+// The key tensor map a kernel's TMA loads read (templates/ptx/tma.cuh): CUtensorMap's 128
 // opaque bytes (cuda.h), with its alignment, passed by value as a kernel parameter.
 #pragma once
 

@@ -12,7 +12,7 @@ namespace winnow {
 // exactly k, their prefix with the lower index bits zero. Radix select, 8 bits a pass from
 // the top; called by the whole CTA.
 // Smem: any view with `u32* radix` (256 bins + the kScratchRadix* slots): TopkSmem<C> or
-// the knn select kernels' (templates/knn_select.cuh). LowestShift 32: the passes stop after
+// the knn select kernels' (templates/knn/knn_select.cuh). LowestShift 32: the passes stop after
 // the order key (the high 32 bits), and the result is the order key of the k-th largest
 // with the index bits zero (at least k at or above it; more where it ties).
 template <class C, int LowestShift = 0, class Smem, class ForEach>
@@ -80,7 +80,7 @@ __device__ u64 radix_kth(const Smem& s, u32 k, ForEach for_each) {
 // The `need` largest of the `count` distinct nonzero RankKeys that `scan` yields (all of
 // them when count <= need), gathered into sel[0, kp) (zeros after them) by the whole CTA,
 // counted in *taken: the one exact select of the key-split merge, the retrieval mode's
-// select and the shard merge (templates/shard_merge.cuh). A scan that yields a key twice
+// select and the shard merge (templates/shard/shard_merge.cuh). A scan that yields a key twice
 // (inputs breaking the contract) may take more than need: sel keeps at most kp, and
 // *taken, read after the call, says so. `scan` runs twice and must yield each thread the
 // same entries in the same order both times: the first counts each thread's chosen

@@ -27,7 +27,7 @@ __device__ void shard_pack(const ShardMergeParams& p) {
 }
 
 // Merges row blockIdx.x of every rank's candidates and writes the row's outputs as the
-// topk kernel does (templates/topk_output.cuh): sorted by score or ascending by index,
+// topk kernel does (templates/topk/topk_output.cuh): sorted by score or ascending by index,
 // -1 and -inf after the chosen.
 __device__ void shard_merge(const ShardMergeParams& p, unsigned char* smem) {
   const KnnSelectSmem s(smem);

@@ -1,5 +1,5 @@
 // The shard merge's launch parameters, counters and candidate form
-// (templates/shard_merge.cuh), shared by the host (ops/shard_merge.cpp, the CPU reference)
+// (templates/shard/shard_merge.cuh), shared by the host (ops/shard/shard_merge.cpp, the CPU reference)
 // and the kernels; plain types only.
 #pragma once
 #include "select/rank_order.cuh"

@@ -13,7 +13,7 @@
 
 namespace winnow {
 
-// The threads that visit the scores and run the filter's steps between tiles (gate
+// The threads that read the scores and run the filter's steps between tiles (gate
 // refreshes, buffer checks, compaction): the math threads (every thread but the wgmma
 // path's producer warp or warpgroup).
 template <class C>

@@ -9,7 +9,7 @@
 
 namespace winnow {
 
-// The most strided sample keys of a window (ops/validate.h's kMaxSampleSize).
+// The most strided sample keys of a window (ops/common/validate.h's kMaxSampleSize).
 inline constexpr int kMaxStridedSample = int(kMaxScaledIndexDivisor);
 
 // The i-th (0 <= i < ns) of the ns strided sample keys of the window [start, start + n)

@@ -1,4 +1,4 @@
-// The kernel's run-time arguments. Included by the host (ops/topk.cpp) and by NVRTC, so
+// The kernel's run-time arguments. Included by the host (ops/topk/topk_op.cpp) and by NVRTC, so
 // the layout is one definition; only plain types.
 #pragma once
 
@@ -23,7 +23,7 @@ struct TopkParams {
   int num_keys;
   long long causal_offset;    // position of row 0
   int causal_ratio;           // m
-  // Sharded keys (ops/shard_merge.h): k holds global keys [key_offset, key_offset +
+  // Sharded keys (ops/shard/shard_merge.h): k holds global keys [key_offset, key_offset +
   // num_keys) of total_keys; windows are in global numbers, outputs too. Not sharded: 0
   // and num_keys.
   int key_offset;
@@ -40,7 +40,7 @@ struct TopkParams {
   unsigned int* block_done;       // [row blocks], zero before the launch
   // Sample hint: candidate keys scored first as part of each row's sample (null: none).
   // An entry counts only inside the row's window and when above every earlier counted
-  // entry (templates/sample_keys.cuh), so ascending hints count whole; the first
+  // entry (templates/topk/sample_keys.cuh), so ascending hints count whole; the first
   // min(kCapacity, 2 next_pow2(k)) entries are read (TopkOp::max_sample_hint).
   const int* sample_hint;
   int sample_hint_count;

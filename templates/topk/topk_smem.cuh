@@ -1,5 +1,5 @@
 // The shared-memory view of the topk kernel: per-row state, the layout constants of a
-// config, and the pointers into one CTA's shared memory (templates/smem_layout.cuh does
+// config, and the pointers into one CTA's shared memory (templates/common/smem_layout.cuh does
 // the arithmetic, for the host too).
 #pragma once
 #include "common/element_decode.cuh"
@@ -44,7 +44,7 @@ __host__ __device__ constexpr SmemLayout layout_of() {
                     MmaBytes<C>::value, C::kHeadSums, C::kWgmma, kStages};
 }
 
-// The workspace of a config (templates/topk_workspace.cuh).
+// The workspace of a config (templates/topk/topk_workspace.cuh).
 template <class C>
 __host__ __device__ constexpr TopkWorkspace workspace_of() {
   return TopkWorkspace{C::kRows, C::kCapacity, next_pow2(C::kTopK)};

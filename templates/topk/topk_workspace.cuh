@@ -1,4 +1,4 @@
-// The topk kernel's device workspace, laid out once for the host (ops/topk.cpp sizes it and
+// The topk kernel's device workspace, laid out once for the host (ops/topk/topk_op.cpp sizes it and
 // points the kernel's parameters into it) and the kernel (which addresses it):
 //   [0, 256)                 the counters (TopkParams::counters)
 //   buffers                  per resident CTA, per row: its CandidateBuffer (capacity

@@ -11,7 +11,7 @@
 // evaluated on a fixed set of special-value vectors, so a plain-text seed alone already
 // meets NaN, inf, -0, subnormals and the overflow edge.
 //
-// Agreement rule of the eval check (DESIGN.md section 2, templates/rank_order.cuh): two
+// Agreement rule of the eval check (DESIGN.md section 2, templates/select/rank_order.cuh): two
 // scores agree when both are NaN (any payload, any sign: NaN ranks first, all NaNs
 // equal) or when they compare equal as doubles (so -0 agrees with +0, which rank as one
 // value). Nothing else agrees: no tolerance, so a rewrite that changes the value by one

@@ -1,7 +1,7 @@
 // Which synchronisation idiom of the warp-specialised topk kernel makes compute-sanitizer
 // racecheck report hazards on accesses that a CTA barrier orders (issue 11, bench/NOTES.md
 // "Issue 11's racecheck reports"). Test machinery, not product code: built by nvcc on the
-// GPU machine (bench/device_run.sh SANITIZE=idioms, with this file copied into .devbin/), never
+// GPU machine (dev/gpu_suite.sh SANITIZE=idioms, with this file copied into .gpu-kit/), never
 // by CMake.
 //
 // Every variant runs one CTA of 288 threads (8 math warps + 1 producer warp, the kernel's

@@ -1,5 +1,5 @@
 // Thread-block cluster shapes for the llvm backend. clang 19 ignores __cluster_dims__, so
-// templates/cluster.cuh redefines it, under clang, as a function annotation
+// templates/ptx/cluster.cuh redefines it, under clang, as a function annotation
 // ("winnow.cluster_dims X Y Z"); these read it from the module and write it into the
 // entry's PTX as NVRTC's cubins carry it (.explicitcluster, .reqnctapercluster), so that an
 // ordinary launch runs the kernel in clusters. Part of libwinnow_llvm.so only.

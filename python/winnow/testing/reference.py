@@ -106,7 +106,7 @@ def paged_keys(kv_cache):
 
 
 def paged_visible(context_lens, next_n):
-    """int64 [B, next_n]: keys query j of request b sees (templates/paged_cache.cuh): with
+    """int64 [B, next_n]: keys query j of request b sees (templates/paged/paged_cache.cuh): with
     lens [B], len - next_n + 1 + j; with [B, next_n], lens[b, j]; never below 0."""
     lens = context_lens.to(torch.int64)
     if lens.dim() == 2:

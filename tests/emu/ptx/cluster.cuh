@@ -1,4 +1,4 @@
-// CPU stand-in of templates/cluster.cuh for tests/emu/cuda_emulation.h: the rank and the
+// CPU stand-in of templates/ptx/cluster.cuh for tests/emu/cuda_emulation.h: the rank and the
 // CTAs of the cluster come from winnow_emu::launch_clusters; a remote arrival updates the
 // barrier at the same offset in that CTA's table. Outside a cluster launch a kernel is a
 // cluster of one (rank 0, the barrier is the CTA's).

@@ -1,4 +1,4 @@
-// CPU stand-in of templates/mbarrier.cuh for tests/emu/cuda_emulation.h: each mbarrier's
+// CPU stand-in of templates/ptx/mbarrier.cuh for tests/emu/cuda_emulation.h: each mbarrier's
 // phase, pending arrivals and transaction bytes live in the CTA's table (keyed by the
 // barrier's shared-memory address), and waiters sleep on the CTA's condition variable.
 // A phase completes when its arrivals and its bytes are both in, as the PTX ISA says;

@@ -1,4 +1,4 @@
-// CPU stand-in of templates/mma_sync.cuh for tests/emu/cuda_emulation.h: the same
+// CPU stand-in of templates/ptx/mma_sync.cuh for tests/emu/cuda_emulation.h: the same
 // functions, with the warp's fragments exchanged between the lane threads and the results
 // placed by the PTX ISA's layouts (mma.m16n8k16 .row.col, ldmatrix .m8n8 .trans); copies
 // are synchronous and shared addresses count from the CTA's window (winnow_emu::window()).

@@ -1,6 +1,6 @@
-// CPU stand-in of templates/tma.cuh for tests/emu/cuda_emulation.h. The tensor map's
+// CPU stand-in of templates/ptx/tma.cuh for tests/emu/cuda_emulation.h. The tensor map's
 // opaque bytes hold an EmuTmaMap (made by emu_key_tensor_map, the test's side of
-// ops/key_tensor_map.cpp: uint8 elements, 2-D, a 128-byte box width, 128-byte swizzle);
+// ops/common/key_tensor_map.cpp: uint8 elements, 2-D, a 128-byte box width, 128-byte swizzle);
 // a load copies the box at once, zero-filling outside the tensor, swizzled as the
 // hardware does (16-byte chunk c of box row r at r * 128 + ((c ^ (r % 8)) * 16) from a
 // 1024-byte aligned destination), then completes its bytes on the barrier.

@@ -1,4 +1,4 @@
-// CPU stand-in of templates/wgmma_ops.cuh for tests/emu/cuda_emulation.h: a wgmma is
+// CPU stand-in of templates/ptx/wgmma_ops.cuh for tests/emu/cuda_emulation.h: a wgmma is
 // computed when it is issued (a correct kernel does not touch its operands before the
 // wait), each thread producing its own accumulator elements by the PTX ISA's D fragment
 // layout (m64nN, .f32: d[i] is row 16 warp + lane / 4 + 8 ((i / 2) % 2), column
