@@ -213,15 +213,10 @@ WINNOW_API winnowStatus_t winnowPlanCreate(winnowContext_t ctx, const winnowProb
                                            winnowPlan_t* plan);
 /* Compiles (or loads from the cache) the kernel. Without a device it compiles only. */
 WINNOW_API winnowStatus_t winnowPlanBuild(winnowPlan_t plan);
-/* With WINNOW_FAST_FIRST_BUILD=1, winnowPlanBuild may return with a fast-compiled first
- * kernel (far slower at large shapes: docs/environment.md) while the full build compiles
- * in the background; executes switch to the full kernel at the first call outside stream
- * capture after it is compiled. This call waits for the full build and switches now: call
- * it before capturing a CUDA graph with the plan (not while a stream is capturing), so that
- * the graph holds the full kernel. SUCCESS: executes launch the full build's kernel from
- * now on (always so without the option, on a cache hit, without a device, and in the
- * retrieval mode). WINNOW_STATUS_COMPILE_ERROR: the background build failed, and why (the
- * plan keeps working on the first kernel). WINNOW_STATUS_NOT_BUILT: before winnowPlanBuild. */
+/* Confirms that the plan is built: winnowPlanBuild returns only once the kernel is compiled
+ * (or loaded), so this call has nothing to wait for. Kept for callers written against an
+ * earlier two-tier build (docs/decisions/0041-remove-fast-first-build.md).
+ * SUCCESS after winnowPlanBuild; WINNOW_STATUS_NOT_BUILT before it. */
 WINNOW_API winnowStatus_t winnowPlanFinishBuild(winnowPlan_t plan);
 WINNOW_API winnowStatus_t winnowPlanGetWorkspaceSize(winnowPlan_t plan, size_t* bytes);
 
