@@ -10,7 +10,9 @@
 #   PARTS=dsa RUNS='dsa-prefill --T 64K' OUT=$OUT bash dev/gpu_engines.sh
 #
 # Env: PARTS (the engines' parts, default dsa,decode,knn), RUNS (';'-separated `winnow
-# bench` argument lists), DECODE (`winnow bench dsa-decode` arguments, "-" skips), STEP_TIMEOUT.
+# bench` argument lists), DECODE (`winnow bench dsa-decode` arguments, "-" skips), STEP_TIMEOUT,
+# ENGINES / CEILINGS (files of an earlier call on the same machine, carried in .gpu-kit/:
+# used instead of measuring again, so that a second call finishes the runs).
 # Files under $OUT: gpu.txt, ceilings.json, engines.jsonl (+ .err), bench.jsonl, bench.txt
 # (the tables and the ratios to the engines' records), summary.txt.
 set -o pipefail
@@ -27,10 +29,14 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "
 git log --oneline -1 >> "$OUT/gpu.txt" 2>/dev/null
 T=${STEP_TIMEOUT:-300}
 
-timeout 120 python3 bench/ceilings.py "$OUT/ceilings.json" > "$OUT/ceilings.txt" 2>&1
-note "ceilings rc=$?: $(cat "$OUT/ceilings.json" 2>/dev/null)"
-PARTS=${PARTS:-dsa,decode,knn} timeout "$T" bash .anchors/run.sh .anchors > "$OUT/engines.jsonl" 2> "$OUT/engines.err"
-note "engines rc=$?: $(grep -c ms_median "$OUT/engines.jsonl") records"
+if [ -n "${CEILINGS:-}" ]; then cp "$CEILINGS" "$OUT/ceilings.json"; else
+  timeout 120 python3 bench/ceilings.py "$OUT/ceilings.json" > "$OUT/ceilings.txt" 2>&1
+  note "ceilings rc=$?: $(cat "$OUT/ceilings.json" 2>/dev/null)"
+fi
+if [ -n "${ENGINES:-}" ]; then cp "$ENGINES" "$OUT/engines.jsonl"; else
+  PARTS=${PARTS:-dsa,decode,knn} timeout "$T" bash .anchors/run.sh .anchors > "$OUT/engines.jsonl" 2> "$OUT/engines.err"
+  note "engines rc=$?: $(grep -c ms_median "$OUT/engines.jsonl") records"
+fi
 
 IFS=';' read -ra runs <<< "${RUNS:-dsa-prefill --T 64K,1M;dsa-glm --T 256K;knn-ip --T 1M,5M --k 128,8192}"
 for r in "${runs[@]}"; do
