@@ -8,11 +8,12 @@
 # CPU machine into /tmp/bench-cache with and without the phase clocks' option.
 #
 #   OUT=$OUT bash dev/gpu_profile_indexer.sh          # TS="64K 1M" by default
+#   WINNOW=0 OUT=$OUT bash dev/gpu_profile_indexer.sh # DeepGEMM's kernel only
 #
 # $OUT/profile.tar.gz holds the reports (*.ncu-rep), their raw metrics (*.csv) and the
 # phase clocks' output; dev/ncu_table.py turns the CSVs into the side-by-side table.
 set -o pipefail
-OUT=${OUT:-out}; P=$OUT/profile; mkdir -p "$P"
+OUT=${OUT:-out}; mkdir -p "$OUT/profile"; P=$(cd "$OUT/profile" && pwd)
 repo=$PWD
 bash dev/unpack_binaries.sh
 export LD_LIBRARY_PATH=$repo/.gpu-kit:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -33,9 +34,10 @@ size() { case $1 in *K) echo $(( ${1%K} * 1024 ));; *M) echo $(( ${1%M} * 104857
 for t in ${TS:-64K 1M}; do
   n=$(size "$t")
   (cd /tmp/anchors/dg && PYTHONPATH=$PWD LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6 \
-     timeout 240 $NCU -k regex:mqa_logits -s 1 -c 1 -f -o "$repo/$P/deepgemm-$t" \
+     timeout 240 $NCU -k regex:mqa_logits -s 1 -c 1 -f -o "$P/deepgemm-$t" \
      python3 "$repo/dev/deepgemm_logits.py" "$n") > "$P/deepgemm-$t.txt" 2>&1
   note "ncu deepgemm T=$t rc=$?"
+  [ "${WINNOW:-1}" = 0 ] && continue
   # The bench runs the materialize kernel first, then the fused one: launches 1 and 2.
   timeout 240 $NCU -k regex:winnow_topk -c 2 -f -o "$P/winnow-$t" \
     "$W" bench dsa-prefill --T "$t" --repeats 1 --warmup 0 --check-rows 0 --no-tuned > "$P/winnow-$t.txt" 2>&1
@@ -47,8 +49,8 @@ for f in "$P"/*.ncu-rep; do
 done
 note "exported"
 # Phase clocks: CTA 0 of the fused kernel prints its cycles per step (a kernel of its own key).
-WINNOW_NVRTC_OPTIONS=-DWINNOW_PHASE_CLOCKS=1 timeout 240 "$W" bench dsa-prefill --T "$(echo ${TS:-64K 1M} | tr ' ' ,)" \
+[ "${WINNOW:-1}" = 0 ] || WINNOW_NVRTC_OPTIONS=-DWINNOW_PHASE_CLOCKS=1 timeout 240 "$W" bench dsa-prefill --T "$(echo ${TS:-64K 1M} | tr ' ' ,)" \
   --repeats 1 --warmup 0 --check-rows 0 --no-tuned > "$P/phase-clocks.txt" 2>&1
 note "phase clocks rc=$?"
 python3 dev/ncu_table.py "$P"/*.csv | tee "$P/table.md"
-tar -C "$OUT" -czf "$OUT/profile.tar.gz" profile && rm -rf "$P"
+tar -C "$P/.." -czf "$OUT/profile.tar.gz" profile && rm -rf "$P"

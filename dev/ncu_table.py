@@ -70,7 +70,8 @@ for path in sys.argv[1:]:
                 stalls.append((num(v), m.group(1)))
         stalls.sort(reverse=True)
         top = ", ".join(f"{n} {v:.2f}" for v, n in stalls[:3]) or "-"
-        scale = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3}
+        scale = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3,
+                 "ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
         ms = None if ns is None else ns * scale.get(units.get("gpu__time_duration.sum", "nsecond"), 1e-6)
         print(f"| {name} | {t} | {fmt(ms, '{:.3f}')} | {fmt(None if inst is None else inst / pairs * 1000)} | "
               f"{fmt(issue, '{:.1f}')} | {fmt(tensor, '{:.1f}')} | {fmt(regs, '{:.0f}')} | {fmt(occ, '{:.1f}')} | {top} |")
