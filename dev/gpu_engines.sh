@@ -26,7 +26,6 @@ note() { echo "$* (at $((SECONDS - t0)) s)" | tee -a "$OUT/summary.txt"; }
 [ -f .gpu-kit/bench-cache.tar.gz ] && tar -C /tmp -xzf .gpu-kit/bench-cache.tar.gz
 export WINNOW_CACHE_DIR=/tmp/bench-cache
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$OUT/gpu.txt"
-git log --oneline -1 >> "$OUT/gpu.txt" 2>/dev/null
 T=${STEP_TIMEOUT:-300}
 
 if [ -n "${CEILINGS:-}" ]; then cp "$CEILINGS" "$OUT/ceilings.json"; else

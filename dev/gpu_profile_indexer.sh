@@ -24,7 +24,6 @@ W=$repo/.gpu-kit/winnow
 t0=$SECONDS
 note() { echo "$* (at $((SECONDS - t0)) s)" | tee -a "$P/summary.txt"; }
 nvidia-smi --query-gpu=name,driver_version --format=csv > "$P/gpu.txt"
-git log --oneline -1 >> "$P/gpu.txt" 2>/dev/null
 NCU="ncu --set full --clock-control none --target-processes all"
 # DeepGEMM built in /tmp/anchors by the kit (engines.py runs no part with PARTS=none).
 [ -f /tmp/anchors/dg/deep_gemm/.built ] || PARTS=none bash .anchors/run.sh .anchors > "$P/anchors-build.txt" 2>&1

@@ -117,13 +117,17 @@ std::string anchor_gpu_warnings(const AnchorFile& file, const std::string& gpu) 
 }
 
 std::string unmatched_records(const AnchorFile& file, const std::vector<AnchorRow>& rows) {
+  // Only the workloads this run timed: records of other workloads are for other runs.
   std::set<int> matched;
-  for (const AnchorRow& r : rows)
+  std::set<std::string> workloads;
+  for (const AnchorRow& r : rows) {
+    workloads.insert(r.workload);
     for (const AnchorRatio& a : r.ratios) matched.insert(a.line);
+  }
   // (workload, params text) -> lines, in file order of first appearance.
   std::vector<std::pair<std::string, std::vector<int>>> groups;
   for (const AnchorRecord& r : file.records) {
-    if (!r.error.empty() || matched.count(r.line)) continue;
+    if (!r.error.empty() || matched.count(r.line) || !workloads.count(r.workload)) continue;
     const std::string name = r.workload + " " + params_text(r.params);
     auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == name; });
     if (it == groups.end()) it = groups.insert(groups.end(), {name, {}});

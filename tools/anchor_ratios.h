@@ -54,7 +54,8 @@ std::string anchor_file_summary(const AnchorFile& file);
 // run's): their ratios would compare two cards. Empty when all name `gpu` or none.
 std::string anchor_gpu_warnings(const AnchorFile& file, const std::string& gpu);
 
-// The timed records no row matched, grouped by workload and params; empty when all did.
+// The timed records of the rows' workloads that no row matched, grouped by workload and
+// params; empty when all did.
 std::string unmatched_records(const AnchorFile& file, const std::vector<AnchorRow>& rows);
 
 }  // namespace winnow::tools
