@@ -34,12 +34,6 @@ constexpr Switch kRegistry[] = {
      "the context is created; another value fails there, naming the choices (README, "
      "\"Backends\")."},
     // Changes the block plan, which is part of the key (the describe() text): no key input.
-    {"WINNOW_BLOCK_ATTENTION_CLUSTER", K::Environment, T::Bool, "", "`0`", S::Experimental,
-     R::Library, false,
-     "`1` makes the sm_90a wgmma attention kernel share each KV tile across a cluster of 2 or "
-     "4 heads of a group (TMA multicast) where heads / kv_heads is even; same output bit for "
-     "bit; `BlockProblem::attention_cluster` overrides it."},
-    // Changes the block plan, which is part of the key (the describe() text): no key input.
     {"WINNOW_BLOCK_ATTENTION_WGMMA", K::Environment, T::Bool, "", "`1` where the shape fits",
      S::Stable, R::Library, false,
      "`0` runs block-sparse attention on the mma.sync kernel instead of the sm_90a wgmma "

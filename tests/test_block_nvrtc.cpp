@@ -86,49 +86,6 @@ TEST_CASE("the wgmma block attention kernel is sm_90a's default, 0 or the variab
   }
 }
 
-TEST_CASE("the wgmma block attention kernel sharing KV tiles in a cluster compiles for sm_90a",
-          "[nvrtc]") {
-  const int d = GENERATE(64, 128);
-  INFO("head_dim " << d);
-  auto p = problem(d);  // 32 heads on 8 KV heads: clusters of 4
-  p.attention_wgmma = 1;
-  p.attention_cluster = 1;
-  auto shared = ops::BlockAttentionOp::create(p, nullptr);
-  CHECK_THAT(shared->source(), Catch::Contains("__cluster_dims__(4, 1, 1)"));
-  CHECK_THAT(shared->source(), Catch::Contains("kCluster = 4"));
-  CHECK_THAT(shared->plan_text(), Catch::Contains("attention_cluster=4"));
-  check_builds(*shared);
-  // A group of 2: clusters of 2; an odd group cannot, nor the mma.sync kernel (errors).
-  p.kv_heads = 16;
-  CHECK_THAT(ops::BlockAttentionOp::create(p, nullptr)->plan_text(), Catch::Contains("attention_cluster=2"));
-  p.kv_heads = 32;
-  CHECK_THROWS_AS(ops::BlockAttentionOp::create(p, nullptr), ops::NotSupported);
-  p.kv_heads = 8;
-  p.attention_wgmma = 0;
-  CHECK_THROWS_AS(ops::BlockAttentionOp::create(p, nullptr), ops::NotSupported);
-  // Off, or unset with the variable unset: each CTA loads its own tiles (the key of before).
-  p.attention_wgmma = 1;
-  p.attention_cluster = 0;
-  auto own = ops::BlockAttentionOp::create(p, nullptr);
-  CHECK_THAT(own->source(), !Catch::Contains("__cluster_dims__"));
-  CHECK_THAT(own->plan_text(), !Catch::Contains("attention_cluster"));
-  p.attention_cluster = -1;
-  {
-    test::ScopedEnv unset{"WINNOW_BLOCK_ATTENTION_CLUSTER", nullptr};
-    CHECK(ops::BlockAttentionOp::create(p, nullptr)->plan_text() == own->plan_text());
-  }
-  // The variable asks for it where it can be, and is ignored where it cannot.
-  {
-    test::ScopedEnv on{"WINNOW_BLOCK_ATTENTION_CLUSTER", "1"};
-    CHECK(ops::BlockAttentionOp::create(p, nullptr)->plan_text() == shared->plan_text());
-    p.kv_heads = 32;
-    CHECK_THAT(ops::BlockAttentionOp::create(p, nullptr)->plan_text(), !Catch::Contains("attention_cluster"));
-    p.kv_heads = 8;
-    p.attention_wgmma = 0;
-    CHECK_THAT(ops::BlockAttentionOp::create(p, nullptr)->plan_text(), !Catch::Contains("attention_cluster"));
-  }
-}
-
 TEST_CASE("the wgmma block score pass compiles for sm_90a, the default there", "[nvrtc]") {
   const int d = GENERATE(64, 128);
   INFO("head_dim " << d);

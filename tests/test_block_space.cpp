@@ -27,22 +27,17 @@ ops::BlockProblem problem(const char* arch) {
 }  // namespace
 
 TEST_CASE("block space: the heuristic first, every choice of kernels once", "[tune][block]") {
-  // sm_90a: both steps on wgmma by default; the four choices of kernels and the two with
-  // the KV tile shared, the baseline among them (the variable that would change it unset).
-  test::ScopedEnv unset{"WINNOW_BLOCK_ATTENTION_CLUSTER", nullptr};
+  // sm_90a: both steps on wgmma by default; the four choices, the baseline among them.
   const ops::BlockSpace s = ops::block_space(problem("sm_90a"), nullptr, 131072);
-  CHECK(s.considered == 7);
+  CHECK(s.considered == 5);
   CHECK(s.pruned == 0);
   CHECK(s.duplicates == 1);
-  REQUIRE(s.candidates.size() == 6);
+  REQUIRE(s.candidates.size() == 4);
   CHECK(s.candidates[0].baseline);
   CHECK(s.candidates[0].point == ops::BlockPoint{1, 1});
   for (std::size_t i = 1; i < s.candidates.size(); ++i) CHECK_FALSE(s.candidates[i].baseline);
   CHECK(std::count_if(s.candidates.begin(), s.candidates.end(),
                       [](const ops::BlockCandidate& c) { return c.point == ops::BlockPoint{0, 0}; }) == 1);
-  CHECK(std::count_if(s.candidates.begin(), s.candidates.end(), [](const ops::BlockCandidate& c) {
-          return c.point == ops::BlockPoint{1, 1, 1} && c.plan_text.find("attention_cluster=4") != std::string::npos;
-        }) == 1);
   // The cost model ranks the wgmma kernels first (they are faster on the H200).
   const auto cost = [&](ops::BlockPoint pt) {
     for (const auto& c : s.candidates)
@@ -62,25 +57,21 @@ TEST_CASE("block space: the heuristic first, every choice of kernels once", "[tu
   const ops::BlockSpace b = ops::block_space(problem("sm_100a"), nullptr, 131072);
   REQUIRE(b.candidates.size() == 1);
   CHECK(b.candidates[0].point == ops::BlockPoint{0, 0});
-  CHECK(b.duplicates == 6);
+  CHECK(b.duplicates == 4);
 }
 
 TEST_CASE("block space: a point's text reads back, other text does not", "[tune][block]") {
-  for (const ops::BlockPoint p : {ops::BlockPoint{1, 1}, ops::BlockPoint{0, 1}, ops::BlockPoint{-1, 0},
-                                  ops::BlockPoint{1, 1, 1}, ops::BlockPoint{1, 1, -1}}) {
+  for (const ops::BlockPoint p : {ops::BlockPoint{1, 1}, ops::BlockPoint{0, 1}, ops::BlockPoint{-1, 0}}) {
     INFO(p.text());
     const auto back = ops::parse_block_point(p.text());
     REQUIRE(back);
     CHECK(*back == p);
   }
-  CHECK(ops::BlockPoint{1, 0}.text() == "score_wgmma=1 attention_wgmma=0");  // as recorded before the knob
-  CHECK(ops::BlockPoint{1, 1, 1}.text() == "score_wgmma=1 attention_wgmma=1 attention_cluster=1");
-  CHECK(ops::parse_block_point("score_wgmma=1 attention_wgmma=1") == ops::BlockPoint{1, 1, 0});
+  CHECK(ops::BlockPoint{1, 0}.text() == "score_wgmma=1 attention_wgmma=0");
   for (const char* bad : {"", "score_wgmma=1", "score_wgmma=1 attention_wgmma=2",
                           "score_wgmma=1 attention_wgmma=1 stages=2", "score_wgmma=x attention_wgmma=1",
                           "score_wgmma=1 score_wgmma=1", "rows_per_cta=1 key_tile=64",
-                          "score_wgmma=1 attention_wgmma=1 attention_cluster=2",
-                          "score_wgmma=1 attention_cluster=1", "attention_cluster=1"}) {
+                          "score_wgmma=1 attention_wgmma=1 attention_cluster=1"}) {
     INFO("'" << bad << "'");
     CHECK_FALSE(ops::parse_block_point(bad));
   }
@@ -109,20 +100,19 @@ TEST_CASE("tune_block with a fake timer: the fastest point is stored and found a
   test::TempDir dir;
   const auto be = backend::make_nvrtc_backend();
   const ops::BlockProblem p = problem("sm_90a");
-  test::ScopedEnv unset{"WINNOW_BLOCK_ATTENTION_CLUSTER", nullptr};
   const ops::BlockSpace space = ops::block_space(p, nullptr, 131072);
-  REQUIRE(space.candidates.size() == 6);
+  REQUIRE(space.candidates.size() == 4);
   rt::tune::Settings s;
   s.repeats = 3;
   s.warmup = 1;
-  // The baseline 100 us; candidate 3 the fastest (80), the others slower than the baseline.
+  // The baseline 100 us; candidate 3 the fastest (80), 1 and 2 slower than the baseline.
   test::FakeTimer timer;
-  timer.times = {{0, {100}}, {1, {120}}, {2, {110}}, {3, {80}}, {4, {130}}, {5, {105}}};
+  timer.times = {{0, {100}}, {1, {120}}, {2, {110}}, {3, {80}}};
   test::FakeCompiler compiler;
   rt::TuningDb db(dir.path);
   const rt::TuningKey key = ops::block_tuning_key(p, nullptr, *be, 131072);
   const ops::BlockTuneResult r = ops::tune_block(space, compiler, timer, s, &db, key);
-  CHECK(compiler.calls == 6);
+  CHECK(compiler.calls == 4);
   REQUIRE(r.best);
   CHECK(*r.best == space.candidates[3].point);
   CHECK(r.tuned.best_us == 80);
@@ -132,7 +122,7 @@ TEST_CASE("tune_block with a fake timer: the fastest point is stored and found a
   REQUIRE(found);
   CHECK(found->point == space.candidates[3].point);
   CHECK(found->record.heuristic_us == 100);
-  CHECK(std::count(found->record.timings.begin(), found->record.timings.end(), '\n') == 6);
+  CHECK(std::count(found->record.timings.begin(), found->record.timings.end(), '\n') == 4);
   // Another length's bucket misses.
   CHECK_FALSE(ops::find_tuned_block_point(db, ops::block_tuning_key(p, nullptr, *be, 262144), p, nullptr));
 }

@@ -20,11 +20,10 @@ using namespace winnow;
 
 namespace {
 
-template <int D, int KvHeads = 2, int Cluster = 1>
+template <int D>
 struct WgmmaConfig {
-  static constexpr int kHeads = 4, kKvHeads = KvHeads, kDim = D;
+  static constexpr int kHeads = 4, kKvHeads = 2, kDim = D;
   static constexpr int kThreads = kWgmmaAttentionThreads, kTile = 128, kMaxBlocks = 128;
-  static constexpr int kCluster = Cluster;
 };
 
 enum class Index { Selected, Random, Every };
@@ -54,8 +53,7 @@ ops::BlockIndex make_index(const ops::BlockProblem& prob, const ops::BlockHostIn
   return x;
 }
 
-// Runs the kernel (C::kCluster > 1: in clusters sharing the KV tiles) and checks it
-// against the reference; returns the output's bf16 codes.
+// Runs the kernel and checks it against the reference; returns the output's bf16 codes.
 template <class C>
 std::vector<uint16_t> run_attention(int64_t L, ops::BlockInput input, Index kind) {
   constexpr int D = C::kDim;
@@ -78,24 +76,18 @@ std::vector<uint16_t> run_attention(int64_t L, ops::BlockInput input, Index kind
   a.seq_len = int(L);
   a.blocks = int(nb);
   a.scale_log2 = float(1.4426950408889634 / std::sqrt(double(D)));
-  const int row_bytes = C::kKvHeads * D * 2, box = kBlockTokens / C::kCluster;
-  const TmaMap kmap = emu_key_tensor_map(data.k.data(), L, row_bytes, row_bytes, box);
-  const TmaMap vmap = emu_key_tensor_map(data.v.data(), L, row_bytes, row_bytes, box);
+  const int row_bytes = C::kKvHeads * D * 2;
+  const TmaMap kmap = emu_key_tensor_map(data.k.data(), L, row_bytes, row_bytes, kBlockTokens);
+  const TmaMap vmap = emu_key_tensor_map(data.v.data(), L, row_bytes, row_bytes, kBlockTokens);
   // The kernel moves registers from its producer warpgroup to the math ones (setmaxnreg):
   // model the pool, from the count each of the 384 threads gets at launch (168).
   winnow_emu::launch_regs = 65536 / C::kThreads / 8 * 8;
-  const long smem_bytes = WgmmaAttentionSmem{D, C::kCluster, C::kMaxBlocks}.bytes();
-  if constexpr (C::kCluster > 1) {
-    winnow_emu::launch_clusters(unsigned(C::kHeads * nb), C::kCluster, C::kThreads, size_t(smem_bytes),
-                                [&](unsigned char* base) { block_attention_wgmma<C>(a, &kmap, &vmap, base); });
-  } else {
-    std::vector<unsigned char> smem(size_t(smem_bytes) + 1024, 0xA5);
-    unsigned char* base = smem.data() + (1024 - reinterpret_cast<uintptr_t>(smem.data()) % 1024) % 1024;
-    winnow_emu::shared_window = base;
-    winnow_emu::launch(unsigned(C::kHeads * nb), 1, C::kThreads,
-                       [&] { block_attention_wgmma<C>(a, &kmap, &vmap, base); });
-    winnow_emu::shared_window = nullptr;
-  }
+  std::vector<unsigned char> smem(size_t(WgmmaAttentionSmem{D}.bytes()) + 1024, 0xA5);
+  unsigned char* base = smem.data() + (1024 - reinterpret_cast<uintptr_t>(smem.data()) % 1024) % 1024;
+  winnow_emu::shared_window = base;
+  winnow_emu::launch(unsigned(C::kHeads * nb), 1, C::kThreads,
+                     [&] { block_attention_wgmma<C>(a, &kmap, &vmap, base); });
+  winnow_emu::shared_window = nullptr;
 
   const std::vector<float> result = ops::decode_bf16_codes(out);
   const std::vector<float> expect = ops::reference_block_attention(prob, host, index, 0, L);
@@ -178,25 +170,4 @@ TEST_CASE("emulated wgmma block attention equals the reference (d = 64)", "[emu]
   INFO("seed " << test::test_seed());
   const Index kind = GENERATE(Index::Selected, Index::Random);
   run_attention<WgmmaConfig<64>>(512, ops::BlockInput::Random, kind);
-}
-
-// The KV tile shared by a cluster of the group's heads: clusters of 2 (4 heads on 2 KV
-// heads) and of 4 (4 heads on 1), lists that differ by head (selected and random: some
-// union tiles are skipped by some heads) and every block; the output equals the
-// one-CTA-per-head kernel's bit for bit (the same operations on each kept tile, in order).
-TEST_CASE("emulated wgmma block attention sharing KV tiles in a cluster equals the reference", "[emu][block]") {
-  INFO("seed " << test::test_seed());
-  const Index kind = GENERATE(Index::Selected, Index::Random, Index::Every);
-  INFO("index " << int(kind));
-  const int64_t L = 512;
-  {
-    INFO("clusters of 2, d = 128");
-    CHECK(run_attention<WgmmaConfig<128, 2, 2>>(L, ops::BlockInput::Structured, kind) ==
-          run_attention<WgmmaConfig<128, 2, 1>>(L, ops::BlockInput::Structured, kind));
-  }
-  {
-    INFO("clusters of 4, d = 64");
-    CHECK(run_attention<WgmmaConfig<64, 1, 4>>(L, ops::BlockInput::Random, kind) ==
-          run_attention<WgmmaConfig<64, 1, 1>>(L, ops::BlockInput::Random, kind));
-  }
 }

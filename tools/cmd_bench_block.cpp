@@ -18,7 +18,6 @@
 #include <optional>
 #include <sstream>
 #include <string>
-#include <tuple>
 #include <utility>
 
 #include "compiler/build_id.h"
@@ -76,9 +75,8 @@ struct BlockBenchArgs {
   uint64_t seed = 1;
   // "score_wgmma" when block-select's score pass runs the sm_90a wgmma kernel
   // (WINNOW_BLOCK_SCORE_WGMMA=1), "attention_wgmma" when the attention op does
-  // (WINNOW_BLOCK_ATTENTION_WGMMA=1; both: "score_wgmma attention_wgmma"), "attention_cluster"
-  // after them when the attention shares KV tiles in clusters (WINNOW_BLOCK_ATTENTION_CLUSTER=1),
-  // then WINNOW_NVRTC_OPTIONS if set, recorded as "variant"; empty: none.
+  // (WINNOW_BLOCK_ATTENTION_WGMMA=1; both: "score_wgmma attention_wgmma"), then
+  // WINNOW_NVRTC_OPTIONS if set, recorded as "variant"; empty: none.
   std::string variant;
 };
 
@@ -232,15 +230,12 @@ int bench_block_main(int argc, char** argv) {
   select->build(cache, *be);
   auto attention = ops::BlockAttentionOp::create(p, &ctx);
   attention->build(cache, *be);
-  // The kernels the plans chose, by their plan marks: "score_wgmma", "attention_wgmma" and
-  // "attention_cluster", space-separated.
+  // The kernels the plans chose, by their plan marks: "score_wgmma" and / or
+  // "attention_wgmma", space-separated.
   std::string kernels;
-  for (const auto& [text, mark, name] :
-       {std::tuple{select->plan_text(), "score_wgmma=1", "score_wgmma"},
-        std::tuple{attention->plan_text(), "attention_wgmma=1", "attention_wgmma"},
-        std::tuple{attention->plan_text(), "attention_cluster=", "attention_cluster"}}) {
-    if (text.find(mark) != std::string::npos) kernels += kernels.empty() ? name : std::string(" ") + name;
-  }
+  if (select->plan_text().find("score_wgmma=1") != std::string::npos) kernels = "score_wgmma";
+  if (attention->plan_text().find("attention_wgmma=1") != std::string::npos)
+    kernels += kernels.empty() ? "attention_wgmma" : " attention_wgmma";
   a.variant = variant_with_nvrtc_options(kernels);
   fmt::print(stderr, "block-select on {} ({}): heads {}/{} d 128, kernels built in {:.1f} s\n"
                      "  {}\n  {}\n",
@@ -251,8 +246,7 @@ int bench_block_main(int argc, char** argv) {
   bool all_exact = true;
   const rt::TuningDb db(rt::default_cache_dir());
   const ops::BlockPoint heuristic{select->plan_text().find("score_wgmma=1") != std::string::npos ? 1 : 0,
-                                  attention->plan_text().find("attention_wgmma=1") != std::string::npos ? 1 : 0,
-                                  attention->plan_text().find("attention_cluster=") != std::string::npos ? 1 : 0};
+                                  attention->plan_text().find("attention_wgmma=1") != std::string::npos ? 1 : 0};
   for (int64_t L : a.sizes) {
     const int64_t nb = ops::block_count(L);
     // The tuned plan for this length, where the database has one other than the heuristic.

@@ -35,32 +35,6 @@ bool use_wgmma_attention(const BlockSpec& spec, long smem_limit, BlockPlan* plan
   return true;
 }
 
-bool use_cluster_attention(const BlockSpec& spec, long smem_limit, BlockPlan* plan, std::string* why) {
-  if (!plan->attention_wgmma) {
-    *why = "the KV tile shared by a group's heads needs the wgmma attention kernel "
-           "(sm_90a, WINNOW_BLOCK_ATTENTION_WGMMA not 0)";
-    return false;
-  }
-  const int group = spec.heads / spec.kv_heads;
-  const int g = group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1;
-  if (g < 2) {
-    *why = fmt::format("the KV tile shared by a group's heads needs an even number of query heads "
-                       "per KV head; heads = {} with kv_heads = {} gives {}",
-                       spec.heads, spec.kv_heads, group);
-    return false;
-  }
-  const long need = winnow::WgmmaAttentionSmem{spec.head_dim, g, spec.max_blocks}.bytes();
-  if (need > smem_limit) {
-    *why = fmt::format("the wgmma attention kernel sharing KV tiles across {} heads needs {} bytes of "
-                       "shared memory per block, more than the {} the target allows",
-                       g, need, smem_limit);
-    return false;
-  }
-  plan->attention_cluster = g;
-  plan->attention_smem = need;
-  return true;
-}
-
 bool use_wgmma_score(const BlockSpec& spec, long smem_limit, BlockPlan* plan, std::string* why) {
   const long need =
       winnow::WgmmaScoreSmem{spec.head_dim, winnow::kWgmmaScoreTile, spec.max_blocks}.bytes();
@@ -81,11 +55,10 @@ std::string describe(const BlockSpec& s, const BlockPlan& p) {
   return fmt::format(
       "block spec heads={} kv_heads={} dim={} block={} max_blocks={}\n"
       "block plan threads={} score_tile={} attention_tile={} scan_threads={} score_smem={} "
-      "attention_smem={}{}{}{}\n",
+      "attention_smem={}{}{}\n",
       s.heads, s.kv_heads, s.head_dim, int(winnow::kBlockTokens), s.max_blocks, p.threads,
       p.score_tile, p.attention_tile, p.scan_threads, p.score_smem, p.attention_smem,
-      p.attention_wgmma ? " attention_wgmma=1" : "", p.score_wgmma ? " score_wgmma=1" : "",
-      p.attention_cluster > 1 ? fmt::format(" attention_cluster={}", p.attention_cluster) : "");
+      p.attention_wgmma ? " attention_wgmma=1" : "", p.score_wgmma ? " score_wgmma=1" : "");
 }
 
 }  // namespace winnow::plan

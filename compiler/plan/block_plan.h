@@ -23,9 +23,6 @@ struct BlockPlan {
   // 1: the attention kernel is the sm_90a wgmma one (kWgmmaAttentionThreads threads, one
   // 128-key tile per listed block); set by use_wgmma_attention.
   int attention_wgmma = 0;
-  // > 1: the wgmma attention kernel shares each KV tile across a cluster of this many heads
-  // of one group (TMA multicast); set by use_cluster_attention. 0: each CTA loads its own.
-  int attention_cluster = 0;
   // 1: the score pass is the sm_90a wgmma one (kWgmmaScoreThreads threads, score_tile
   // kWgmmaScoreTile); set by use_wgmma_score.
   int score_wgmma = 0;
@@ -37,12 +34,6 @@ bool choose_block_plan(const BlockSpec& spec, long smem_limit, BlockPlan* out, s
 // Moves `plan`'s attention kernel to the wgmma one; false (with `why`) when its shared
 // memory does not fit `smem_limit` bytes.
 bool use_wgmma_attention(const BlockSpec& spec, long smem_limit, BlockPlan* plan, std::string* why);
-
-// Makes `plan`'s wgmma attention kernel share each KV tile across a cluster of the group's
-// heads: 4 CTAs where 4 divides heads / kv_heads, else 2 where 2 does; false (with `why`)
-// when the plan's attention is not the wgmma kernel, no cluster of 2 or more heads divides
-// the group, or the shared memory does not fit `smem_limit` bytes.
-bool use_cluster_attention(const BlockSpec& spec, long smem_limit, BlockPlan* plan, std::string* why);
 
 // Moves `plan`'s score pass to the wgmma one (tiles of kWgmmaScoreTile blocks); false
 // (with `why`) when its shared memory does not fit `smem_limit` bytes.

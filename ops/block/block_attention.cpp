@@ -1,27 +1,17 @@
 #include "ops/block/block_attention.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "compiler/codegen/emit_block.h"
 #include "ops/common/key_tensor_map.h"
 #include "ops/common/tensor_rules.h"
-#include "runtime/env.h"
 
 namespace winnow::ops {
 
 BlockAttentionOp::BlockAttentionOp(const BlockProblem& p, const rt::Context* ctx)
     : BlockOp(p, ctx, "winnow_block_attention") {
   m_.use_wgmma(p.attention_wgmma, "WINNOW_BLOCK_ATTENTION_WGMMA", true, plan::use_wgmma_attention);
-  // The KV tile shared by a cluster of the group's heads: asked for by the problem (an error
-  // where it cannot be), or by WINNOW_BLOCK_ATTENTION_CLUSTER=1 wherever it can (the wgmma
-  // kernel, an even group).
-  const auto var = rt::env_get("WINNOW_BLOCK_ATTENTION_CLUSTER");
-  const bool by_env = p.attention_cluster < 0 && var && *var == "1" && m_.plan.attention_wgmma &&
-                      (p.heads / p.kv_heads) % 2 == 0;
-  if (p.attention_cluster == 1 || by_env)
-    m_.use_wgmma(1, "WINNOW_BLOCK_ATTENTION_CLUSTER", false, plan::use_cluster_attention);
   m_.generated = codegen::emit_block_attention(m_.spec, m_.plan);
 }
 
@@ -69,14 +59,12 @@ void BlockAttentionOp::execute(const TensorView& q, const TensorView& k, const T
   a.blocks = int(block_count(L));
   a.scale_log2 = float(1.4426950408889634 / std::sqrt(double(p.head_dim)));
   if (m_.plan.attention_wgmma) {
-    // K and V as bytes [L][kv_heads * d * 2], boxes of 128 bytes x one block of keys (each
-    // CTA of a cluster sharing the tiles loads 128 / cluster keys of each).
+    // K and V as bytes [L][kv_heads * d * 2], boxes of 128 bytes x one block of keys.
     BlockAttentionWgmmaParams w{};
     w.a = a;
     const int row_bytes = p.kv_heads * p.head_dim * 2;
-    const int box = kBlockTokens / std::max(m_.plan.attention_cluster, 1);
-    const CUtensorMap km = key_tensor_map(k, L, row_bytes, box);
-    const CUtensorMap vm = key_tensor_map(v, L, row_bytes, box);
+    const CUtensorMap km = key_tensor_map(k, L, row_bytes, kBlockTokens);
+    const CUtensorMap vm = key_tensor_map(v, L, row_bytes, kBlockTokens);
     static_assert(sizeof(CUtensorMap) == sizeof(TmaMap), "the opaque bytes");
     std::memcpy(&w.k_map, &km, sizeof km);
     std::memcpy(&w.v_map, &vm, sizeof vm);

@@ -29,8 +29,7 @@ struct BlockModule {
   std::shared_ptr<const rt::LoadedKernel> load(const char* entry, int dynamic_smem_bytes) const;
   // Moves the plan to an sm_90a wgmma kernel: `flag` 1 on, 0 off, -1 as the environment
   // variable `var` says ("1" on, "0" off), else `by_default`; other archs
-  // keep the mma.sync kernels. `use` is plan::use_wgmma_attention, use_cluster_attention or
-  // use_wgmma_score;
+  // keep the mma.sync kernels. `use` is plan::use_wgmma_attention or plan::use_wgmma_score;
   // a plan that does not fit the device's shared memory throws NotSupported with the
   // reason where the kernel was asked for, and keeps the mma.sync kernel where it was the
   // default.

@@ -47,12 +47,6 @@ struct BlockProblem {
   // unset (the default: much faster than the mma.sync kernel); on any
   // other arch, and for a shape the wgmma plan cannot hold, the mma.sync kernel runs.
   int attention_wgmma = -1;
-  // The wgmma attention kernel shares each KV tile across a cluster of 2 or 4 heads of a
-  // group (TMA multicast, templates/block/block_attention_wgmma.cuh): 1 on (NotSupported on sm_90a
-  // where the attention is not the wgmma kernel or heads / kv_heads is odd; other archs keep
-  // the mma.sync kernel), 0 off, -1: on where WINNOW_BLOCK_ATTENTION_CLUSTER is "1" and the
-  // kernel and group allow it, else off (the default, until it is shown faster).
-  int attention_cluster = -1;
   // block-select's score pass on the sm_90a wgmma kernel (templates/block/block_score_wgmma.cuh:
   // the same rule, scores equal to fp32 rounding): 1 on, 0 off (the mma.sync kernel), -1: as
   // WINNOW_BLOCK_SCORE_WGMMA says, on where it is unset (the default); on

@@ -11,31 +11,24 @@
 namespace winnow::ops {
 
 std::string BlockPoint::text() const {
-  // attention_cluster only where not 0: a record of before the knob reads as it did.
-  return fmt::format("score_wgmma={} attention_wgmma={}{}", score_wgmma, attention_wgmma,
-                     attention_cluster ? fmt::format(" attention_cluster={}", attention_cluster) : "");
+  return fmt::format("score_wgmma={} attention_wgmma={}", score_wgmma, attention_wgmma);
 }
 
 std::optional<BlockPoint> parse_block_point(const std::string& text) {
   const auto knobs = rt::parse_knob_text(text);
-  if (!knobs || !knobs->count("score_wgmma") || !knobs->count("attention_wgmma")) return std::nullopt;
-  const bool cluster = knobs->count("attention_cluster") != 0;
-  if (knobs->size() != (cluster ? 3u : 2u)) return std::nullopt;
-  BlockPoint p{knobs->at("score_wgmma"), knobs->at("attention_wgmma"),
-               cluster ? knobs->at("attention_cluster") : 0};
-  for (const int v : {p.score_wgmma, p.attention_wgmma, p.attention_cluster})
-    if (v < -1 || v > 1) return std::nullopt;
+  if (!knobs || knobs->size() != 2 || !knobs->count("score_wgmma") || !knobs->count("attention_wgmma"))
+    return std::nullopt;
+  BlockPoint p{knobs->at("score_wgmma"), knobs->at("attention_wgmma")};
+  if (p.score_wgmma < -1 || p.score_wgmma > 1 || p.attention_wgmma < -1 || p.attention_wgmma > 1)
+    return std::nullopt;
   return p;
 }
 
-BlockPoint point_of(const BlockProblem& p) {
-  return BlockPoint{p.score_wgmma, p.attention_wgmma, p.attention_cluster};
-}
+BlockPoint point_of(const BlockProblem& p) { return BlockPoint{p.score_wgmma, p.attention_wgmma}; }
 
 BlockProblem with_point(BlockProblem p, const BlockPoint& point) {
   p.score_wgmma = point.score_wgmma;
   p.attention_wgmma = point.attention_wgmma;
-  p.attention_cluster = point.attention_cluster;
   return p;
 }
 
@@ -108,16 +101,13 @@ BlockSpace block_space(const BlockProblem& p, const rt::Context* ctx, int64_t se
     // take back to 0).
     c.point.score_wgmma = marks(o.select->plan_text(), "score_wgmma=1") ? 1 : 0;
     c.point.attention_wgmma = marks(o.attention->plan_text(), "attention_wgmma=1") ? 1 : 0;
-    c.point.attention_cluster = marks(o.attention->plan_text(), "attention_cluster=") ? 1 : 0;
     c.baseline = baseline;
     c.predicted_us = cost_us(p, c.point.score_wgmma == 1, c.point.attention_wgmma == 1, seq_len);
     space.candidates.push_back(std::move(c));
   };
   add(point_of(p), true);
-  for (int score : {1, 0}) {
-    for (int attention : {1, 0}) add(BlockPoint{score, attention, 0}, false);
-    add(BlockPoint{score, 1, 1}, false);  // the KV tile shared (the wgmma attention only)
-  }
+  for (int score : {1, 0})
+    for (int attention : {1, 0}) add(BlockPoint{score, attention}, false);
   return space;
 }
 

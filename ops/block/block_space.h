@@ -6,9 +6,6 @@
 //                              (BlockProblem::score_wgmma)
 //   attention_wgmma   0, 1     the attention: mma.sync, or the sm_90a wgmma kernel
 //                              (BlockProblem::attention_wgmma)
-//   attention_cluster 0, 1     the wgmma attention sharing each KV tile across a cluster of
-//                              the group's heads (BlockProblem::attention_cluster; tried
-//                              with attention_wgmma = 1 only)
 // A wgmma point exists on sm_90a only, where the shape fits the device's shared memory
 // (the plans' own checks, plan::use_wgmma_score / use_wgmma_attention); elsewhere the
 // space is the baseline alone. Block size (128 tokens, FlashPrefill's) and the kernels'
@@ -32,9 +29,7 @@ namespace winnow::ops {
 struct BlockPoint {
   int score_wgmma = -1;
   int attention_wgmma = -1;
-  int attention_cluster = 0;
-  // "score_wgmma=1 attention_wgmma=1" (and " attention_cluster=1" where not 0): what the
-  // tuning database records; a record without attention_cluster reads as 0.
+  // "score_wgmma=1 attention_wgmma=1": what the tuning database records.
   std::string text() const;
   bool operator==(const BlockPoint&) const = default;
 };

@@ -19,23 +19,9 @@
 // tile t's softmax runs while tile t - 1's P V is on the tensor cores (FlashAttention-3's
 // intra-warpgroup overlap); FlashAttention-3's ping-pong of the two warpgroups is not
 // used: with the softmax this short it was slower.
-//
-// The KV tile shared by the heads of a group (C::kCluster = G > 1, G dividing heads /
-// kv_heads): the G CTAs of (heads h0..h0+G-1, query block I) form a thread-block cluster
-// (blockIdx.x % heads puts them side by side; rank = h % G). Every CTA walks the union of
-// the G heads' lists (bitmaps of their kept blocks in shared memory, built before the
-// first cluster barrier), in the same order, so the ring's stages and phases agree across
-// the cluster. Each CTA's producer loads 128 / G rows of every union tile's K and V and
-// multicasts them to all G CTAs (the same stage offset in each); each CTA arms its own
-// full barriers with the whole tile's bytes. A stage's empty barriers count the math warps
-// of all G CTAs (each warp releases a stage in every CTA of the cluster), so no producer
-// overwrites a stage some CTA still reads. A CTA whose head does not list a union tile
-// waits for it and releases it at once (its MMAs skip it). A cluster barrier before the
-// end: no CTA leaves while another may still arrive on its barriers.
 #pragma once
 #include "block/block_params.cuh"
 #include "block/block_select_kernel.cuh"
-#include "ptx/cluster.cuh"
 #include "block/online_softmax.cuh"
 #include "ptx/mbarrier.cuh"
 #include "common/ring_slot.cuh"
@@ -46,41 +32,14 @@
 
 namespace winnow {
 
-// The union of the cluster's heads' kept blocks, walked in ascending order from their
-// bitmaps in shared memory (G x words words, head-major): next() gives each block J once,
-// and whether this CTA's own head (rank `own`) keeps it.
-template <int G>
-struct ListUnion {
-  const unsigned* bits;
-  int words, own, w = -1;
-  unsigned left = 0;  // the union word being walked, minus the blocks already given
-  __device__ __forceinline__ bool next(int& J, bool& mine) {
-    while (left == 0) {
-      if (++w >= words) return false;
-      unsigned u = 0;
-#pragma unroll
-      for (int g = 0; g < G; ++g) u |= bits[g * words + w];
-      left = u;
-    }
-    const int b = __ffs(int(left)) - 1;
-    left &= left - 1u;
-    J = w * 32 + b;
-    mine = (bits[own * words + w] >> b) & 1u;
-    return true;
-  }
-};
-
 template <class C>
 __device__ void block_attention_wgmma(const BlockAttentionParams& p, const TmaMap* kmap,
                                       const TmaMap* vmap, unsigned char* smem) {
   constexpr int D = C::kDim, T = kBlockTokens, RB = D * 2, ATOMS = RB / 128, DT = D / 8;
-  constexpr int G = C::kCluster;
-  constexpr WgmmaAttentionSmem L{D, G, C::kMaxBlocks};
+  constexpr WgmmaAttentionSmem L{D};
   constexpr int STAGES = WgmmaAttentionSmem::kStages;
   static_assert(C::kThreads == kWgmmaAttentionThreads, "two math warpgroups and a producer one");
   static_assert(D == 64 || D == 128, "d = 64 or 128");
-  static_assert(G == 1 || G == 2 || G == 4 || G == 8, "clusters of 1, 2, 4 or 8 heads");
-  static_assert((C::kHeads / C::kKvHeads) % G == 0, "a cluster's heads share one KV head");
   const int I = p.blocks - 1 - int(blockIdx.x / C::kHeads);
   const int h = int(blockIdx.x % C::kHeads), kv = h / (C::kHeads / C::kKvHeads);
   const int first = p.offsets[h * p.blocks + I];
@@ -90,33 +49,16 @@ __device__ void block_attention_wgmma(const BlockAttentionParams& p, const TmaMa
   u64* empty = full + STAGES;          // the K ring's
   u64* vfull = full + 2 * STAGES;      // the V ring's
   u64* vempty = full + 3 * STAGES;
-  unsigned* bits = reinterpret_cast<unsigned*>(smem + L.bitmap_off());
-  const int words = I / 32 + 1;        // the union's blocks are J <= I
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbarrier_init(full + s, 1);      // the producer's arrival, with the tile's bytes
-      mbarrier_init(empty + s, G * kWgmmaAttentionMathThreads / 32);  // one per math warp
+      mbarrier_init(empty + s, kWgmmaAttentionMathThreads / 32);  // one per math warp
       mbarrier_init(vfull + s, 1);
-      mbarrier_init(vempty + s, G * kWgmmaAttentionMathThreads / 32);
+      mbarrier_init(vempty + s, kWgmmaAttentionMathThreads / 32);
     }
     mbarrier_init_fence();
   }
-  if constexpr (G > 1) {
-    // The bitmaps of the cluster's heads' lists: cleared, then each kept block's bit set.
-    for (int e = int(threadIdx.x); e < G * words; e += C::kThreads) bits[e] = 0u;
-    __syncthreads();
-    const int h0 = h - h % G;
-    for (int g = 0; g < G; ++g) {
-      const int at = p.offsets[(h0 + g) * p.blocks + I], n = p.offsets[(h0 + g) * p.blocks + I + 1] - at;
-      for (int e = int(threadIdx.x); e < n; e += C::kThreads) {
-        const int J = p.indices[at + e];
-        atomicOr(bits + g * words + J / 32, 1u << (J % 32));
-      }
-    }
-    cluster_sync();  // every CTA's barriers initialised and bitmaps built
-  } else {
-    __syncthreads();
-  }
+  __syncthreads();
 
   if (int(threadIdx.x) >= kWgmmaAttentionMathThreads) {  // the producer warpgroup
     setmaxnreg_dec<kWgmmaAttentionProducerRegs>();
@@ -124,51 +66,23 @@ __device__ void block_attention_wgmma(const BlockAttentionParams& p, const TmaMa
       tma_prefetch(kmap);
       tma_prefetch(vmap);
       RingSlot slot = ring_slot(0, STAGES);
-      if constexpr (G > 1) {
-        // This CTA's rows of every union tile, multicast to the whole cluster (the maps'
-        // boxes are T / G keys); its own full barriers expect the whole tile.
-        constexpr int R = T / G;
-        constexpr unsigned short kAll = (1u << G) - 1u;
-        const int rank = h % G;
-        ListUnion<G> all{bits, words, rank};
-        int J;
-        bool mine;
-        while (all.next(J, mine)) {
-          const int key0 = J * T + rank * R;
-          char* kdst = base + L.stage_off(slot.stage) + rank * R * 128;
-          char* vdst = kdst + L.tile_bytes();
-          mbarrier_wait(empty + slot.stage, slot.parity ^ 1u);
-          mbarrier_arrive_expect_tx(full + slot.stage, unsigned(L.tile_bytes()));
+      for (int t = 0; t < tiles; ++t) {
+        const int key0 = p.indices[first + t] * T;
+        char* kdst = base + L.stage_off(slot.stage);
+        char* vdst = kdst + L.tile_bytes();
+        mbarrier_wait(empty + slot.stage, slot.parity ^ 1u);
+        mbarrier_arrive_expect_tx(full + slot.stage, unsigned(L.tile_bytes()));
 #pragma unroll
-          for (int a = 0; a < ATOMS; ++a)
-            tma_load_2d_multicast(kdst + a * T * 128, kmap, full + slot.stage, kv * RB + a * 128, key0, kAll);
-          mbarrier_wait(vempty + slot.stage, slot.parity ^ 1u);
-          mbarrier_arrive_expect_tx(vfull + slot.stage, unsigned(L.tile_bytes()));
+        for (int a = 0; a < ATOMS; ++a)
+          tma_load_2d(kdst + a * T * 128, kmap, full + slot.stage, kv * RB + a * 128, key0);
+        mbarrier_wait(vempty + slot.stage, slot.parity ^ 1u);
+        mbarrier_arrive_expect_tx(vfull + slot.stage, unsigned(L.tile_bytes()));
 #pragma unroll
-          for (int a = 0; a < ATOMS; ++a)
-            tma_load_2d_multicast(vdst + a * T * 128, vmap, vfull + slot.stage, kv * RB + a * 128, key0, kAll);
-          slot.advance(STAGES);
-        }
-      } else {
-        for (int t = 0; t < tiles; ++t) {
-          const int key0 = p.indices[first + t] * T;
-          char* kdst = base + L.stage_off(slot.stage);
-          char* vdst = kdst + L.tile_bytes();
-          mbarrier_wait(empty + slot.stage, slot.parity ^ 1u);
-          mbarrier_arrive_expect_tx(full + slot.stage, unsigned(L.tile_bytes()));
-#pragma unroll
-          for (int a = 0; a < ATOMS; ++a)
-            tma_load_2d(kdst + a * T * 128, kmap, full + slot.stage, kv * RB + a * 128, key0);
-          mbarrier_wait(vempty + slot.stage, slot.parity ^ 1u);
-          mbarrier_arrive_expect_tx(vfull + slot.stage, unsigned(L.tile_bytes()));
-#pragma unroll
-          for (int a = 0; a < ATOMS; ++a)
-            tma_load_2d(vdst + a * T * 128, vmap, vfull + slot.stage, kv * RB + a * 128, key0);
-          slot.advance(STAGES);
-        }
+        for (int a = 0; a < ATOMS; ++a)
+          tma_load_2d(vdst + a * T * 128, vmap, vfull + slot.stage, kv * RB + a * 128, key0);
+        slot.advance(STAGES);
       }
     }
-    if constexpr (G > 1) cluster_sync();  // no CTA leaves while another may arrive on it
     return;
   }
 
@@ -246,15 +160,9 @@ __device__ void block_attention_wgmma(const BlockAttentionParams& p, const TmaMa
       for (int r = 0; r < 4; ++r) pa[ks][r] = pack_bf16x2(s[8 * ks + 2 * r], s[8 * ks + 2 * r + 1]);
     }
   };
-  // A stage goes back to every producer that writes it: this CTA's, or with the KV tile
-  // shared, each CTA's of the cluster (lane r arrives on rank r's barrier).
   auto release = [&](u64* bar) {
     __syncwarp();  // the warp's MMAs on the buffer are complete
-    if constexpr (G > 1) {
-      if (lane < G) mbarrier_arrive_cluster(bar, unsigned(lane));
-    } else {
-      if (lane == 0) mbarrier_arrive(bar);
-    }
+    if (lane == 0) mbarrier_arrive(bar);
   };
   // FlashAttention-3's overlap inside a warpgroup: tile t's S is issued together with tile
   // t - 1's P V, and tile t's softmax runs while that P V is on the tensor cores. One S and
@@ -267,69 +175,7 @@ __device__ void block_attention_wgmma(const BlockAttentionParams& p, const TmaMa
   // whole stages released after P V left it no time). The first tile is peeled, so that
   // every P V issued in the loop is waited for in the same iteration (ptxas serialises the
   // MMAs otherwise).
-  // The last P V still to issue (of the tile at stage `at`), issued and completed.
-  auto finish_pv = [&](const RingSlot& at) {
-    mbarrier_wait(vfull + at.stage, at.parity);
-    wgmma_fence();
-    issue_pv(base + L.stage_off(at.stage) + L.tile_bytes());
-    wgmma_wait<0>();
-    wgmma_pin(o);
-    release(vempty + at.stage);
-  };
-  if constexpr (G > 1) {
-    // The union of the cluster's lists: a tile this head keeps is computed as above (S of
-    // tile t with the P V of the last computed tile); one it does not keep is waited for and
-    // released at once, after the pending P V is finished (its V stage may be the one the
-    // producers need next).
-    ListUnion<G> all{bits, words, h % G};
-    RingSlot slot = ring_slot(0, STAGES), prev = slot;
-    bool pending = false;  // prev's P V is still to issue
-    auto finish_pending = [&]() {
-      finish_pv(prev);
-      pending = false;
-    };
-    int J;
-    bool mine;
-    while (all.next(J, mine)) {
-      mbarrier_wait(full + slot.stage, slot.parity);
-      if (!mine) {
-        release(empty + slot.stage);
-        if (pending) finish_pending();
-        mbarrier_wait(vfull + slot.stage, slot.parity);
-        release(vempty + slot.stage);
-        slot.advance(STAGES);
-        continue;
-      }
-      const char* keys = base + L.stage_off(slot.stage);
-      float corr[2];
-      if (pending) {
-        mbarrier_wait(vfull + prev.stage, prev.parity);
-        wgmma_fence();
-        issue_s(keys);
-        issue_pv(base + L.stage_off(prev.stage) + L.tile_bytes());
-        wgmma_wait<1>();
-        wgmma_pin(s);
-        release(empty + slot.stage);
-        softmax(J == I, corr);
-        wgmma_wait<0>();
-        wgmma_pin(o);
-        wgmma_pin_u32(pa);
-        release(vempty + prev.stage);
-      } else {
-        wgmma_fence();
-        issue_s(keys);
-        wgmma_wait<0>();
-        wgmma_pin(s);
-        release(empty + slot.stage);
-        softmax(J == I, corr);
-      }
-      correct_and_pack(corr);
-      prev = slot;
-      pending = true;
-      slot.advance(STAGES);
-    }
-    if (pending) finish_pending();
-  } else if (tiles > 0) {
+  if (tiles > 0) {
     RingSlot slot = ring_slot(0, STAGES);
     mbarrier_wait(full + slot.stage, slot.parity);
     const char* keys = base + L.stage_off(slot.stage);
@@ -362,7 +208,12 @@ __device__ void block_attention_wgmma(const BlockAttentionParams& p, const TmaMa
       prev = slot;
       slot.advance(STAGES);
     }
-    finish_pv(prev);
+    mbarrier_wait(vfull + prev.stage, prev.parity);
+    wgmma_fence();
+    issue_pv(base + L.stage_off(prev.stage) + L.tile_bytes());
+    wgmma_wait<0>();
+    wgmma_pin(o);
+    release(vempty + prev.stage);
   }
 
   float inv[2];
@@ -376,7 +227,6 @@ __device__ void block_attention_wgmma(const BlockAttentionParams& p, const TmaMa
     *reinterpret_cast<u32*>(p.out + qpos[1] * rs + (long long)h * D + c) =
         pack_bf16x2(o[4 * dt + 2] * inv[1], o[4 * dt + 3] * inv[1]);
   }
-  if constexpr (G > 1) cluster_sync();  // no CTA leaves while another may arrive on it
 }
 
 }  // namespace winnow

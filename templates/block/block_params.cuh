@@ -96,23 +96,15 @@ enum : int {
   kWgmmaAttentionMathRegs = 240
 };
 
-// With the KV tile shared by a cluster of `cluster` heads of one group (cluster > 1), the
-// kept-block bitmaps of the cluster's heads follow: cluster x ceil(max_blocks / 32) words.
 struct WgmmaAttentionSmem {
   int dim;
-  int cluster = 1;
-  int max_blocks = 0;
   enum : int { kStages = 2 };
   WINNOW_HD constexpr long tile_bytes() const { return long(kBlockTokens) * dim * 2; }
   WINNOW_HD constexpr long stage_off(int s) const { return tile_bytes() * (1 + 2L * s); }
   WINNOW_HD constexpr long barriers_off() const { return stage_off(kStages); }
   // full and empty mbarriers of the K ring, then of the V ring (K and V of a stage are
   // released apart: K once S is complete, V once P V is).
-  WINNOW_HD constexpr long bitmap_off() const { return barriers_off() + 32L * kStages; }
-  WINNOW_HD constexpr int bitmap_words() const { return (max_blocks + 31) / 32; }
-  WINNOW_HD constexpr long bytes() const {
-    return bitmap_off() + (cluster > 1 ? 4L * cluster * bitmap_words() : 0L);
-  }
+  WINNOW_HD constexpr long bytes() const { return barriers_off() + 32L * kStages; }
 };
 
 // The sm_90a wgmma form of the score pass (templates/block/block_score_wgmma.cuh): the mma.sync

@@ -23,18 +23,6 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const TmaMap* map, u64* b
       "l"(reinterpret_cast<u64>(map)), "r"(shared_address(bar)), "r"(c0), "r"(c1)
       : "memory");
 }
-// The same box copied into the shared memory of every CTA of the cluster named in `ctas`
-// (bit r: rank r), at dst's offset in each, completing the bytes on the mbarrier at bar's
-// offset in each (a CTA whose barrier is not yet armed for the phase counts them anyway:
-// the phase still needs its arrival).
-__device__ __forceinline__ void tma_load_2d_multicast(void* dst, const TmaMap* map, u64* bar, int c0,
-                                                      int c1, unsigned short ctas) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster "
-      "[%0], [%1, {%3, %4}], [%2], %5;\n" ::"r"(shared_address(dst)),
-      "l"(reinterpret_cast<u64>(map)), "r"(shared_address(bar)), "r"(c0), "r"(c1), "h"(ctas)
-      : "memory");
-}
 #endif
 
 }  // namespace winnow

@@ -3,9 +3,8 @@
 // (shuffles, ballots, mma.sync and ldmatrix fragments, emulated from the PTX ISA's
 // fragment layouts in tests/emu/ptx/mma_sync.cuh and wgmma_ops.cuh), the CTA's
 // mbarriers and named barriers (tests/emu/ptx/mbarrier.cuh) and TMA loads
-// (tests/emu/ptx/tma.cuh); the CTAs of a thread-block cluster run at once, each with its
-// own shared memory, for the cluster pieces (tests/emu/ptx/cluster.cuh: rank, barrier,
-// remote mbarrier arrivals, multicast TMA loads). Slow, and only for tiny problems: it checks the kernels'
+// (tests/emu/ptx/tma.cuh); launch_clusters runs the CTAs of a cluster at once, each with
+// its own shared memory. Slow, and only for tiny problems: it checks the kernels'
 // indexing, fragment bookkeeping and pipeline handshakes without a GPU, not their speed
 // (a missing arrival hangs here as it would there; a misuse the hardware leaves undefined
 // stops the test with a message). Include it before any template.
@@ -101,22 +100,10 @@ inline int launch_regs = 0;
 // addresses (shared_address, wgmma descriptors, mbarriers) count from it.
 inline unsigned char* shared_window = nullptr;
 
-// A thread-block cluster (launch_clusters): its CTAs, each one's shared memory, and the
-// cluster-wide barrier (barrier.cluster) over all their threads.
-struct Cluster {
-  std::vector<Cta*> ctas;
-  std::vector<unsigned char*> windows;
-  std::barrier<> sync;
-  Cluster(std::vector<Cta*> c, std::vector<unsigned char*> w, unsigned threads)
-      : ctas(std::move(c)), windows(std::move(w)), sync(std::ptrdiff_t(threads)) {}
-};
-
 inline thread_local Dim3 thread_idx, block_idx, block_dim;
 inline thread_local Cta* cta = nullptr;
-// In a cluster launch: the cluster, this CTA's rank in it and its shared memory (else
-// null: a CTA of an ordinary launch, whose shared memory is shared_window).
-inline thread_local Cluster* cluster = nullptr;
-inline thread_local unsigned cluster_rank = 0;
+// In a cluster launch: this CTA's shared memory (else null: a CTA of an ordinary launch,
+// whose shared memory is shared_window).
 inline thread_local unsigned char* cta_window = nullptr;
 inline unsigned char* window() { return cta_window ? cta_window : shared_window; }
 inline thread_local Warp* warp = nullptr;
@@ -185,16 +172,13 @@ void launch_clusters(unsigned grid_x, unsigned cluster_x, unsigned threads, size
   for (unsigned first = 0; first < grid_x; first += cluster_x) {
     std::vector<std::unique_ptr<Cta>> ctas;
     std::vector<std::vector<unsigned char>> memory;
-    std::vector<Cta*> cta_ptrs;
     std::vector<unsigned char*> windows;
     for (unsigned r = 0; r < cluster_x; ++r) {
       ctas.push_back(std::make_unique<Cta>(threads));
       memory.emplace_back(smem_bytes + 1024, (unsigned char)0xA5);
       unsigned char* m = memory.back().data();
-      cta_ptrs.push_back(ctas.back().get());
       windows.push_back(m + (1024 - reinterpret_cast<uintptr_t>(m) % 1024) % 1024);
     }
-    Cluster cl(cta_ptrs, windows, threads * cluster_x);
     CtaWatchdog watchdog;
     std::vector<std::thread> pool;
     for (unsigned r = 0; r < cluster_x; ++r) {
@@ -203,13 +187,11 @@ void launch_clusters(unsigned grid_x, unsigned cluster_x, unsigned threads, size
           thread_idx = {t, 0, 0};
           block_idx = {first + r, 0, 0};
           block_dim = {threads, 1, 1};
-          cta = cl.ctas[r];
+          cta = ctas[r].get();
           warp = cta->warps[t / 32].get();
           lane = t % 32;
-          cluster = &cl;
-          cluster_rank = r;
-          cta_window = cl.windows[r];
-          body(cl.windows[r]);
+          cta_window = windows[r];
+          body(windows[r]);
         });
       }
     }

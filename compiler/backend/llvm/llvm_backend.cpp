@@ -8,7 +8,6 @@
 
 #include "compiler/backend/backend.h"
 #include "compiler/backend/llvm/clang_device.h"
-#include "compiler/backend/llvm/cluster_dims.h"
 #include "compiler/backend/llvm/nvjitlink.h"
 
 namespace winnow::backend::llvm_be {
@@ -46,12 +45,11 @@ class LlvmBackend final : public Backend {
     DeviceModule dm = compile_to_module(req);
     r.phase_ms.emplace_back("clang front end", ms_since(t0));
     r.log = dm.log;
-    const std::vector<ClusterDims> clusters = read_cluster_dims(*dm.module);
     t0 = std::chrono::steady_clock::now();
     optimise(*dm.module, req);
     r.phase_ms.emplace_back("LLVM -O3", ms_since(t0));
     t0 = std::chrono::steady_clock::now();
-    std::string ptx = add_cluster_directives(module_to_ptx(*dm.module, req), clusters);
+    std::string ptx = module_to_ptx(*dm.module, req);
     r.phase_ms.emplace_back("NVPTX (IR to PTX)", ms_since(t0));
     t0 = std::chrono::steady_clock::now();
     std::string link_log;

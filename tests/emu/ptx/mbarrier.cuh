@@ -24,8 +24,7 @@ inline winnow_emu::Mbarrier& state(winnow_emu::Cta& c, unsigned bar) {
   return it->second;
 }
 inline winnow_emu::Mbarrier& state(unsigned bar) { return state(*winnow_emu::cta, bar); }
-// Arrivals and transaction bytes (negative: landed) on barrier `bar` of CTA `c` (this one,
-// or another of its cluster: tests/emu/ptx/cluster.cuh).
+// Arrivals and transaction bytes (negative: landed) on barrier `bar` of CTA `c`.
 inline void update(winnow_emu::Cta& c, unsigned bar, int arrivals, long long bytes) {
   std::lock_guard<std::mutex> lock(c.mbar_mutex);
   winnow_emu::Mbarrier& m = state(c, bar);

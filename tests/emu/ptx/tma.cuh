@@ -7,7 +7,6 @@
 #pragma once
 #include <cstring>
 
-#include "ptx/cluster.cuh"
 #include "ptx/mbarrier.cuh"
 #include "common/portable.cuh"
 #include "ptx/tma_map.cuh"
@@ -53,23 +52,6 @@ inline void tma_load_2d(void* dst, const TmaMap* map, u64* bar, int c0, int c1) 
   std::memcpy(&e, map, sizeof e);
   if (shared_address(dst) % 1024 != 0) winnow_emu::fail("TMA: 128-byte swizzle needs a 1024-byte aligned box");
   mbarrier_complete_tx(bar, emu_detail::tma_box(static_cast<unsigned char*>(dst), e, c0, c1));
-}
-
-// Multicast: the box lands at dst's offset in each CTA of the cluster named in `ctas` and
-// completes its bytes on the barrier at bar's offset in each.
-inline void tma_load_2d_multicast(void* dst, const TmaMap* map, u64* bar, int c0, int c1,
-                                  unsigned short ctas) {
-  EmuTmaMap e;
-  std::memcpy(&e, map, sizeof e);
-  const unsigned off = shared_address(dst), bar_off = shared_address(bar);
-  if (off % 1024 != 0) winnow_emu::fail("TMA: 128-byte swizzle needs a 1024-byte aligned box");
-  if (ctas == 0) winnow_emu::fail("TMA multicast: an empty CTA mask");
-  for (unsigned r = 0; r < 16; ++r) {
-    if (!(ctas >> r & 1u)) continue;
-    winnow_emu::Cta& c = emu_detail::cluster_cta(r);
-    unsigned char* w = winnow_emu::cluster ? winnow_emu::cluster->windows[r] : winnow_emu::window();
-    emu_detail::update(c, bar_off, 0, -(long long)emu_detail::tma_box(w + off, e, c0, c1));
-  }
 }
 
 }  // namespace winnow
