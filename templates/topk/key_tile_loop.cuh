@@ -20,7 +20,7 @@ template <class C>
 __host__ __device__ constexpr int visitor_threads() {
   return C::kMathThreads;
 }
-// This thread's index among them (0 .. visitor_threads() - 1 for a visitor).
+// This thread's index among them (0 .. visitor_threads() - 1 for one of them).
 template <class C>
 __device__ __forceinline__ unsigned visitor_index() {
   return threadIdx.x;
