@@ -104,7 +104,10 @@ TEST_CASE("winnow demo on a GPU: the pipelines' table, the verdict and the same-
     // Without torch.topk the verdict is against the score matrix alone, and says so.
     CHECK_THAT(r.output, Contains("the score matrix alone ("));
     CHECK_THAT(r.output, Contains("before any top-k over it; "));
-    CHECK_THAT(r.output, Contains(" less device memory\n"));  // 16 MiB of scores
+    // At this small shape the fused op's workspace can exceed the 16 MiB of scores: the
+    // verdict says which way the memory goes.
+    CHECK((r.output.find(" less device memory\n") != std::string::npos ||
+           r.output.find(" more device memory\n") != std::string::npos));
     CHECK_THAT(r.output, Contains("same results: yes, every fused row equals the exact top-k "
                                   "of the materialized scores bit for bit (256 rows;"));
     std::ifstream in(json);
