@@ -26,6 +26,7 @@ OUT=${OUT:-out}
 O=$OUT/$step
 mkdir -p "$O"
 export LD_LIBRARY_PATH=.gpu-kit:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export WINNOW_TEST_TOOL=$PWD/.gpu-kit/winnow  # the tool tests run the carried binary
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 t0=$SECONDS
 note() { echo "$* (at $((SECONDS - t0)) s)" | tee -a "$O/summary.txt"; }

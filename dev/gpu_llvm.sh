@@ -20,6 +20,7 @@ O=$OUT/llvm
 mkdir -p "$O"
 bash "$(dirname "$0")/unpack_binaries.sh"
 export LD_LIBRARY_PATH=$PWD/.gpu-kit:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export WINNOW_TEST_TOOL=$PWD/.gpu-kit/winnow  # the tool tests run the carried binary
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 t0=$SECONDS
 note() { echo "$* (at $((SECONDS - t0)) s)" | tee -a "$O/summary.txt"; }

@@ -33,6 +33,7 @@
 set -o pipefail
 bash "$(dirname "$0")/unpack_binaries.sh"  # no-op unless dev/pack_binaries.sh compressed them
 export LD_LIBRARY_PATH=.gpu-kit:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export WINNOW_TEST_TOOL=$PWD/.gpu-kit/winnow  # the tool tests run the carried binary
 export PYTHONUNBUFFERED=1
 B=.gpu-kit; O=${OUT:-out}/v; mkdir -p "$O"
 t0=$SECONDS

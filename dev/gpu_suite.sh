@@ -33,6 +33,7 @@
 set -o pipefail
 bash "$(dirname "$0")/unpack_binaries.sh"  # no-op unless dev/pack_binaries.sh compressed them
 export LD_LIBRARY_PATH=${BIN:-.gpu-kit}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export WINNOW_TEST_TOOL=$(cd "${BIN:-.gpu-kit}" 2>/dev/null && pwd)/winnow  # the tool tests run the carried binary
 export WINNOW_CACHE_DIR=/tmp/winnow-cache
 BIN=${BIN:-.gpu-kit}
 OUT=${OUT:-out}

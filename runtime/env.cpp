@@ -119,6 +119,9 @@ constexpr Switch kRegistry[] = {
      "loads what the first compiled."},
     {"WINNOW_TEST_SEED", K::Environment, T::Int, "", "unset: drawn and printed", S::Debug,
      R::Tests, false, "Seed of the tests' random inputs, to replay a failure."},
+    {"WINNOW_TEST_TOOL", K::Environment, T::Path, "", "the `winnow` built with the tests", S::Debug,
+     R::Tests, false,
+     "The `winnow` binary the tool tests run, where the tests run away from their build folder."},
     {"WINNOW_TEST_SMALL", K::Environment, T::Bool, "", "`0`", S::Debug, R::Tests, false,
      "`1`: the few large `[gpu]` cases shrink so that they finish under compute-sanitizer."},
 
