@@ -28,6 +28,15 @@ __device__ __forceinline__ unsigned shared_address(const void* smem) {
   return unsigned(a);
 }
 
+// One float from a shared-window address (shared_address): a loop that steps an integer
+// address needs no generic-to-shared conversion per access. Volatile: it stays after the
+// wait that makes the stage's contents visible.
+__device__ __forceinline__ float ld_shared_f32(unsigned addr) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
+  return v;
+}
+
 // Four 8 x 8 b16 matrices: lanes 8i..8i+7 give the row addresses of matrix i; lane l
 // gets row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1 of each (an mma B fragment when the
 // rows are the B columns).

@@ -15,6 +15,13 @@ inline unsigned shared_address(const void* smem) {
   return unsigned(p - w);
 }
 
+inline float ld_shared_f32(unsigned addr) {
+  if (addr + 4 > (1u << 18)) winnow_emu::fail("ld_shared_f32 outside the CTA's shared window");
+  float v;
+  std::memcpy(&v, winnow_emu::window() + addr, 4);
+  return v;
+}
+
 inline float emu_half(u32 word, int hi) { return decode_bf16((unsigned short)(hi ? word >> 16 : word)); }
 
 inline void mma_bf16_16816(const u32 (&a)[4], u32 b0, u32 b1, float& c0, float& c1, float& c2,
