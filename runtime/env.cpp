@@ -89,12 +89,11 @@ constexpr Switch kRegistry[] = {
      "A folder: every kernel request (source, options, program) is written there once, for "
      "`winnow cache replay` with another backend or machine."},
     // Changes the plan, which is part of the key (the describe() text): no key input.
-    {"WINNOW_TOPK_PIPELINE", K::Environment, T::Enum, "0|1|3", "`0`", S::Experimental,
+    {"WINNOW_TOPK_PIPELINE", K::Environment, T::Enum, "0|1", "`0`", S::Experimental,
      R::Library, false,
      "`1`: the wgmma topk kernel's pipelined form (one CTA per SM, setmaxnreg, two accumulator "
-     "sets; faster only where the plain form fits one CTA per SM); `3`: its wide form (one CTA "
-     "per SM, four math warpgroups, 256-key tiles, weights in registers); "
-     "`TopkProblem::plan_knobs` and tuned points set it too."},
+     "sets; faster only where the plain form fits one CTA per SM); `TopkProblem::plan_knobs` "
+     "and tuned points set it too."},
 
     // --- Environment variables of the Python package (python/winnow).
     {"WINNOW_LIBRARY", K::Environment, T::Path, "",

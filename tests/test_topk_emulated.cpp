@@ -26,8 +26,8 @@ using namespace winnow;
 
 namespace {
 
-// The wgmma path's forms (PlanKnobs::pipeline): plain, pipelined, wide.
-enum : int { kPlain = 0, kPipe = 1, kWideForm = 3 };
+// The wgmma path's forms (PlanKnobs::pipeline): plain, pipelined.
+enum : int { kPlain = 0, kPipe = 1 };
 
 // The generated stub's config for relu_mh with the key scale, d = 128, on sm_90a
 // (compiler/codegen/emit_cuda.cpp prints the same constants; run_emulated checks them
@@ -42,14 +42,12 @@ struct EmuReluConfig {
   static constexpr int kWindow = WINDOW;
   static constexpr bool kSorted = false, kAbsolute = false;
   static constexpr bool kUsesW = true, kUsesKScale = true, kUsesQSq = false, kUsesKSq = false;
-  static constexpr int kRows = 128 / H, kKeyTile = FORM == kWideForm ? 256 : 128,
-                       kThreads = FORM == kPipe ? 384 : FORM == kWideForm ? 640 : 288,
-                       kMathThreads = FORM == kWideForm ? 512 : 256;
+  static constexpr int kRows = 128 / H, kKeyTile = 128, kThreads = FORM == kPipe ? 384 : 288,
+                       kMathThreads = 256;
   static constexpr int kBins = 2048, kCapacity = CAP, kSample = SAMPLE;
   static constexpr int kMma = ELEM;
   static constexpr bool kHeadSums = true, kWgmma = true;
   static constexpr bool kPipelined = FORM == kPipe;
-  static constexpr bool kWide = FORM == kWideForm;
 };
 template <int K, int CAP, int SAMPLE, bool MAT, int WINDOW, int FORM = kPlain>
 using EmuFp8 = EmuReluConfig<64, kElemE4M3, K, CAP, SAMPLE, MAT, WINDOW, FORM>;
@@ -75,7 +73,6 @@ void require_planned_as(const ops::TopkProblem& p) {
   INFO(op->plan_text());
   REQUIRE(kp.wgmma == C::kWgmma);
   REQUIRE(kp.pipelined == C::kPipelined);
-  REQUIRE(kp.wide == C::kWide);
   REQUIRE(kp.head_sums == C::kHeadSums);
   REQUIRE(kp.mma == C::kMma);
   REQUIRE(kp.rows_per_cta == C::kRows);
@@ -293,41 +290,5 @@ TEST_CASE(EMU_CASE("the pipelined form (two accumulator sets, setmaxnreg)"), "[e
     using F = EmuReluConfig<32, kElemBF16, 100, 4096, 256, false, 0, kPipe>;
     using M = EmuReluConfig<32, kElemBF16, 100, 4096, 256, true, 0, kPipe>;
     emulate_and_check<F, M>(p, 9, 600, {});
-  }
-}
-
-TEST_CASE(EMU_CASE("the wide form (four math warpgroups, 256-key tiles, setmaxnreg)"), "[emu]") {
-  INFO("seed " << test::test_seed());
-  // Partial last tiles, ranges with k > window and an overflowing buffer, ties, causal
-  // windows, key splits, 32 heads at 4 rows: the same checks as the plain form.
-  SECTION("dense, a partial last tile") {
-    const auto p = emu_problem(31, 4096, 256, ops::WindowKind::Dense, 64, ops::DType::E4M3, kWideForm);
-    const int64_t keys = GENERATE(600, 1100);
-    emulate_and_check<EmuFp8<31, 4096, 256, false, 0, kWideForm>,
-                      EmuFp8<31, 4096, 256, true, 0, kWideForm>>(p, 5, keys, {});
-  }
-  SECTION("ranges, ties, fallback") {
-    const auto p = emu_problem(300, 1024, 512, ops::WindowKind::Ranges, 64, ops::DType::E4M3, kWideForm);
-    ops::DataOptions opt;
-    opt.levels = 5;
-    emulate_and_check<EmuFp8<300, 1024, 512, false, 1, kWideForm>,
-                      EmuFp8<300, 1024, 512, true, 1, kWideForm>>(p, 6, 900, opt);
-  }
-  SECTION("causal") {
-    auto p = emu_problem(64, 4096, 256, ops::WindowKind::Causal, 64, ops::DType::E4M3, kWideForm);
-    p.causal_offset = 509;
-    emulate_and_check<EmuFp8<64, 4096, 256, false, 2, kWideForm>,
-                      EmuFp8<64, 4096, 256, true, 2, kWideForm>>(p, 7, 530, {});
-  }
-  SECTION("key splits") {
-    const auto p = emu_problem(31, 4096, 256, ops::WindowKind::Dense, 64, ops::DType::E4M3, kWideForm);
-    emulate_and_check<EmuFp8<31, 4096, 256, false, 0, kWideForm>,
-                      EmuFp8<31, 4096, 256, true, 0, kWideForm>>(p, 3, 2100, {}, 3);
-  }
-  SECTION("fp8, 32 heads, 4 rows") {
-    const auto p = emu_problem(100, 4096, 256, ops::WindowKind::Dense, 32, ops::DType::E4M3, kWideForm);
-    using F = EmuReluConfig<32, kElemE4M3, 100, 4096, 256, false, 0, kWideForm>;
-    using M = EmuReluConfig<32, kElemE4M3, 100, 4096, 256, true, 0, kWideForm>;
-    emulate_and_check<F, M>(p, 9, 700, {});
   }
 }

@@ -199,8 +199,6 @@ GeneratedKernel emit_topk(const ir::Expr& score, const plan::KernelSpec& spec,
       "  static constexpr bool kWgmma = {};  // head sums on warpgroup MMA (sm_90a)\n"
       "  // One CTA per SM, setmaxnreg, two accumulator sets per math warpgroup:\n"
       "  static constexpr bool kPipelined = {};\n"
-      "  // One CTA per SM, four math warpgroups (256-key tiles), setmaxnreg:\n"
-      "  static constexpr bool kWide = {};\n"
       "}};\n\n"
       "{}\n"
       "// {}\n"
@@ -215,11 +213,10 @@ GeneratedKernel emit_topk(const ir::Expr& score, const plan::KernelSpec& spec,
       int(spec.window), spec.sorted, spec.absolute, u.w, u.kscale, u.qsq, u.ksq,
       plan.rows_per_cta, plan.key_tile, plan.threads, plan.math_threads(), plan.bins,
       plan.capacity, plan.sample, plan.mma, plan.head_sums, plan.wgmma, plan.pipelined,
-      plan.wide, emit_score_functor(score, spec.heads),
-      plan.pipelined || plan.wide
-          ? "One CTA per SM: its warpgroups move registers between them (setmaxnreg)."
-          : "Two CTAs per SM at least: one CTA's barriers leave the SM idle otherwise.",
-      plan.threads, plan.pipelined || plan.wide ? 1 : 2, g.entry);
+      emit_score_functor(score, spec.heads),
+      plan.pipelined ? "One CTA per SM: its warpgroups move registers between them (setmaxnreg)."
+                     : "Two CTAs per SM at least: one CTA's barriers leave the SM idle otherwise.",
+      plan.threads, plan.pipelined ? 1 : 2, g.entry);
   g.headers = template_headers();
   return g;
 }

@@ -19,7 +19,7 @@ const char* elem_name(ElemType t) {
 }
 
 int KernelPlan::math_threads() const {
-  return pipelined || wide ? threads - 128 : wgmma ? threads - 32 : threads;
+  return pipelined ? threads - 128 : wgmma ? threads - 32 : threads;
 }
 
 long KernelPlan::smem_bytes() const {
@@ -67,18 +67,13 @@ bool choose_plan(const KernelSpec& spec, long smem_limit, int candidate_capacity
     p.threads = 256;
     p.wgmma = p.head_sums && spec.wgmma_target && rows * spec.heads == 128 &&
               (spec.head_dim * mma_bytes) % 128 == 0;
-    // The wide form: four math warpgroups of 64 keys, 256-key tiles.
-    const bool wide = p.wgmma && knobs.pipeline == 3 && knobs.key_tile == 0;
-    for (int tile : {256, 128, 64, 32, 16}) {
+    for (int tile : {128, 64, 32, 16}) {
       if (knobs.key_tile > 0 && tile != knobs.key_tile) continue;
-      if (tile == 256 && !wide) continue;
       if (tile == 128 && !p.mma) continue;  // larger tiles only pay off with cheap dots
-      if (p.wgmma && tile < 128) p.wgmma = false;  // 64 keys a warpgroup
+      if (p.wgmma && tile != 128) p.wgmma = false;  // 64 keys a warpgroup
       p.threads = p.wgmma ? 256 + 32 : 256;            // + the producer warp
       p.pipelined = p.wgmma && knobs.pipeline == 1;
       if (p.pipelined) p.threads = 256 + 128;          // + the producer warpgroup
-      p.wide = tile == 256;
-      if (p.wide) p.threads = 512 + 128;               // four math, one producer warpgroup
       winnow::SmemLayout L{rows, spec.heads, spec.head_dim, tile, p.bins,
                            mma_bytes, p.head_sums, p.wgmma, 0};
       if (L.bytes() <= smem_limit) {
@@ -109,12 +104,12 @@ std::string describe(const KernelSpec& s, const KernelPlan& p) {
       "spec heads={} dim={} q={} k={} mode={} topk={} window={} sorted={} absolute={} "
       "tensor_cores={}\n"
       "plan rows_per_cta={} key_tile={} threads={} bins={} capacity={} sample={} mma={} "
-      "head_sums={} wgmma={} pipelined={} wide={} smem={}\n",
+      "head_sums={} wgmma={} pipelined={} smem={}\n",
       s.heads, s.head_dim, elem_name(s.q_type), elem_name(s.k_type),
       s.materialize ? "materialize" : "topk", s.k, int(s.window), s.sorted, s.absolute,
       s.allow_tensor_cores,
       p.rows_per_cta, p.key_tile, p.threads, p.bins, p.capacity, p.sample, p.mma,
-      p.head_sums, p.wgmma, p.pipelined, p.wide, p.smem_bytes());
+      p.head_sums, p.wgmma, p.pipelined, p.smem_bytes());
 }
 
 }  // namespace winnow::plan

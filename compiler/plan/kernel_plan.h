@@ -37,8 +37,8 @@ struct PlanKnobs {
   // Key-chunk ring stages of the retrieval mode (compiler/plan/knn_plan.h), 2..8; the topk
   // kernel's stages are fixed by its configuration (SmemLayout::k_stages).
   int stages = 0;
-  // The wgmma path's form where the plan has one: 1 the pipelined form
-  // (KernelPlan::pipelined), 3 the wide form (KernelPlan::wide); 0: the heuristic's.
+  // 1: the pipelined form of the wgmma path where the plan has one (KernelPlan::pipelined);
+  // 0: the heuristic's.
   int pipeline = 0;
   bool operator==(const PlanKnobs&) const = default;
 };
@@ -65,11 +65,6 @@ struct KernelPlan {
   // tile loops, each with two accumulator sets (tile t + 1's MMAs under tile t's head sums)
   // and the row block's weights in registers (templates/topk/key_tile_loop.cuh).
   bool pipelined = false;
-  // The wgmma path's wide form: one CTA of 640 threads per SM, four math warpgroups of 64
-  // keys each (256-key tiles) and a producer warpgroup whose first warp loads; setmaxnreg
-  // moves registers to the math warpgroups for the tile loops (the row block's weights in
-  // registers, one accumulator set).
-  bool wide = false;
   long smem_bytes() const;  // from templates/common/smem_layout.cuh
   int k = 2048;           // copy of the spec's k (the workspace depends on it)
  private:

@@ -86,8 +86,8 @@ void validate_problem(const TopkProblem& p) {
   if (kn.key_tile != 0 && kn.key_tile != 16 && kn.key_tile != 32 && kn.key_tile != 64 &&
       kn.key_tile != 128)
     fail(fmt::format("key_tile = {} must be 16, 32, 64 or 128 (0: heuristic)", kn.key_tile));
-  if (kn.pipeline != 0 && kn.pipeline != 1 && kn.pipeline != 3)
-    fail(fmt::format("pipeline = {} must be 0 (heuristic), 1 (pipelined) or 3 (wide)", kn.pipeline));
+  if (kn.pipeline < 0 || kn.pipeline > 1)
+    fail(fmt::format("pipeline = {} must be 0 (heuristic) or 1 (pipelined)", kn.pipeline));
   if (kn.bins < 0 || kn.bins > 2048 || kn.bins % 32 != 0)
     fail(fmt::format("bins = {} must be a multiple of 32 in 32..2048 (0: heuristic)", kn.bins));
   if (kn.stages != 0 && (kn.stages < 2 || kn.stages > kKnnMaxStages))

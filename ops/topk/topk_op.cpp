@@ -102,12 +102,11 @@ std::unique_ptr<TopkOp> TopkOp::create(const TopkProblem& p, const rt::Context* 
   impl->spec = make_spec(impl->problem);
   const long smem_limit = ctx ? ctx->info().max_smem_optin : kDefaultSmemLimit;
   std::string why;
-  // WINNOW_TOPK_PIPELINE=1 or 3: the wgmma path's pipelined or wide form where no knob
-  // chose.
+  // WINNOW_TOPK_PIPELINE=1: the wgmma path's pipelined form where no knob chose (opt-in:
+  // faster only where the plain form fits one CTA per SM).
   plan::PlanKnobs knobs = p.plan_knobs;
   if (knobs.pipeline == 0) {
-    if (const auto v = rt::env_get("WINNOW_TOPK_PIPELINE"); v && (*v == "1" || *v == "3"))
-      knobs.pipeline = *v == "1" ? 1 : 3;
+    if (const auto v = rt::env_get("WINNOW_TOPK_PIPELINE"); v && *v == "1") knobs.pipeline = 1;
   }
   if (!plan::choose_plan(impl->spec, smem_limit, p.candidate_capacity, p.sample_size,
                          &impl->plan, &why, knobs)) {

@@ -41,7 +41,7 @@ std::optional<TopkPoint> parse_topk_point(const std::string& text) {
   if (knobs->size() != 9 && (knobs->size() != 8 || knobs->count("pipeline"))) return std::nullopt;
   // pipeline=2 named the filter-warpgroup form, removed (docs/decisions/0040): such a record
   // is no point of this build, and the lookup passes over it.
-  if (p.pipeline != 0 && p.pipeline != 1 && p.pipeline != 3) return std::nullopt;
+  if (p.pipeline < 0 || p.pipeline > 1) return std::nullopt;
   return p;
 }
 
@@ -192,8 +192,8 @@ TopkSpace topk_space(const TopkProblem& p, const rt::Context* ctx, const TopkSha
     c.baseline = baseline;
     c.plan_text = op->plan_text();
     const plan::KernelPlan& kp = op->kernel_plan();
-    c.family = fmt::format("rows={} tile={} wgmma={} pipelined={} wide={}",
-                           kp.rows_per_cta, kp.key_tile, kp.wgmma, kp.pipelined, kp.wide);
+    c.family = fmt::format("rows={} tile={} wgmma={} pipelined={}", kp.rows_per_cta,
+                           kp.key_tile, kp.wgmma, kp.pipelined);
     c.predicted_us = topk_cost_us(p, op->kernel_plan(), point, shape, dev);
     space.candidates.push_back(std::move(c));
   };

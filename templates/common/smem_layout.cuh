@@ -21,8 +21,6 @@ enum : int {
 // 228 KB per SM, of which each CTA's system use takes 1 KB.
 // (An enumerator: a namespace-scope constant would be emitted into every kernel's PTX.)
 enum : long { kTwoCtaSmemBytes = (228L * 1024) / 2 - 1024 };
-// The most shared memory one CTA can have (the opt-in limit of sm_90a and sm_100a).
-enum : long { kOneCtaSmemBytes = 227L * 1024 };
 
 struct SmemLayout {
   int rows, heads, dim, key_tile, bins;
@@ -56,19 +54,9 @@ struct SmemLayout {
   // 256-byte rows take twice the room); mma.sync two, CUDA cores one. (A fourth fp8 stage
   // put dsa-glm's H = 32 layout at 119 KB, one CTA per SM, which was much slower than
   // three stages and two CTAs.)
-  // The wide form's 256-key tiles (one CTA per SM) take as many stages, up to four, as fit
-  // one CTA's shared memory.
   WINNOW_HD constexpr int k_stages() const {
     if (stages > 0) return stages;
     if (!swizzled) return mma_bytes ? 2 : 1;
-    if (key_tile > 128) {
-      for (int n = 4; n > 2; --n) {
-        SmemLayout l = *this;
-        l.stages = n;
-        if (l.bytes() <= kOneCtaSmemBytes) return n;
-      }
-      return 2;
-    }
     if (mma_bytes != 1) return 3;
     SmemLayout four = *this, three = *this;
     four.stages = 4;

@@ -41,29 +41,22 @@ __device__ __forceinline__ void visitor_sync() {
 }
 
 // The wgmma path's producer warp: the last warp of the CTA, after the math warpgroups (in
-// the pipelined and wide forms, C::kPipelined and C::kWide, the first warp of the producer
-// warpgroup, the other three idling through the tile loops).
+// the pipelined form, C::kPipelined, the first warp of the producer warpgroup, the other
+// three idling through the tile loops).
 template <class C>
 __device__ __forceinline__ bool is_producer_warp() {
   return C::kWgmma && int(threadIdx.x) >= C::kMathThreads;
 }
 
-// The register split of a form that moves registers (setmaxnreg) between its producer
-// warpgroup and its math warpgroups for the tile loops; every warpgroup returns to the
-// launch count for the CTA-wide steps (sample ranks, select, sort) between.
-//   pipelined, 384 threads at 168: 128 x 40 + 256 x 232 = 64512 of the SM's 65536;
-//   wide, 640 threads at 96: 128 x 32 + 512 x 112 = 61440, what the launch took.
-struct RegSplit {
-  int launch, producer, math;
-};
-template <class C>
-__host__ __device__ constexpr RegSplit reg_split_of() {
-  return C::kPipelined ? RegSplit{168, 40, 232} : C::kWide ? RegSplit{96, 32, 112} : RegSplit{0, 0, 0};
-}
+// The pipelined form's register split (one CTA of 384 threads per SM: 168 registers each
+// at launch): the producer warpgroup gives 128 back for the tile loops and the two math
+// warpgroups take 64 more each (128 x 40 + 256 x 232 = 64512 of the SM's 65536); both
+// return to 168 for the CTA-wide steps (sample ranks, select, sort) between.
+enum : int { kPipelineLaunchRegs = 168, kPipelineProducerRegs = 40, kPipelineMathRegs = 232 };
 // Launch registers of a form that moves registers (0: none).
 template <class C>
 __host__ __device__ constexpr int launch_regs_of() {
-  return reg_split_of<C>().launch;
+  return C::kPipelined ? kPipelineLaunchRegs : 0;
 }
 
 // The pipelined math loop (C::kPipelined): two accumulator sets, so that tile t + 1's MMAs
@@ -130,36 +123,21 @@ __device__ void pipelined_math_tiles(const TopkSmem<C>& s, unsigned pos0, int ti
   }
 }
 
-// The math loop of the plain and wide forms: one accumulator set per math warpgroup, the
-// stage's descriptors and key-scale address a constant step from stage 0's (shared-window
-// addresses computed once, not per tile). Each tile: wait for its stage, issue its MMAs,
-// read its key scales, release it once the MMAs are complete, then sum heads and visit.
-// The wide form holds the row block's weights in registers for the whole list (its math
-// warpgroups have 112 registers); the plain form (96) reads them from shared memory per
-// tile. The ring's order, the visits' order and every score's bits are those of the
-// pipelined loop.
+// The plain math loop: one accumulator set per math warpgroup, the stage's descriptors and
+// key-scale address a constant step from stage 0's (shared-window addresses computed once,
+// not per tile). Each tile: wait for its stage, issue its MMAs, read its key scales,
+// release it once the MMAs are complete, then sum heads and visit. The weights are read
+// from shared memory per tile: at the 96 registers of two CTAs per SM, holding the row
+// block's (32 a thread) spills. The ring's order, the visits' order and every score's bits
+// are those of the pipelined loop.
 template <class C, class S, class TileKeys, class Visit, class AfterTile>
 __device__ void plain_math_tiles(const TopkSmem<C>& s, unsigned pos0, int tiles,
                                  TileKeys tile_keys, Visit visit, AfterTile after_tile) {
-  constexpr int STAGES = layout_of<C>().k_stages(), H = C::kHeads, R = C::kRows;
+  constexpr int STAGES = layout_of<C>().k_stages(), H = C::kHeads;
   constexpr int KT = C::kKeyTile;
   const int t4 = threadIdx.x & 3, key0 = wgmma_first_key<C>();
-  constexpr int WR = C::kWide ? R : 1, WJ = C::kWide ? H / 8 : 1;  // the weights held
-  float2 wreg[WR][WJ];
-  if constexpr (C::kWide) {
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-#pragma unroll
-      for (int jj = 0; jj < H / 8; ++jj)
-        wreg[r][jj] = *reinterpret_cast<const float2*>(s.w + r * H + jj * 8 + 2 * t4);
-    }
-  }
   auto weight = [&](int r, int jj) {
-    if constexpr (C::kWide) {
-      return wreg[r][jj];
-    } else {
-      return *reinterpret_cast<const float2*>(s.w + r * H + jj * 8 + 2 * t4);
-    }
+    return *reinterpret_cast<const float2*>(s.w + r * H + jj * 8 + 2 * t4);
   };
   const WgmmaTileDescs descs = wgmma_tile_descs<C>(s);
   const unsigned full0 = shared_address(s.ring_full), empty0 = shared_address(s.ring_empty);
@@ -288,18 +266,15 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
     // release the stage (one arrival per thread) as soon as their MMAs have read it, before
     // the head sums and the visits. No CTA barrier per tile: each
     // warpgroup runs as far ahead as the ring allows.
-    static_assert(!(C::kPipelined || C::kWide) || C::kThreads == C::kMathThreads + 128,
-                  "the pipelined and wide forms: math warpgroups and a producer warpgroup");
-    static_assert(!C::kWide || (C::kMathThreads == 512 && C::kKeyTile == 256),
-                  "the wide form: four math warpgroups, 256-key tiles");
-    // The pipelined and wide forms' producer warpgroup moves registers; its first warp
-    // loads, the other three idle through the tile loops.
-    constexpr bool kProducerGroup = C::kPipelined || C::kWide;
-    constexpr RegSplit kRegs = reg_split_of<C>();
+    static_assert(!C::kPipelined || C::kThreads == C::kMathThreads + 128,
+                  "the pipelined form: two math warpgroups and a producer warpgroup");
+    // The pipelined form's producer warpgroup moves registers; its first warp loads, the
+    // other three idle through the tile loops.
+    constexpr bool kProducerGroup = C::kPipelined;
     const unsigned pos0 = s.ring_pos;
     s.ring_pos = pos0 + unsigned(tiles);
     if (is_producer_warp<C>()) {
-      if constexpr (kProducerGroup) setmaxnreg_dec<kRegs.producer>();
+      if constexpr (C::kPipelined) setmaxnreg_dec<kPipelineProducerRegs>();
       if (!kProducerGroup || int(threadIdx.x) < C::kMathThreads + 32) {
         produce_tiles<C>(p, s, pos0, tiles, tile_keys, tile_base);
       }
@@ -309,23 +284,18 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
         // registers its own decrease had just freed, and math warps still waiting in
         // setmaxnreg_inc would never get theirs (a hang, seen at dsa-prefill T = 64K).
         named_barrier_sync<kRegsReturned, C::kThreads>();
-        setmaxnreg_inc<kRegs.launch>();
+        setmaxnreg_inc<kPipelineLaunchRegs>();
       }
     } else if constexpr (C::kPipelined) {
-      setmaxnreg_inc<kRegs.math>();
+      setmaxnreg_inc<kPipelineMathRegs>();
       pipelined_math_tiles<C, S>(s, pos0, tiles, tile_keys, visit, after_tile);
-      setmaxnreg_dec<kRegs.launch>();
+      setmaxnreg_dec<kPipelineLaunchRegs>();
       named_barrier_sync<kRegsReturned, C::kThreads>();
     } else {
       // Each math warpgroup issues its MMAs as soon as its stage is ready (a ping-pong of
-      // the two, FlashAttention-3's turns on the tensor cores, was slower and removed: four
-      // math warpgroups per SM, of two CTAs or one wide one, already interleave).
-      if constexpr (C::kWide) setmaxnreg_inc<kRegs.math>();
+      // the two, FlashAttention-3's turns on the tensor cores, was slower and removed: two
+      // CTAs per SM already interleave four warpgroups).
       plain_math_tiles<C, S>(s, pos0, tiles, tile_keys, visit, after_tile);
-      if constexpr (C::kWide) {
-        setmaxnreg_dec<kRegs.launch>();
-        named_barrier_sync<kRegsReturned, C::kThreads>();
-      }
     }
     __syncthreads();  // the stages and s.q are read before anyone rewrites them
   } else if (C::kMma) {
@@ -339,14 +309,14 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
       }
       copy_async_wait<1>();
       __syncthreads();
-      score_loaded_tile<C, S>(p, s, stage, tile_keys(t), visit, [] {});
+      score_loaded_tile<C, S>(p, s, stage, tile_keys(t), visit);
       after_tile();
     }
   } else {
     for (int t = 0; t < tiles; ++t) {
       load_key_tile<C>(p, s, 0, tile_keys(t));
       __syncthreads();
-      score_loaded_tile<C, S>(p, s, 0, tile_keys(t), visit, [] {});
+      score_loaded_tile<C, S>(p, s, 0, tile_keys(t), visit);
       after_tile();
     }
   }

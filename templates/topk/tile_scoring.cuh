@@ -213,13 +213,13 @@ __device__ __forceinline__ float weighted_factor(float dot, float kscale) {
 // (B: the swizzled q rows), d / k-step m64n128 wgmma instructions into 64 fp32 accumulators
 // per thread. (Two m64n64 banks with the first's sums under the second's MMAs, DeepGEMM's
 // form, is slower here: each bank reads the key tile again, and shared-memory
-// bandwidth is the tighter limit.) A thread holds keys key0 and key0 + 8 (the D fragment's rows) and heads
-// 8 j + 2 t4, + 1 of every row (its columns): it sums term(dot, w) over its 16 heads of
-// a row in a fixed order, and two shuffles leave the row's sum in all four lanes of the
-// quad; the 2 R (row, key) scores of a quad are visited by its lanes in turn, straight
-// from the registers. Fused and materialize kernels run this same code (same bits).
-// drained(): called once the warpgroup is done reading the stage (its MMAs complete, its
-// key scales in registers), before the head sums.
+// bandwidth is the tighter limit.) A thread holds keys key0 and key0 + 8 (the D fragment's
+// rows) and heads 8 j + 2 t4, + 1 of every row (its columns): it sums term(dot, w) over its
+// 16 heads of a row in a fixed order, and two shuffles leave the row's sum in all four
+// lanes of the quad; the 2 R (row, key) scores of a quad are visited by its lanes in turn,
+// straight from the registers (wgmma_tile_visits; the math loops of key_tile_loop.cuh run
+// it). Fused and materialize kernels run this same code (same bits).
+// wgmma_first_key: the thread's first key slot of the tile.
 template <class C>
 __device__ __forceinline__ int wgmma_first_key() {
   const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
@@ -241,9 +241,8 @@ __device__ __forceinline__ WgmmaTileDescs wgmma_tile_descs(const TopkSmem<C>& s)
           wgmma_desc_lo(s.q)};
 }
 
-// The same descriptors from a stage's own view (st = with_stage(s, i)), computed per tile:
-// in the plain and pipelined loops ptxas keeps these in registers as well as the hoisted
-// ones (hoisting gave no fewer instructions), and their PTX stays that of the tuned kernels.
+// The same descriptors from a stage's own view (st = with_stage(s, i)), computed per tile
+// by the pipelined loop (its PTX stays that of its tuned kernel).
 template <class C>
 __device__ __forceinline__ WgmmaTileDescs wgmma_stage_descs(const TopkSmem<C>& st) {
   return {wgmma_desc_lo(reinterpret_cast<const char*>(st.k) +
@@ -333,42 +332,6 @@ __device__ __forceinline__ void wgmma_tile_visits(const float (&d)[64], float ks
   }
 }
 
-// The head-sum form on warpgroup MMA (sm_90a): warpgroup g scores keys 64 g .. 64 g + 63
-// of the tile (A: the swizzled key tile) against all 128 (row, head) pairs of the block
-// (B: the swizzled q rows), d / k-step m64n128 wgmma instructions into 64 fp32 accumulators
-// per thread. (Two m64n64 banks with the first's sums under the second's MMAs, DeepGEMM's
-// form, is slower here: each bank reads the key tile again, and shared-memory
-// bandwidth is the tighter limit.) A thread holds keys key0 and
-// key0 + 8 (the D fragment's rows) and heads 8 j + 2 t4, + 1 of every row (its columns);
-// wgmma_tile_visits sums and visits them straight from the registers. Fused and
-// materialize kernels run this same code (same bits).
-// drained(): called once the warpgroup is done reading the stage (its MMAs complete, its
-// key scales in registers), before the head sums.
-template <class C, class S, class KeyOf, class Visit, class Drained>
-__device__ void wgmma_head_sums(const TopkSmem<C>& s, KeyOf key_of, Visit visit, Drained drained) {
-  constexpr int H = C::kHeads, R = C::kRows, KT = C::kKeyTile;
-  constexpr int RB = C::kDim * MmaBytes<C>::value;
-  static_assert(R * H == 128 && KT == C::kMathThreads / 2 && RB % 128 == 0,
-                "wgmma head sums: 128 (row, head) pairs, 64 keys a math warpgroup, whole swizzle rows");
-  const int t4 = threadIdx.x & 3;
-  const int key0 = wgmma_first_key<C>();
-  // The scales of the thread's two keys (read before the stage is released; dead loads
-  // for scores that read no kscale).
-  float ks0 = C::kUsesKScale ? s.kscale[key0] : 1.0f;
-  float ks1 = C::kUsesKScale ? s.kscale[key0 + 8] : 1.0f;
-  float d[64];
-  wgmma_issue_tile<C>(wgmma_stage_descs<C>(s), 0, d);
-  // The scales are in registers before the stage can be released.
-  keep_in_registers(ks0, ks1);
-  wgmma_wait<0>();
-  wgmma_pin(d);
-  drained();
-  wgmma_tile_visits<C, S>(
-      d, ks0, ks1,
-      [&](int r, int jj) { return *reinterpret_cast<const float2*>(s.w + r * H + jj * 8 + 2 * t4); },
-      key_of, visit);
-}
-
 // Whether the kernel sums heads next to the accumulators (the plan decides: tensor cores,
 // whole 16-head fragments, and a score of the head-sum form).
 template <class C, class S>
@@ -444,12 +407,11 @@ __device__ void load_key_tile(const TopkParams& p, const TopkSmem<C>& s, int sta
 
 // Scores the key tile in stage `stage` (loaded, and visible after a barrier) against
 // every row of the block and calls visit(r, key, score) for each. Called by the whole CTA.
-// On the wgmma path (by the math warpgroups) drained() runs once the warpgroup has read
-// all it reads of the stage (the caller releases it there); the other paths read the
-// stage to the end and do not call it.
-template <class C, class S, class KeyOf, class Visit, class Drained>
+// (The wgmma path scores in its math loops: key_tile_loop.cuh.)
+template <class C, class S, class KeyOf, class Visit>
 __device__ void score_loaded_tile(const TopkParams& p, const TopkSmem<C>& s0, int stage,
-                                  KeyOf key_of, Visit visit, Drained drained) {
+                                  KeyOf key_of, Visit visit) {
+  static_assert(!C::kWgmma, "the wgmma path scores in its math loops");
   constexpr int R = C::kRows, H = C::kHeads, D = C::kDim, KT = C::kKeyTile;
   constexpr int KS = D + 1, DS = H + 1;
   const TopkSmem<C> s = with_stage<C>(s0, stage);
@@ -472,12 +434,7 @@ __device__ void score_loaded_tile(const TopkParams& p, const TopkSmem<C>& s0, in
       s.ksq[j] = acc;
     }
   }
-  if constexpr (C::kWgmma) {
-    // Visits from the accumulators. No barrier: the caller keeps the stage from being
-    // overwritten before every warpgroup is done with it.
-    wgmma_head_sums<C, S>(s, key_of, visit, drained);
-    return;
-  } else if constexpr (UsesHeadSums<C, S>::value) {
+  if constexpr (UsesHeadSums<C, S>::value) {
     mma_head_sums<C, S>(s);
   } else if (C::kMma) {
     mma_dots<C>(s);

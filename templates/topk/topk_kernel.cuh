@@ -121,11 +121,9 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
         ++tile;
         if ((tile & (WINNOW_GATE_REFRESH_TILES - 1)) == 0) {
           if constexpr (C::kWgmma) {
-            // Rows alternate between the math warpgroups (two: warps 0, 4, 1, 5, ...; four:
-            // 0, 4, 8, 12, 1, ...), so that none carries every refresh (R <= 8: 128 (row,
-            // head) pairs).
-            constexpr int G = C::kMathThreads / 128;
-            const int r = (warp & 3) * G + (warp >> 2);
+            // Rows alternate between the two math warpgroups (warps 0, 4, 1, 5, ...), so
+            // that neither carries every refresh (R <= 8: 128 (row, head) pairs).
+            const int r = (warp & 3) * 2 + (warp >> 2);
             if (warp < C::kMathThreads / 32 && r < R) refresh_gate<C>(s, r, lane);
           } else {
             for (int r = warp; r < R; r += C::kThreads / 32) refresh_gate<C>(s, r, lane);
