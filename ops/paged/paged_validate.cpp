@@ -91,6 +91,14 @@ int64_t validate_paged_call(const PagedProblem& p, int device, const PagedInputs
   o.dim(1, p.k, "k");
   o.stride(1, 1, "elements of a row must be contiguous");
   o.min_stride(0, p.k, "k");
+  if (in.hint.present()) {
+    TensorRules h("hint", in.hint);
+    h.basics(DType::I32, device, 2, "[B * next_n, k]");
+    h.dim(0, B * p.next_n, "B * next_n");
+    h.dim(1, p.k, "k");
+    h.stride(1, 1, "elements of a row must be contiguous");
+    h.min_stride(0, p.k, "k");
+  }
   return B;
 }
 
