@@ -445,6 +445,34 @@ WINNOW_API winnowStatus_t winnowPagedTopk(winnowPagedPlan_t plan, const winnowTe
                                           const winnowTensor_t* out_indices, void* workspace,
                                           size_t workspace_bytes, CUstream stream);
 
+/* Per-call options of winnowPagedTopkEx. */
+#define WINNOW_PAGED_CALL_OPTIONS_VERSION 1
+typedef struct winnowPagedCallOptions_t {
+  size_t struct_size; /* sizeof(winnowPagedCallOptions_t) */
+  uint32_t version;   /* WINNOW_PAGED_CALL_OPTIONS_VERSION */
+  /* The previous step's selection, int32 [B * next_n, k] token positions, -1 padded: each
+   * request's last output rows, e.g. the last call's out_indices (it may be this call's
+   * out_indices itself). NULL: none. The stream path scores these keys with the new
+   * queries first and filters from their k-th best, in place of its sample; a row whose
+   * hint holds fewer than k distinct positions inside its window (-1, stale, duplicated,
+   * past its length or its query's causal limit) has no bound and filters every key. The
+   * answer is exact whatever the hint holds; read on the device only (graph safe). The
+   * gathered path checks it and reads nothing of it. */
+  const winnowTensor_t* hint;
+} winnowPagedCallOptions_t;
+
+/* Fills o with the defaults: no hint. */
+WINNOW_API void winnowPagedCallOptionsInit(winnowPagedCallOptions_t* o);
+/* winnowPagedTopk with per-call options (NULL: the defaults, the same as winnowPagedTopk). */
+WINNOW_API winnowStatus_t winnowPagedTopkEx(winnowPagedPlan_t plan, const winnowTensor_t* q,
+                                            const winnowTensor_t* cache,
+                                            const winnowTensor_t* block_table,
+                                            const winnowTensor_t* context_lens,
+                                            const winnowTensor_t* weights,
+                                            const winnowTensor_t* out_indices, void* workspace,
+                                            size_t workspace_bytes, CUstream stream,
+                                            const winnowPagedCallOptions_t* options);
+
 /* ---- Sharded top-k (keys split across GPUs, merged exactly) ----
  * For corpora or contexts larger than one GPU: rank r of R holds the global keys
  * [key_offset_r, key_offset_r + n_r) of total_keys (disjoint shards covering the keys).

@@ -10,15 +10,17 @@ namespace {
 
 // d on the device, with the views execute takes.
 struct DeviceCall {
-  rt::DeviceBuffer q, cache, table, lens, w, idx, ws;
+  rt::DeviceBuffer q, cache, table, lens, w, idx, ws, hint;
   size_t ws_bytes = 0;
   PagedInputs in;
   TensorView out;
-  DeviceCall(const PagedTopkOp& op, const rt::Context& ctx, const PagedHostData& d)
+  DeviceCall(const PagedTopkOp& op, const rt::Context& ctx, const PagedHostData& d,
+             const PagedHint& h = {})
       : q(upload(d.q)), cache(upload(d.cache)), table(upload(d.block_table)),
         lens(upload(d.context_lens)), w(upload(d.w)),
         idx(std::max<size_t>(size_t(d.batch) * d.next_n * op.problem().k * 4, 16)),
-        ws(std::max<size_t>(op.workspace_bytes(), 256)), ws_bytes(op.workspace_bytes()) {
+        ws(std::max<size_t>(op.workspace_bytes(), 256)), ws_bytes(op.workspace_bytes()),
+        hint(std::max<size_t>(h.rows.size() * 4, 16)) {
     const int64_t rows = int64_t(d.batch) * d.next_n;
     in.q = contiguous_view(q.data(), DType::E4M3, {d.batch, d.next_n, d.heads, 128});
     in.cache = contiguous_view(cache.data(), DType::U8, {d.num_blocks, 64, 1, 132});
@@ -31,6 +33,12 @@ struct DeviceCall {
       v->device = ctx.info().ordinal;
     out = contiguous_view(idx.data(), DType::I32, {rows, op.problem().k});
     out.device = ctx.info().ordinal;
+    if (h.given) {
+      rt::DeviceBuffer& at = h.in_place ? idx : hint;
+      if (!h.rows.empty()) at.upload(h.rows.data(), h.rows.size() * 4);
+      in.hint = contiguous_view(at.data(), DType::I32, {rows, op.problem().k});
+      in.hint.device = ctx.info().ordinal;
+    }
   }
   // The outputs and the first two counters, after the stream's work.
   PagedRunResult result(const PagedTopkOp& op, const PagedHostData& d, CUstream stream) {
@@ -50,19 +58,20 @@ struct DeviceCall {
 }  // namespace
 
 PagedRunResult run_paged_on_device(const PagedTopkOp& op, const rt::Context& ctx,
-                                   const PagedHostData& d) {
+                                   const PagedHostData& d, const PagedHint& hint) {
   ctx.bind();
-  DeviceCall c(op, ctx, d);
+  DeviceCall c(op, ctx, d, hint);
   op.execute(c.in, c.out, c.ws.data(), c.ws_bytes, nullptr);
   return c.result(op, d, nullptr);
 }
 
 PagedGraphResult run_paged_graph_on_device(const PagedTopkOp& op, const rt::Context& ctx,
                                            const PagedHostData& d,
-                                           const std::vector<int>& replay_lens) {
+                                           const std::vector<int>& replay_lens,
+                                           const PagedHint& hint) {
   ctx.bind();
   const rt::DriverApi& cu = rt::driver();
-  DeviceCall c(op, ctx, d);
+  DeviceCall c(op, ctx, d, hint);
   CUstream stream;
   rt::check(cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
   CUgraph graph;

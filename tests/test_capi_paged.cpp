@@ -145,6 +145,52 @@ TEST_CASE("paged calls are checked before anything runs", "[capi][decode]") {
   CHECK_THAT(last_error(), Catch::Contains("context_lens is null"));
 }
 
+TEST_CASE("paged call options: the hint is checked with messages", "[capi][decode]") {
+  winnowPagedCallOptions_t o;
+  winnowPagedCallOptionsInit(&o);
+  CHECK(o.struct_size == sizeof(winnowPagedCallOptions_t));
+  CHECK(o.version == WINNOW_PAGED_CALL_OPTIONS_VERSION);
+  CHECK(o.hint == nullptr);
+  Context ctx;
+  PagedPlan plan(ctx.h, paged_desc());
+  const PagedCall c;
+  auto run = [&](const winnowPagedCallOptions_t* options) {
+    return winnowPagedTopkEx(plan.h, &c.q, &c.cache, &c.table, &c.lens, &c.w, &c.out,
+                             reinterpret_cast<void*>(0x7000000), size_t{1} << 32, nullptr, options);
+  };
+  // Valid: no options, no hint, a hint of the output's shape, the output itself.
+  CHECK(run(nullptr) == WINNOW_STATUS_NOT_BUILT);
+  CHECK(run(&o) == WINNOW_STATUS_NOT_BUILT);
+  winnowTensor_t hint = tensor(0x8000000, WINNOW_DTYPE_INT32, {8, 2048});
+  o.hint = &hint;
+  CHECK(run(&o) == WINNOW_STATUS_NOT_BUILT);
+  o.hint = &c.out;
+  CHECK(run(&o) == WINNOW_STATUS_NOT_BUILT);
+  o.hint = &hint;
+  auto refused = [&](winnowTensor_t h, const char* what) {
+    hint = h;
+    CHECK(run(&o) == WINNOW_STATUS_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Catch::Contains(what));
+  };
+  const winnowTensor_t ok = hint;
+  winnowTensor_t h = ok;
+  h.dtype = WINNOW_DTYPE_FLOAT32;
+  refused(h, "hint: dtype");
+  refused(tensor(0x8000000, WINNOW_DTYPE_INT32, {8, 1024}), "hint: shape[1] is 1024");
+  refused(tensor(0x8000000, WINNOW_DTYPE_INT32, {4, 2048}), "hint: shape[0] is 4");
+  refused(tensor(0x8000000, WINNOW_DTYPE_INT32, {8 * 2048}), "hint: ndim is 1");
+  h = ok;
+  h.strides[1] = 2;
+  refused(h, "hint: strides[1]");
+  h = ok;
+  h.strides[0] = 1000;
+  refused(h, "hint: strides[0]");
+  refused(tensor(0x8000002, WINNOW_DTYPE_INT32, {8, 2048}), "hint: data pointer");
+  o.version = 99;
+  CHECK(run(&o) != WINNOW_STATUS_SUCCESS);
+  CHECK_THAT(last_error(), Catch::Contains("options->version = 99"));
+}
+
 TEST_CASE("a paged plan compiles for sm_90a and loads where there is a GPU", "[capi][nvrtc][decode]") {
   Context ctx;
   PagedPlan plan(ctx.h, paged_desc());

@@ -153,7 +153,7 @@ TEST_CASE("paged decode stream path compiles for sm_90a: wgmma m64n64 e4m3 and T
     CHECK(r.ptx.find("griddepcontrol.wait") != std::string::npos);
     // Every kernel lets the next launch start first thing (grid_dependency_trigger).
     for (const char* entry : {"winnow_paged_prepare", "winnow_paged_stream",
-                              "winnow_paged_threshold", "winnow_paged_select"}) {
+                              "winnow_paged_threshold", "winnow_paged_hint", "winnow_paged_select"}) {
       INFO(entry);
       const std::string text = test::ptx_entry_text(r.ptx, entry);
       CHECK(!text.empty());
@@ -165,11 +165,12 @@ TEST_CASE("paged decode stream path compiles for sm_90a: wgmma m64n64 e4m3 and T
       CHECK(e.stores == 0);
       CHECK(e.loads == 0);
     }
-    CHECK(spills.size() == 4);
+    CHECK(spills.size() == 5);
     // No static shared memory in the kernels with dynamic shared memory (the per-row ones
     // take all of the opt-in size: a static word beside it fails the launch; ptxas prints
     // "bytes smem" only where there is some), the prepare kernel's scans aside.
-    for (const char* entry : {"winnow_paged_select", "winnow_paged_threshold", "winnow_paged_stream"}) {
+    for (const char* entry : {"winnow_paged_select", "winnow_paged_threshold", "winnow_paged_hint",
+                              "winnow_paged_stream"}) {
       const size_t at = r.log.find(std::string("entry function '") + entry + "'");
       REQUIRE(at != std::string::npos);
       const size_t next = r.log.find("entry function '", at + 1);

@@ -49,14 +49,16 @@ constexpr long kEmuSelectLimit = 96 * 1024;
 struct Outcome {
   std::vector<int> indices;
   u32 counters[64] = {};
+  std::vector<KnnRowState> rows;  // after the last launch (count: the last round's survivors)
 };
 
-// A hook between the threshold launch and round 0 (the adversarial cases lower the
-// thresholds there, as a misleading sample would).
+// A hook between the threshold (or hint) launch and round 0 (the adversarial cases lower
+// the thresholds there, as a misleading sample would; the hint cases read them).
 using Hook = std::function<void(std::vector<KnnRowState>&)>;
 
 template <class C>
-Outcome run_stream(const ops::PagedProblem& prob, const ops::PagedHostData& d, const Hook& hook = {}) {
+Outcome run_stream(const ops::PagedProblem& prob, const ops::PagedHostData& d, const Hook& hook = {},
+                   const std::vector<int>* hint = nullptr) {
   constexpr int NN = C::kNextN, K = C::kTopK;
   const int B = d.batch, rows = B * NN;
   REQUIRE(prob.next_n == NN);
@@ -78,6 +80,7 @@ Outcome run_stream(const ops::PagedProblem& prob, const ops::PagedHostData& d, c
                         ? ops::contiguous_view(at(d.context_lens), ops::DType::I32, {B, NN})
                         : ops::contiguous_view(at(d.context_lens), ops::DType::I32, {B});
   in.weights = ops::contiguous_view(at(d.w), ops::DType::F32, {rows, 64});
+  if (hint) in.hint = ops::contiguous_view(at(*hint), ops::DType::I32, {rows, K});
   const ops::TensorView out_view = ops::contiguous_view(out.indices.data(), ops::DType::I32, {rows, K});
   // The stream on two CTAs, each streaming its half of the pages.
   PagedStreamParams ps = ops::paged_stream_params(prob, in, B, out_view, ws,
@@ -94,7 +97,13 @@ Outcome run_stream(const ops::PagedProblem& prob, const ops::PagedHostData& d, c
   };
   // The op's launches (ops::paged_stream_steps), in its order.
   using Step = ops::PagedStreamStep;
-  for (const Step& s : ops::paged_stream_steps(prob)) {
+  auto hooked = [&] {
+    if (!hook) return;
+    row_states.assign(p.rows, p.rows + rows);
+    hook(row_states);
+    std::copy(row_states.begin(), row_states.end(), p.rows);
+  };
+  for (const Step& s : ops::paged_stream_steps(prob, hint != nullptr)) {
     p.sample_pass = s.sample ? 1 : 0;
     p.round = s.round;
     switch (s.kernel) {
@@ -108,20 +117,23 @@ Outcome run_stream(const ops::PagedProblem& prob, const ops::PagedHostData& d, c
         break;
       case Step::Threshold:
         per_row([&](unsigned char* smem) { paged_stream_threshold<C>(ps, smem); });
-        if (hook) {  // the adversarial cases' thresholds
-          row_states.assign(p.rows, p.rows + rows);
-          hook(row_states);
-          std::copy(row_states.begin(), row_states.end(), p.rows);
-        }
+        hooked();
+        break;
+      case Step::Hint:
+        if (rows > 0)
+          winnow_emu::launch_clusters(unsigned(rows), 1, kPagedHintThreads, size_t(PagedHintSmem::bytes()),
+                                      [&](unsigned char* smem) { paged_stream_hint<C, EmuStreamScore>(ps, smem); });
+        hooked();
         break;
       case Step::Select:
         per_row([&](unsigned char* smem) { paged_stream_select<C>(ps, smem); });
         break;
     }
   }
-  // A hook lowers the thresholds the threshold launch set: its plan must have that launch.
+  // A hook sees the thresholds the threshold or hint launch set: its plan must have one.
   if (hook) REQUIRE(!row_states.empty());
   std::copy(p.counters, p.counters + 64, out.counters);
+  out.rows.assign(p.rows, p.rows + rows);
   return out;
 }
 
@@ -267,4 +279,129 @@ TEST_CASE("emulated paged stream: bad requests give -1 rows and are counted", "[
   CHECK(o.counters[1] == 3);
   for (int r : {0, 1, 3})
     for (int i = 0; i < 8; ++i) CHECK(o.indices[size_t(r) * 8 + i] == -1);
+}
+
+namespace {
+
+// Each row's reference top k (best first, -1 padded): the hint an exact previous call gives.
+std::vector<int> reference_hint(const ops::PagedProblem& p, const ops::PagedHostData& d) {
+  const ops::GatheredDecode g = ops::gather_decode(p, d);
+  std::vector<int> h(size_t(d.batch) * d.next_n * p.k, -1);
+  for (int64_t row = 0; row < int64_t(d.batch) * d.next_n; ++row) {
+    const std::vector<int64_t> want = ops::paged_reference_row(p, g, row);
+    for (size_t i = 0; i < want.size() && i < size_t(p.k); ++i) h[size_t(row) * p.k + i] = int(want[i]);
+  }
+  return h;
+}
+
+// The row's visible keys (templates/paged/paged_cache.cuh's rule).
+int visible_keys(const ops::PagedHostData& d, int64_t row) {
+  const int r = int(row / d.next_n), j = int(row % d.next_n);
+  const int* lens = &d.context_lens[size_t(r) * (d.lens_per_query ? d.next_n : 1)];
+  return paged_visible_keys(lens, d.next_n, j, d.lens_per_query);
+}
+
+}  // namespace
+
+TEST_CASE("emulated paged stream: a hint gives each row's threshold, exact whatever it holds",
+          "[emu][decode]") {
+  const uint64_t seed = test::test_seed();
+  INFO("seed " << seed);
+  std::mt19937_64 rng(seed);
+  // 80 pages a request at most (above the list's 4096 keys: the 19-launch plan); requests
+  // above, within and below the list, one shorter than k.
+  constexpr int K = 64, NN = 2;
+  const auto p = stream_problem(K, NN, 4, 80);
+  REQUIRE(ops::paged_stream_steps(p, true).size() == 2 + 2 * size_t(kKnnRadixRounds + 1));
+  ops::PagedDataOptions opt;
+  opt.levels = 3;  // integer inputs: exact scores, heavy ties
+  const auto d = ops::random_paged_data(p, {5000, 4200, 700, 40}, rng, opt);
+  const int rows = d.batch * NN;
+  const std::vector<int> exact = reference_hint(p, d);
+  std::vector<KnnRowState> thr;
+  const Hook keep = [&](std::vector<KnnRowState>& rs) { thr = rs; };
+  auto filtered = [&](int row) { return visible_keys(d, row) > K; };
+
+  SECTION("the exact top k, best first and ascending: k survivors, no fallback") {
+    for (const bool ascending : {false, true}) {
+      INFO("ascending " << ascending);
+      std::vector<int> h = exact;
+      if (ascending)
+        for (int row = 0; row < rows; ++row) {
+          auto* b = &h[size_t(row) * K];
+          std::sort(b, b + K, [](int a, int c) { return unsigned(a) < unsigned(c); });  // -1 last
+        }
+      const Outcome o = run_stream<EmuStreamConfig<NN, K>>(p, d, keep, &h);
+      check_rows(p, d, o, true);
+      CHECK(o.counters[kKnnFallbackRows] == 0);
+      for (int row = 0; row < rows; ++row) {
+        INFO("row " << row << " sees " << visible_keys(d, row));
+        // A bound exactly where the window holds k keys; it is the k-th best: k survive.
+        CHECK((thr[size_t(row)].threshold != 0) == (visible_keys(d, row) >= K));
+        if (filtered(row)) CHECK(o.rows[size_t(row)].count == u32(K));
+      }
+    }
+  }
+  SECTION("the previous step's selection: queries slightly changed") {
+    ops::PagedHostData before = d;
+    std::uniform_int_distribution<size_t> any(0, d.q.size() - 1);
+    for (size_t i = 0; i < d.q.size() / 16; ++i) before.q[any(rng)] = d.q[any(rng)];
+    const std::vector<int> h = reference_hint(p, before);
+    const Outcome o = run_stream<EmuStreamConfig<NN, K>>(p, d, keep, &h);
+    check_rows(p, d, o, true);
+  }
+  SECTION("stale: another row's selection") {
+    std::vector<int> h(exact.size());
+    for (int row = 0; row < rows; ++row)
+      std::copy_n(&exact[size_t((row + 3) % rows) * K], K, &h[size_t(row) * K]);
+    check_rows(p, d, run_stream<EmuStreamConfig<NN, K>>(p, d, keep, &h), true);
+  }
+  SECTION("all -1: no bound, the long rows take the fallback, counted") {
+    const std::vector<int> h(exact.size(), -1);
+    const Outcome o = run_stream<EmuStreamConfig<NN, K>>(p, d, keep, &h);
+    check_rows(p, d, o, true);
+    for (const KnnRowState& s : thr) CHECK(s.threshold == 0);
+    CHECK(o.counters[kKnnFallbackRows] >= 4);  // requests 0 and 1 overflow the list
+  }
+  SECTION("a duplicate, a -1, a position past the window or the causal limit: no bound") {
+    const int kind = GENERATE(0, 1, 2, 3);
+    INFO("kind " << kind);
+    std::vector<int> h = exact;
+    for (int row = 0; row < rows; ++row) {
+      int* b = &h[size_t(row) * K];
+      const int v = visible_keys(d, row), r = row / NN;
+      switch (kind) {
+        case 0: b[K - 1] = b[K / 2]; break;  // the k-th counted twice would be a bound
+        case 1: b[5] = -1; break;
+        case 2: b[0] = d.context_lens[size_t(r)] + 64; break;  // past the request
+        case 3: b[1] = v; break;  // query 0 of next_n 2: the last key only query 1 sees
+      }
+    }
+    const Outcome o = run_stream<EmuStreamConfig<NN, K>>(p, d, keep, &h);
+    check_rows(p, d, o, true);
+    for (int row = 0; row < rows; ++row) CHECK(thr[size_t(row)].threshold == 0);
+  }
+}
+
+TEST_CASE("emulated paged stream: a hint at k above the length, sorted rows, lens per query",
+          "[emu][decode]") {
+  const uint64_t seed = test::test_seed();
+  INFO("seed " << seed);
+  std::mt19937_64 rng(seed);
+  constexpr int K = 16, NN = 3;
+  const auto p = stream_problem(K, NN, 3, 70, true);
+  ops::PagedDataOptions opt;
+  opt.levels = 2;
+  opt.lens_per_query = true;
+  const auto d = ops::random_paged_data(p, {4400, 10, 130}, rng, opt);
+  std::vector<int> h = reference_hint(p, d);
+  std::vector<KnnRowState> thr;
+  const Outcome o = run_stream<EmuStreamConfig<NN, K, true>>(
+      p, d, [&](std::vector<KnnRowState>& rs) { thr = rs; }, &h);
+  check_rows(p, d, o, true);
+  CHECK(o.counters[kKnnFallbackRows] == 0);
+  for (int row = 0; row < d.batch * NN; ++row) {
+    INFO("row " << row << " sees " << visible_keys(d, row));
+    CHECK((thr[size_t(row)].threshold != 0) == (visible_keys(d, row) >= K));
+  }
 }

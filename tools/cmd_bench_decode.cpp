@@ -15,6 +15,9 @@
 // over disjoint blocks between runs where the cache holds several copies, so small shapes
 // are not served from L2. `exact`: every row's form, and the rows of --check-requests
 // requests against the CPU reference (testing/paged_reference.h) on their downloaded pages.
+// --hint: each shape again with the hint (PagedInputs::hint) a decode step has, the
+// previous call's output on slightly changed queries ("winnow-stream-hint", with its ratio
+// to the call without it).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -64,6 +67,11 @@ Options:
   --k N               positions selected per query [2048]
   --check-requests N  requests per shape compared with the CPU reference (the first and
                       the last first) [2]
+  --hint              also time each shape with the hint a decode step gives: the
+                      previous call's output on the same keys and slightly changed queries
+                      (1/16 of q's bytes replaced); records "winnow-stream-hint" (or
+                      "winnow-hint", "-graph" under graph replay) with "ratio_to_no_hint",
+                      printed beside the call without it
   --repeats N         timed runs [10]        --warmup N     untimed runs [2]
   --seed N            inputs seed [1]        --out FILE     append the records to FILE
   --ceilings FILE     JSON from bench/ceilings.py (copy_tbps): the floor's bandwidth
@@ -103,6 +111,7 @@ struct DecodeArgs {
   std::vector<int64_t> batches = {1, 8, 64, 128}, lens = {4096, 65536, 1048576};
   std::string mixed = "63x1K+1x1M", graph = "1x128";
   int next_n = 1, k = 2048, check_requests = 2, repeats = 10, warmup = 2;
+  bool hint = false;  // --hint: each shape also with the previous step's selection
   uint64_t seed = 1;
   std::string ceilings_path, baselines_path, out_path;
   std::string anchors_path;  // --anchors: the engines' records (tools/anchor_records.h)
@@ -148,6 +157,7 @@ bool parse_decode_args(int argc, char** argv, DecodeArgs& a) {
     else if (flag == "--next-n") a.next_n = args.int_value();
     else if (flag == "--k") a.k = args.int_value();
     else if (flag == "--check-requests") a.check_requests = args.int_value();
+    else if (flag == "--hint") a.hint = true;
     else if (flag == "--repeats") a.repeats = args.int_value();
     else if (flag == "--warmup") a.warmup = args.int_value();
     else if (flag == "--seed") a.seed = uint64_t(args.int_value());
@@ -388,14 +398,19 @@ ops::PagedProblem problem_for(const DecodeArgs& a, const DecodeShape& s, const r
 DecodeRun run_winnow(const DecodeArgs& a, const ops::PagedTopkOp& op, const DecodeInputs& in,
                      const DecodeShape& s, const std::vector<rt::DeviceBuffer>& tables,
                      int64_t max_blocks, const rt::DeviceBuffer& lens, int device,
-                     rt::DeviceBuffer& ws, CUstream capture_stream) {
+                     rt::DeviceBuffer& ws, CUstream capture_stream,
+                     const std::vector<rt::DeviceBuffer>* hints = nullptr) {
   const int64_t rows = s.batch() * a.next_n;
   rt::DeviceBuffer idx(size_t(rows) * a.k * 4);
   const ops::TensorView out = on_device(ops::contiguous_view(idx.data(), DType::I32, {rows, a.k}),
                                         device);
   std::vector<ops::PagedInputs> inputs;
-  for (const rt::DeviceBuffer& t : tables)
-    inputs.push_back(paged_inputs(in, s, a.next_n, t, max_blocks, lens, device));
+  for (size_t i = 0; i < tables.size(); ++i) {
+    inputs.push_back(paged_inputs(in, s, a.next_n, tables[i], max_blocks, lens, device));
+    if (hints)
+      inputs.back().hint =
+          on_device(ops::contiguous_view((*hints)[i].data(), DType::I32, {rows, a.k}), device);
+  }
   DecodeRun r;
   r.workspace = op.workspace_bytes();
   op.execute(inputs[0], out, ws.data(), ws.size(), nullptr);
@@ -408,7 +423,7 @@ DecodeRun run_winnow(const DecodeArgs& a, const ops::PagedTopkOp& op, const Deco
         [&](CUstream st) {
           op.execute(inputs[next++ % inputs.size()], out, ws.data(), ws.size(), st);
         },
-        a.warmup, a.repeats, "dsa-decode " + s.label);
+        a.warmup, a.repeats, std::string(hints ? "dsa-decode hint " : "dsa-decode ") + s.label);
   } else {  // captured once on a stream of its own, replayed on the timing stream
     CUgraph graph = nullptr;
     CUgraphExec exec = nullptr;
@@ -417,7 +432,8 @@ DecodeRun run_winnow(const DecodeArgs& a, const ops::PagedTopkOp& op, const Deco
     rt::check(cu.cuStreamEndCapture(capture_stream, &graph), "end capture");
     rt::check(cu.cuGraphInstantiate(&exec, graph, 0), "graph instantiate");
     r.t = time_launches([&](CUstream st) { rt::check(cu.cuGraphLaunch(exec, st), "graph launch"); },
-                        a.warmup, a.repeats, "dsa-decode graph " + s.label);
+                        a.warmup, a.repeats,
+                        std::string(hints ? "dsa-decode hint graph " : "dsa-decode graph ") + s.label);
     cu.cuGraphExecDestroy(exec);
     cu.cuGraphDestroy(graph);
   }
@@ -427,6 +443,34 @@ DecodeRun run_winnow(const DecodeArgs& a, const ops::PagedTopkOp& op, const Deco
   r.fallbacks = counters[0];
   r.bad_windows = counters[1];
   return r;
+}
+
+// The hints of a decode step, one for each block table rotation: the op's output on the same
+// keys (that rotation's) for the previous step's queries, q with 1/16 of its bytes replaced
+// by other bytes of q.
+std::vector<rt::DeviceBuffer> make_hints(const DecodeArgs& a, const ops::PagedTopkOp& op,
+                                         const DecodeInputs& in, const DecodeShape& s,
+                                         const std::vector<rt::DeviceBuffer>& tables,
+                                         int64_t max_blocks, const rt::DeviceBuffer& lens,
+                                         int device, rt::DeviceBuffer& ws) {
+  const int64_t rows = s.batch() * a.next_n;
+  std::vector<uint8_t> q(size_t(rows) * 64 * kPageDim);
+  rt::check(rt::driver().cuMemcpyDtoH(q.data(), in.q.ptr(), q.size()), "cuMemcpyDtoH (q)");
+  std::mt19937_64 rng(a.seed * 7 + uint64_t(s.batch()));
+  std::uniform_int_distribution<size_t> any(0, q.size() - 1);
+  for (size_t i = 0; i < q.size() / 16; ++i) q[any(rng)] = q[any(rng)];
+  rt::DeviceBuffer previous_q(q.size());
+  previous_q.upload(q.data(), q.size());
+  std::vector<rt::DeviceBuffer> hints;
+  for (const rt::DeviceBuffer& t : tables) {
+    ops::PagedInputs p = paged_inputs(in, s, a.next_n, t, max_blocks, lens, device);
+    p.q.data = previous_q.data();
+    rt::DeviceBuffer& h = hints.emplace_back(size_t(rows) * a.k * 4);
+    op.execute(p, on_device(ops::contiguous_view(h.data(), DType::I32, {rows, a.k}), device),
+               ws.data(), ws.size(), nullptr);
+  }
+  rt::check(rt::driver().cuCtxSynchronize(), "cuCtxSynchronize");
+  return hints;
 }
 
 // The score-only kernel over max_len contiguous keys shared by the requests, writing the
@@ -614,6 +658,30 @@ int bench_decode_main(int argc, char** argv) {
     }
     lines.push_back(record(a, meta, s, impl, r.t, floor_ms, bytes, extra, fields));
     table.push_back({s.label, impl, r.t.median, r.t.median / floor_ms, c.exact()});
+    if (a.hint) {
+      const std::vector<rt::DeviceBuffer> hints =
+          make_hints(a, *op, in, s, tables, max_blocks, lens, device, ws);
+      const DecodeRun h = run_winnow(a, *op, in, s, tables, max_blocks, lens, device, ws,
+                                     capture_stream, &hints);
+      const CheckResult hc = check_rows(a, p, in, s, first_table, max_blocks, h.indices);
+      all_exact = all_exact && hc.exact().value_or(true);
+      const std::string hint_impl = std::string(op->stream() ? "winnow-stream-hint" : "winnow-hint") +
+                                    (s.graph ? "-graph" : "");
+      lines.push_back(record(
+          a, meta, s, hint_impl.c_str(), h.t, floor_ms, bytes, extra,
+          fmt::format(", \"exact\": {}, \"fallbacks\": {}, \"bad_windows\": {}, "
+                      "\"checked_rows\": {}, \"rows_differing\": {}, \"rows_malformed\": {}, "
+                      "\"workspace_bytes\": {}, \"rotations\": {}, \"outputs\": \"indices\", "
+                      "\"hint\": \"the previous call on 1/16 of q changed\", "
+                      "\"no_hint_ms\": {:.4f}, \"ratio_to_no_hint\": {:.4f}, \"path\": \"{}\"",
+                      json_bool(hc.exact()), h.fallbacks, h.bad_windows, hc.rows_checked,
+                      hc.rows_differing, hc.rows_malformed, h.workspace, rotations, r.t.median,
+                      h.t.median / r.t.median, op->stream() ? "stream" : "gather")));
+      table.push_back({s.label, hint_impl, h.t.median, h.t.median / floor_ms, hc.exact()});
+      fmt::print(stderr, "{}: with the hint {:.4f} ms, without {:.4f} ms: ratio {:.3f}, {} "
+                         "fallback rows\n",
+                 s.label, h.t.median, r.t.median, h.t.median / r.t.median, h.fallbacks);
+    }
     const size_t logits = size_t(rows) * size_t(s.max_len()) * 4;
     const std::string shared =
         ", \"exact\": null, \"fallbacks\": 0, \"keys\": \"shared: max_len contiguous keys read "

@@ -59,10 +59,15 @@ GeneratedKernel emit_paged_stream(const ir::Expr& score, const PagedStreamConfig
       "{}(const winnow::PagedStreamParams p) {{\n"
       "  extern __shared__ __align__(1024) unsigned char smem[];\n"
       "  winnow::paged_stream_select<WinnowPagedConfig>(p, smem);\n"
+      "}}\n\n"
+      "extern \"C\" __global__ void __launch_bounds__(winnow::kPagedHintThreads, 1)\n"
+      "{}(const winnow::PagedStreamParams p) {{\n"
+      "  extern __shared__ __align__(1024) unsigned char smem[];  // swizzled wgmma tiles\n"
+      "  winnow::paged_stream_hint<WinnowPagedConfig, WinnowScore>(p, smem);\n"
       "}}\n",
       c.stages, c.next_n, c.k, c.sorted, c.uses_w, c.uses_kscale, emit_score_functor(score, 64),
       kPagedPrepareEntry, kPagedStreamCtasPerSm, kPagedStreamEntry, kPagedThresholdEntry,
-      kPagedSelectEntry);
+      kPagedSelectEntry, kPagedHintEntry);
   g.headers = template_headers();
   return g;
 }

@@ -11,13 +11,14 @@ inline constexpr const char* kPagedGatherEntry = "winnow_paged_gather";
 // `entry` of the result names the gather kernel.
 GeneratedKernel emit_paged_gather();
 
-// The stream path (WINNOW_PAGED_STREAM=1, templates/paged/paged_stream_kernels.cuh): four entry
-// points (prepare, page stream, threshold, select) reading one config and the score
+// The stream path (WINNOW_PAGED_STREAM=1, templates/paged/paged_stream_kernels.cuh): five entry
+// points (prepare, page stream, threshold, hint, select) reading one config and the score
 // functor printed from the IR (a head-sum program over 64 heads).
 inline constexpr const char* kPagedPrepareEntry = "winnow_paged_prepare";
 inline constexpr const char* kPagedStreamEntry = "winnow_paged_stream";
 inline constexpr const char* kPagedThresholdEntry = "winnow_paged_threshold";
 inline constexpr const char* kPagedSelectEntry = "winnow_paged_select";
+inline constexpr const char* kPagedHintEntry = "winnow_paged_hint";
 
 // The stream kernel's CTAs an SM: its launch bounds (112 registers) and the op's grid.
 inline constexpr int kPagedStreamCtasPerSm = 2;

@@ -90,12 +90,30 @@ winnowStatus_t winnowPagedPlanDestroy(winnowPagedPlan_t plan) {
   });
 }
 
+void winnowPagedCallOptionsInit(winnowPagedCallOptions_t* o) {
+  if (o == nullptr) return;
+  *o = winnowPagedCallOptions_t{};
+  o->struct_size = sizeof(winnowPagedCallOptions_t);
+  o->version = WINNOW_PAGED_CALL_OPTIONS_VERSION;
+}
+
 winnowStatus_t winnowPagedTopk(winnowPagedPlan_t plan, const winnowTensor_t* q,
                                const winnowTensor_t* cache, const winnowTensor_t* block_table,
                                const winnowTensor_t* context_lens,
                                const winnowTensor_t* weights,
                                const winnowTensor_t* out_indices, void* workspace,
                                size_t workspace_bytes, CUstream stream) {
+  return winnowPagedTopkEx(plan, q, cache, block_table, context_lens, weights, out_indices,
+                           workspace, workspace_bytes, stream, nullptr);
+}
+
+winnowStatus_t winnowPagedTopkEx(winnowPagedPlan_t plan, const winnowTensor_t* q,
+                                 const winnowTensor_t* cache, const winnowTensor_t* block_table,
+                                 const winnowTensor_t* context_lens,
+                                 const winnowTensor_t* weights,
+                                 const winnowTensor_t* out_indices, void* workspace,
+                                 size_t workspace_bytes, CUstream stream,
+                                 const winnowPagedCallOptions_t* options) {
   return guarded([&] {
     require_non_null(plan, "plan");
     for (auto [t, name] : {std::pair{q, "q"}, {cache, "cache"}, {block_table, "block_table"},
@@ -107,6 +125,11 @@ winnowStatus_t winnowPagedTopk(winnowPagedPlan_t plan, const winnowTensor_t* q,
     in.block_table = to_view(*block_table, "block_table");
     in.context_lens = to_view(*context_lens, "context_lens");
     if (weights) in.weights = to_view(*weights, "weights");
+    if (options) {
+      check_version(options->struct_size, sizeof(winnowPagedCallOptions_t), options->version,
+                    WINNOW_PAGED_CALL_OPTIONS_VERSION, "winnowPagedCallOptionsInit", "options");
+      if (options->hint) in.hint = to_view(*options->hint, "hint");
+    }
     plan->op->execute(in, to_view(*out_indices, "out_indices"), workspace, workspace_bytes,
                       stream);
   });

@@ -123,10 +123,15 @@ winnow::PagedStreamParams paged_stream_params(const PagedProblem& p, const Paged
   a.page_offset = reinterpret_cast<int*>(base + ws.page_offset);
   a.stream_ctas = stream_ctas;
   a.bad = reinterpret_cast<unsigned*>(base + ws.bad);
+  a.cache = static_cast<const unsigned char*>(in.cache.data);
+  if (in.hint.present()) {
+    a.hint = static_cast<const int*>(in.hint.data);
+    a.hint_stride = in.hint.strides[0];
+  }
   return a;
 }
 
-std::vector<PagedStreamStep> paged_stream_steps(const PagedProblem& p) {
+std::vector<PagedStreamStep> paged_stream_steps(const PagedProblem& p, bool hint) {
   using S = PagedStreamStep;
   const int64_t max_keys = int64_t(p.max_blocks_per_seq) * winnow::kPageKeys;
   // Every window fits in k, unsorted: each row is its window's positions (round 0's select).
@@ -134,7 +139,9 @@ std::vector<PagedStreamStep> paged_stream_steps(const PagedProblem& p) {
   // Every window fits the list: threshold 0 (the prepare kernel's) keeps all its keys, round
   // 0 answers every row (count <= capacity, count >= need), no sample, no fallback round.
   if (max_keys <= winnow::knn_capacity(p.k)) return {S{S::Prepare}, S{S::Stream}, S{S::Select}};
-  std::vector<S> steps = {S{S::Prepare}, S{S::Stream, true}, S{S::Threshold}};
+  // The first thresholds: from the sample, or from the hint's keys.
+  std::vector<S> steps = hint ? std::vector<S>{S{S::Prepare}, S{S::Hint}}
+                              : std::vector<S>{S{S::Prepare}, S{S::Stream, true}, S{S::Threshold}};
   for (int round = 0; round <= winnow::kKnnRadixRounds; ++round) {
     steps.push_back(S{S::Stream, false, round});
     steps.push_back(S{S::Select, false, round});
@@ -151,10 +158,11 @@ struct PagedStream::Impl {
   const rt::Context* ctx = nullptr;
   codegen::GeneratedKernel generated;
   CompiledModule module;
-  std::shared_ptr<const rt::LoadedKernel> prepare, stream, threshold, select;
+  std::shared_ptr<const rt::LoadedKernel> prepare, stream, threshold, hint, select;
   int capacity = 0, grid = 0;
   long stream_smem = 0, select_smem = 0, select_stage = 0;
-  std::vector<PagedStreamStep> steps;  // paged_stream_steps(problem)
+  // paged_stream_steps(problem), without and with a hint
+  std::vector<PagedStreamStep> steps, hinted_steps;
 };
 
 PagedStream::PagedStream(const PagedProblem& p, const rt::Context* ctx)
@@ -165,6 +173,7 @@ PagedStream::PagedStream(const PagedProblem& p, const rt::Context* ctx)
   m.ctx = ctx;
   m.capacity = winnow::knn_capacity(p.k);
   m.steps = paged_stream_steps(p);
+  m.hinted_steps = paged_stream_steps(p, true);
   const ir::Expr score = p.score ? p.score : ir::relu_mh(true);
   const ir::Uses u = ir::uses(score);
   codegen::PagedStreamConfig c;
@@ -179,10 +188,11 @@ PagedStream::PagedStream(const PagedProblem& p, const rt::Context* ctx)
   const long smem_limit = ctx ? ctx->info().max_smem_optin : kDefaultSmemLimit;
   m.select_stage = winnow::knn_select_stage_bytes(p.k, smem_limit);
   m.select_smem = winnow::knn_select_smem_bytes(p.k) + m.select_stage;
-  if (m.stream_smem > smem_limit || m.select_smem > smem_limit)
-    throw NotSupported(fmt::format("the paged stream path needs {} / {} bytes of shared memory, "
-                                   "above the device's {}",
-                                   m.stream_smem, m.select_smem, smem_limit));
+  const long hint_smem = winnow::PagedHintSmem::bytes();
+  if (m.stream_smem > smem_limit || m.select_smem > smem_limit || hint_smem > smem_limit)
+    throw NotSupported(fmt::format("the paged stream path needs {} / {} / {} bytes of shared "
+                                   "memory, above the device's {}",
+                                   m.stream_smem, m.select_smem, hint_smem, smem_limit));
 }
 
 PagedStream::~PagedStream() = default;
@@ -197,7 +207,7 @@ bool PagedStream::built() const { return !impl_->module.cubin.empty(); }
 void PagedStream::build(rt::CubinCache& cache, const backend::Backend& be) {
   Impl& m = *impl_;
   const std::string program = fmt::format(
-      "{}\npaged stream v1 next_n={} k={} sorted={} stages={}",
+      "{}\npaged stream v2 next_n={} k={} sorted={} stages={}",
       ir::print(m.problem.score ? m.problem.score : ir::relu_mh(true)), m.problem.next_n,
       m.problem.k, m.problem.sorted, kStreamStages);
   m.module = compile_cached(cache, be, compile_request(), "winnow_paged_stream", program,
@@ -207,6 +217,8 @@ void PagedStream::build(rt::CubinCache& cache, const backend::Backend& be) {
   m.stream = load_entry(*m.ctx, m.module, codegen::kPagedStreamEntry, int(m.stream_smem));
   m.threshold = load_entry(*m.ctx, m.module, codegen::kPagedThresholdEntry, int(m.select_smem));
   m.select = load_entry(*m.ctx, m.module, codegen::kPagedSelectEntry, int(m.select_smem));
+  m.hint = load_entry(*m.ctx, m.module, codegen::kPagedHintEntry,
+                      int(winnow::PagedHintSmem::bytes()));
   const int per_sm = m.stream->max_blocks_per_sm(winnow::kPagedStreamThreads);
   if (per_sm < 1)
     throw NotSupported(fmt::format("the paged stream kernel cannot run on this device ({} bytes "
@@ -226,10 +238,10 @@ std::string PagedStream::launch_info() const {
   if (!m.stream) return "not loaded";
   return fmt::format("paged stream: {} CTAs x {} threads, {} registers, {} bytes of shared "
                      "memory, {} stages of {} pages, capacity {}, {} "
-                     "launches a call",
+                     "launches a call ({} with a hint)",
                      m.grid, winnow::kPagedStreamThreads, m.stream->num_registers(),
                      m.stream_smem, kStreamStages, 2 * winnow::kPagedWgPages, m.capacity,
-                     m.steps.size());
+                     m.steps.size(), m.hinted_steps.size());
 }
 
 void PagedStream::execute(const PagedInputs& in, int64_t B, const TensorView& out_indices,
@@ -282,7 +294,7 @@ void PagedStream::execute(const PagedInputs& in, int64_t B, const TensorView& ou
     kernel.launch(grid, 1, threads, stream, av, after_own);
     after_own = true;
   };
-  for (const PagedStreamStep& s : m.steps) {
+  for (const PagedStreamStep& s : in.hint.present() ? m.hinted_steps : m.steps) {
     k.sample_pass = s.sample ? 1 : 0;
     k.round = s.round;
     switch (s.kernel) {
@@ -291,6 +303,7 @@ void PagedStream::execute(const PagedInputs& in, int64_t B, const TensorView& ou
         launch(*m.stream, unsigned(m.grid), winnow::kPagedStreamThreads, stream_args);
         break;
       case PagedStreamStep::Threshold: launch(*m.threshold, rows, winnow::kKnnSelectThreads, args); break;
+      case PagedStreamStep::Hint: launch(*m.hint, rows, winnow::kPagedHintThreads, args); break;
       case PagedStreamStep::Select: launch(*m.select, rows, winnow::kKnnSelectThreads, args); break;
     }
   }

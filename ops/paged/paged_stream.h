@@ -9,7 +9,9 @@
 // stream and a select (a round with nothing to rerun ends at once). A plan whose longest
 // window fits the candidate list needs no sample and no fallback round (prepare, stream,
 // select), and one whose longest window fits in k unsorted scores nothing (prepare,
-// select): the plan's maximum length decides, never the call's lengths.
+// select): the plan's maximum length decides, never the call's lengths. A call with a hint
+// (PagedInputs::hint) launches the hint kernel in place of the sample pass and the
+// thresholds (templates/paged/paged_stream_hint.cuh); the smaller lists take no hint.
 #pragma once
 #include <cuda.h>
 
@@ -45,13 +47,13 @@ winnow::PagedStreamParams paged_stream_params(const PagedProblem& p, const Paged
 
 // One launch of a call: which kernel, and the sample pass / round it runs.
 struct PagedStreamStep {
-  enum Kernel { Prepare, Stream, Threshold, Select } kernel;
+  enum Kernel { Prepare, Stream, Threshold, Hint, Select } kernel;
   bool sample = false;  // Stream: the sample pass
   int round = 0;        // Stream (not the sample pass) and Select: knn.round
 };
-// The launches of every call of plan p, in order (the op's execute and the CPU emulation
-// run the same list).
-std::vector<PagedStreamStep> paged_stream_steps(const PagedProblem& p);
+// The launches of every call of plan p, with or without a hint, in order (the op's execute
+// and the CPU emulation run the same list).
+std::vector<PagedStreamStep> paged_stream_steps(const PagedProblem& p, bool hint = false);
 size_t paged_stream_workspace_bytes(const PagedProblem& p);
 
 class PagedStream {

@@ -57,6 +57,12 @@ struct PagedProblem {
 
 struct PagedInputs {
   TensorView q, cache, block_table, context_lens, weights;
+  // Optional: the previous step's selection, int32 [B * next_n, k] token positions (-1
+  // padded), e.g. the last call's out_indices, which it may be. The stream path scores its
+  // keys first and filters from their k-th best (templates/paged/paged_stream_hint.cuh),
+  // without the sample pass; the answer is exact whatever it holds. The gathered path
+  // validates it and reads nothing of it.
+  TensorView hint;
 };
 
 // The fused top-k problem the op runs over the packed keys (ranges windows, relative

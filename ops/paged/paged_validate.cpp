@@ -3,6 +3,8 @@
 // there on the views execute builds.
 #include <fmt/format.h>
 
+#include <utility>
+
 #include "ops/common/tensor_rules.h"
 #include "ops/common/validate.h"
 #include "ops/paged/paged_topk.h"
@@ -85,12 +87,16 @@ int64_t validate_paged_call(const PagedProblem& p, int device, const PagedInputs
   l.dim(0, B, "B");
   if (!out_indices || !out_indices->present())
     fail(fmt::format("out_indices missing: int32 [B * next_n, k] = [{}, {}]", B * p.next_n, p.k));
-  TensorRules o("out_indices", *out_indices);
-  o.basics(DType::I32, device, 2, "[B * next_n, k]");
-  o.dim(0, B * p.next_n, "B * next_n");
-  o.dim(1, p.k, "k");
-  o.stride(1, 1, "elements of a row must be contiguous");
-  o.min_stride(0, p.k, "k");
+  // The output and the hint: rows of k positions.
+  for (auto [name, t] : {std::pair{"out_indices", out_indices}, {"hint", &in.hint}}) {
+    if (!t->present()) continue;  // the hint is optional
+    TensorRules r(name, *t);
+    r.basics(DType::I32, device, 2, "[B * next_n, k]");
+    r.dim(0, B * p.next_n, "B * next_n");
+    r.dim(1, p.k, "k");
+    r.stride(1, 1, "elements of a row must be contiguous");
+    r.min_stride(0, p.k, "k");
+  }
   return B;
 }
 

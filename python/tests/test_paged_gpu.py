@@ -119,6 +119,41 @@ def test_c_checks_past_the_device_check(plans):
         winnow.paged_indexer_topk(tiny, q, cache, table, lens, w)
 
 
+def test_a_hint_gives_the_reference_whatever_it_holds(ctx):
+    """The previous step's selection as the hint (PagedPlan.execute's hint): the same
+    positions with an exact, a stale, an all -1, a random and an in-place hint. k = 256 over
+    128 pages: windows above the list, where the hint replaces the sample."""
+    plan = ctx.paged_plan(heads=H, k=256, next_n=2, max_batch=4, max_blocks_per_seq=128)
+    cpu = data.paged_inputs([8000, 5000, 100, 0], next_n=2, H=H, max_blocks=128, levels=2,
+                            seed=11)
+    args = op_order(*on_gpu(*cpu))
+    expected = want(cpu, plan)
+    out = winnow.paged_indexer_topk(plan, *args)
+    assert torch.equal(out.cpu(), expected)
+    g = torch.Generator().manual_seed(12)
+    hints = [out.clone(), out.flip(0).contiguous(), torch.full_like(out, -1),
+             torch.randint(-5, 9000, tuple(out.shape), generator=g,
+                           dtype=torch.int32).cuda()]
+    for hint in hints:
+        assert torch.equal(winnow.paged_indexer_topk(plan, *args, hint=hint).cpu(), expected)
+    winnow.paged_indexer_topk(plan, *args, out=out, hint=out)
+    assert torch.equal(out.cpu(), expected)
+    assert torch.equal(torch.ops.winnow.paged_indexer_topk(plan.id, *args, out).cpu(), expected)
+
+
+def test_a_bad_hint_is_refused_with_the_c_message(plans):
+    q, cache, w, lens, table = on_gpu(*data.paged_inputs([100, 200], H=H, max_blocks=BLOCKS))
+    plan = plans(2048, 1)
+    good = torch.full((2, 2048), -1, dtype=torch.int32, device="cuda")
+    cases = [(good.float(), "hint: dtype is fp32, expected int32"),
+             (good[:, :1024], "hint: shape"), (good[:1], "hint: shape"),
+             (good.t().contiguous().t(), "hint: strides"),
+             (good.reshape(-1), "hint: ndim is 1")]
+    for hint, message in cases:
+        with pytest.raises(winnow.InvalidArgument, match=message):
+            winnow.paged_indexer_topk(plan, q, cache, table, lens, w, hint=hint)
+
+
 def test_cuda_graph_replay_with_other_lengths_equals_eager(plans):
     """Captured once at MAX_BATCH requests with long lengths, replayed with other lengths,
     block tables and queries: the grid must not depend on the lengths."""

@@ -83,6 +83,11 @@ class PagedDesc(ctypes.Structure):
                 ("key_splits", ctypes.c_int32), ("arch", ctypes.c_char_p)]
 
 
+class PagedCallOptions(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("version", ctypes.c_uint32),
+                ("hint", ctypes.c_void_p)]
+
+
 class BlockRule(ctypes.Structure):
     _fields_ = [("alpha", ctypes.c_float), ("sink_blocks", ctypes.c_int32),
                 ("local_blocks", ctypes.c_int32), ("last_blocks", ctypes.c_int32),
@@ -157,6 +162,8 @@ _PROTOTYPES = {
     "winnowPagedPlanGetCounterOffset": (_STATUS, [_P, _P]),
     "winnowPagedPlanDestroy": (_STATUS, [_P]),
     "winnowPagedTopk": (_STATUS, [_P, _P, _P, _P, _P, _P, _P, _P, ctypes.c_size_t, _P]),
+    "winnowPagedCallOptionsInit": (None, [_P]),
+    "winnowPagedTopkEx": (_STATUS, [_P, _P, _P, _P, _P, _P, _P, _P, ctypes.c_size_t, _P, _P]),
     # Sharded top-k.
     "winnowPlanSetShard": (_STATUS, [_P, ctypes.c_int64, ctypes.c_int64]),
     "winnowMergeDescInit": (None, [_P]),

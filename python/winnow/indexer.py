@@ -63,14 +63,19 @@ class DecodeIndexer:
                               max_batch=max_batch, max_blocks_per_seq=max_blocks_per_seq,
                               max_total_keys=max_total_keys, arch=arch)
 
-    def __call__(self, q, kv_cache, weights, context_lens, block_table, out):
+    def __call__(self, q, kv_cache, weights, context_lens, block_table, out, hint=None):
         """Writes rows [0, B * next_n) of out (int32 [>= B * next_n, >= topk], rows
         contiguous; the rest is left alone) through torch.ops.winnow.paged_indexer_topk_out,
         on the current stream: token positions in [0, visible), -1 padded. q fp8
         [B, next_n, H, 128], kv_cache uint8 [num_blocks, 64, 1, 132], weights fp32
         [B * next_n, H], context_lens int32 [B] or [B, next_n], block_table int32
-        [B, >= max_blocks_per_seq]. Returns out."""
+        [B, >= max_blocks_per_seq]. hint: None, or the previous step's selection in the same
+        form as out (out itself: its rows as the last call left them); exact whatever its
+        rows hold. Returns out."""
+        rows = q.shape[0] * self.next_n
+        view = rows_view(out, rows, self.topk)
+        if hint is not None:
+            hint = view if hint is out else rows_view(hint, rows, self.topk)
         torch.ops.winnow.paged_indexer_topk_out(
-            self.plan.id, q, kv_cache, block_table, context_lens, weights,
-            out=rows_view(out, q.shape[0] * self.next_n, self.topk))
+            self.plan.id, q, kv_cache, block_table, context_lens, weights, hint, out=view)
         return out

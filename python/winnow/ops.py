@@ -9,7 +9,7 @@ implementations for torch.compile:
   torch.ops.winnow.block_select(plan, q, k, alpha, sink_blocks, local_blocks, last_blocks,
                                 min_blocks) -> (int32 offsets, int32 indices)
   torch.ops.winnow.block_attention(plan, q, k, v, offsets, indices) -> bf16 [L, heads, d]
-  torch.ops.winnow.paged_indexer_topk(plan, q, cache, block_table, context_lens, weights)
+  torch.ops.winnow.paged_indexer_topk(plan, q, cache, block_table, context_lens, weights, hint)
                                 -> int32 [B * next_n, k]      (decode, the paged key cache)
   torch.ops.winnow.paged_indexer_topk_out(..., out) -> ()  (into the caller's buffer)
 
@@ -33,7 +33,8 @@ from .plan import TopkPlan
 _lib = torch.library.Library("winnow", "DEF")
 _TOPK_INPUTS = ("Tensor q, Tensor k, Tensor? weights=None, Tensor? key_scale=None, "
                 "Tensor? window_start=None, Tensor? window_end=None, Tensor? sample_hint=None")
-_PAGED_INPUTS = "Tensor q, Tensor cache, Tensor block_table, Tensor context_lens, Tensor? weights=None"
+_PAGED_INPUTS = ("Tensor q, Tensor cache, Tensor block_table, Tensor context_lens, "
+                 "Tensor? weights=None, Tensor? hint=None")
 _SCHEMAS = {
     "indexer_topk": f"indexer_topk(int plan, {_TOPK_INPUTS}) -> Tensor",
     "indexer_topk_out": f"indexer_topk_out(int plan, {_TOPK_INPUTS}, *, Tensor(a!) out) -> ()",
@@ -112,16 +113,17 @@ def _stream_topk(plan, q, k, weights=None, key_scale=None, chunk_rows=0, sample_
     return out
 
 
-def _paged_indexer_topk(plan, q, cache, block_table, context_lens, weights=None):
+def _paged_indexer_topk(plan, q, cache, block_table, context_lens, weights=None, hint=None):
     p = _registry.get(plan, PagedPlan)
     out = _paged_indices_like(p, q)
-    p.execute(q, cache, block_table, context_lens, weights, out=out)
+    p.execute(q, cache, block_table, context_lens, weights, out=out, hint=hint)
     return out
 
 
-def _paged_indexer_topk_out(plan, q, cache, block_table, context_lens, weights=None, *, out):
+def _paged_indexer_topk_out(plan, q, cache, block_table, context_lens, weights=None, hint=None,
+                            *, out):
     _registry.get(plan, PagedPlan).execute(q, cache, block_table, context_lens, weights,
-                                           out=out)
+                                           out=out, hint=hint)
 
 
 def _block_select(plan, q, k, alpha=None, sink_blocks=None, local_blocks=None,
@@ -170,12 +172,13 @@ def _block_attention_fake(plan, q, k, v, offsets, indices):
     return torch.empty_like(q)
 
 
-def _paged_indexer_topk_fake(plan, q, cache, block_table, context_lens, weights=None):
+def _paged_indexer_topk_fake(plan, q, cache, block_table, context_lens, weights=None,
+                             hint=None):
     return _paged_indices_like(_registry.get(plan, PagedPlan), q)
 
 
-def _paged_indexer_topk_out_fake(plan, q, cache, block_table, context_lens, weights=None, *,
-                                 out):
+def _paged_indexer_topk_out_fake(plan, q, cache, block_table, context_lens, weights=None,
+                                 hint=None, *, out):
     p = _registry.get(plan, PagedPlan)
     _check_out(out, p.rows(q), p.k, "[B * next_n, k]")
 
@@ -259,13 +262,16 @@ def block_attention(plan, q, k, v, offsets, indices):
     return torch.ops.winnow.block_attention(plan.id, q, k, v, offsets, indices)
 
 
-def paged_indexer_topk(plan, q, cache, block_table, context_lens, weights=None, out=None):
+def paged_indexer_topk(plan, q, cache, block_table, context_lens, weights=None, out=None,
+                       hint=None):
     """Decode: int32 [B * next_n, k] token positions (into `out` when given), -1 padded, of
-    a built PagedPlan over the paged fp8 key cache (PagedPlan.execute gives the formats)."""
+    a built PagedPlan over the paged fp8 key cache (PagedPlan.execute gives the formats).
+    hint: optional int32 [B * next_n, k], the previous step's selection (`out` itself will
+    do): the filter starts from its keys' k-th best; exact whatever it holds."""
     try:
         if out is None:
-            return _paged_op(plan.id, q, cache, block_table, context_lens, weights)
-        _paged_out_op(plan.id, q, cache, block_table, context_lens, weights, out=out)
+            return _paged_op(plan.id, q, cache, block_table, context_lens, weights, hint)
+        _paged_out_op(plan.id, q, cache, block_table, context_lens, weights, hint, out=out)
     except RuntimeError as e:
         _raise_as_python_path(e)
     return out

@@ -8,7 +8,7 @@ import ctypes
 from . import _capi
 from ._plan_handle import PlanHandle
 
-_Q, _CACHE, _TABLE, _LENS, _WEIGHTS, _OUT = range(6)
+_Q, _CACHE, _TABLE, _LENS, _WEIGHTS, _OUT, _HINT = range(7)
 
 
 class PagedPlan(PlanHandle):
@@ -43,18 +43,24 @@ class PagedPlan(PlanHandle):
         self.desc = desc
         self.heads, self.k, self.next_n, self.max_batch = heads, k, next_n, max_batch
         self.max_blocks_per_seq = max_blocks_per_seq
-        self._create(context, _capi.lib.winnowPagedPlanCreate, desc, 6, build, workspace)
+        self._options = _capi.PagedCallOptions()
+        _capi.lib.winnowPagedCallOptionsInit(ctypes.byref(self._options))
+        self._create(context, _capi.lib.winnowPagedPlanCreate, desc, 7, build, workspace)
 
     def rows(self, q):
         """Output rows of a call with these queries: B * next_n."""
         return q.shape[0] * self.next_n
 
-    def execute(self, q, cache, block_table, context_lens, weights=None, *, out, stream=None):
-        """winnowPagedTopk into the caller's out (int32 [B * next_n, k], rows contiguous; a
+    def execute(self, q, cache, block_table, context_lens, weights=None, *, out, hint=None,
+                stream=None):
+        """winnowPagedTopkEx into the caller's out (int32 [B * next_n, k], rows contiguous; a
         strided view of an engine's larger buffer will do). q fp8 (float8_e4m3fn or its
         uint8 bytes) [B, next_n, heads, 128]; cache uint8 [num_blocks, 64, 1, 132];
         block_table int32 [B, >= max_blocks_per_seq]; context_lens int32 [B] or
-        [B, next_n]; weights fp32 [B * next_n, heads]."""
+        [B, next_n]; weights fp32 [B * next_n, heads]. hint: optional int32
+        [B * next_n, k], the previous step's selection (its output; `out` itself will do):
+        the stream path filters from its keys' k-th best instead of sampling; exact
+        whatever it holds (winnowPagedCallOptions_t.hint)."""
         s = self._slots
         s.set(_Q, q, "q")
         s.set(_CACHE, cache, "cache", raw_bytes=True)
@@ -62,6 +68,18 @@ class PagedPlan(PlanHandle):
         s.set(_LENS, context_lens, "context_lens")
         s.set(_WEIGHTS, weights, "weights")
         s.set(_OUT, out, "out_indices")
-        self._launch(_capi.lib.winnowPagedTopk, s.at(_Q), s.at(_CACHE), s.at(_TABLE),
+        options = None
+        if hint is not None:
+            s.set(_HINT, hint, "hint")
+            self._options.hint = s.at(_HINT)
+            options = ctypes.addressof(self._options)
+        self._launch(self._topk_ex(options), s.at(_Q), s.at(_CACHE), s.at(_TABLE),
                      s.at(_LENS), s.at(_WEIGHTS) if weights is not None else None, s.at(_OUT),
                      stream=stream)
+
+    @staticmethod
+    def _topk_ex(options):
+        """winnowPagedTopkEx with `options` last, in _launch's argument order."""
+        def call(handle, *args):
+            return _capi.lib.winnowPagedTopkEx(handle, *args, options)
+        return call

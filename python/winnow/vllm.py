@@ -75,13 +75,16 @@ def decode_blocks_per_seq(max_model_len, block_table):
 
 
 def fp8_paged_mqa_topk_indices(q, kv_cache, weights, context_lens, block_tables, max_model_len,
-                               topk_indices):
+                               topk_indices, *, previous_as_hint=True):
     """The paged slot beside fp8_mqa_topk_indices, in fp8_paged_mqa_logits' argument order
     without its schedule metadata and clean_logits (check the current vLLM
     source before relying on the order): writes topk_indices[:B * next_n, :topk] (topk =
     its width) with token positions, -1 padded, and returns True; or returns False (the
     caller falls back) when no indexer of this shape and batch was built before a CUDA-graph
-    capture (building compiles, which a capture must not do)."""
+    capture (building compiles, which a capture must not do). previous_as_hint: the rows
+    of topk_indices as the previous step left them are the call's hint (a request that
+    kept its row gives its last selection; any other content costs time, never
+    exactness)."""
     device = q.get_device()
     B, next_n, heads = q.shape[0], q.shape[1], q.shape[2]
     blocks = decode_blocks_per_seq(max_model_len, block_tables)
@@ -90,5 +93,5 @@ def fp8_paged_mqa_topk_indices(q, kv_cache, weights, context_lens, block_tables,
         return False
     decode_indexer(heads, topk_indices.shape[1], next_n, batch=B, max_blocks_per_seq=blocks,
                    device=device)(q, kv_cache, weights, context_lens, block_tables,
-                                  topk_indices)
+                                  topk_indices, topk_indices if previous_as_hint else None)
     return True

@@ -25,6 +25,7 @@
 #include "knn/knn_params.cuh"
 #include "knn/knn_workspace.cuh"
 #include "ptx/mbarrier.cuh"
+#include "paged/paged_page_score.cuh"
 #include "paged/paged_stream_params.cuh"
 #include "select/rank_order.cuh"
 #include "common/scaled_index.cuh"
@@ -185,17 +186,8 @@ __device__ void paged_stream(const PagedStreamParams& ps, const TmaMap* cmap, un
   // threads, once every math warp is done with the previous request's (its MMAs waited).
   auto load_request = [&](int r) {
     named_barrier_sync<kPagedMathBarrier, 256>();
-    const unsigned char* qg = ps.q + (long long)r * ps.q_request_stride;
-    for (int i = tid; i < NN * H * 8; i += 256) {
-      const int j = i / (H * 8), h = (i / 8) % H, c = i % 8;
-      *reinterpret_cast<uint4*>(qs + j * H * kPageDim + swizzled_chunk<H>(h, c)) =
-          *reinterpret_cast<const uint4*>(qg + j * ps.q_query_stride + h * kPageDim + c * 16);
-    }
-    for (int i = tid; i < NN * H; i += 256) {
-      const int j = i / H, h = i % H;
-      const float w = C::kUsesW ? ps.w[(long long)(r * NN + j) * ps.w_row_stride + h] : 0.0f;
-      ws[i] = relus_by_add<C, S>() ? w * 0.5f : w;  // as the fused top-k kernel stores them
-    }
+    for (int j = 0; j < NN; ++j)
+      paged_load_query<C, S>(ps, r, j, qs + j * H * kPageDim, ws + j * H, tid, 256);
     if (tid < NN) {
       const int row = r * NN + tid;
       const bool filters = (ps.row_flags[row] & kPagedRowFilters) != 0;
@@ -263,81 +255,13 @@ __device__ void paged_stream(const PagedStreamParams& ps, const TmaMap* cmap, un
 #pragma unroll
     for (int j = 0; j < NN; ++j) score[j] = 0.0f;
     if (have > 0) {
-      bool loaded[WP];
-      u32 a_lo[WP];
-      float ks[WP][2];
-#pragma unroll
-      for (int i = 0; i < WP; ++i) {
-        loaded[i] = i < have && m.ok[wg * WP + i] != 0;
-        const unsigned char* half = ring + slot.stage * stage_bytes + (wg * WP + i) * kPagedPageSlot;
-        // Key i's scale: byte 4 i of rows 64, 65 of the box (swizzled like every row).
-        auto scale_of = [&](int key) {
-          const int row = kPageKeys + (key >> 5), byte = (4 * key) & 127;
-          return *reinterpret_cast<const float*>(half + row * 128 + ((((byte >> 4) ^ (row & 7))) << 4) +
-                                                 (byte & 15));
-        };
-        ks[i][0] = C::kUsesKScale && loaded[i] ? scale_of(key0) : 1.0f;
-        ks[i][1] = C::kUsesKScale && loaded[i] ? scale_of(key0 + 8) : 1.0f;
-        a_lo[i] = wgmma_desc_lo(half);
-      }
+      const PagedPagePair pp = paged_page_pair<C>(
+          ring + slot.stage * stage_bytes + wg * WP * kPagedPageSlot, m.ok[wg * WP] != 0,
+          have > 1 && m.ok[wg * WP + 1] != 0, key0);
 #pragma unroll
       for (int j = 0; j < NN; ++j) {
         if (!active[j]) continue;  // the same for the whole CTA
-        const u32 b_lo = wgmma_desc_lo(qs + j * H * kPageDim);
-        // The row's weights of the thread's heads (8 jj + 2 t4, + 1): with up to two rows,
-        // read once for the stage's pages into registers (the MMAs' memory clobbers made
-        // each page read them again); at three or four rows the registers would spill (96
-        // at two CTAs an SM), so each page reads them.
-        constexpr bool kHeld = NN <= 2;
-        const float* wrow = ws + j * H + 2 * t4;
-        float2 wv[H / 8];
-#pragma unroll
-        for (int jj = 0; jj < H / 8; ++jj)
-          wv[jj] = kHeld ? *reinterpret_cast<const float2*>(wrow + jj * 8) : float2{0.0f, 0.0f};
-        // Each page's weighted head sums of the thread's two keys, page after page in the
-        // same accumulators: part[i][0] for key0, part[i][1] for key0 + 8.
-        float part[WP][2];
-#pragma unroll
-        for (int i = 0; i < WP; ++i) {
-          part[i][0] = part[i][1] = 0.0f;
-          if (!loaded[i]) continue;  // the same for the whole warpgroup
-          float acc[32];
-          wgmma_fence();
-#pragma unroll
-          for (int kk = 0; kk < kPageDim; kk += 32)
-            wgmma_m64n<64, kElemE4M3>(acc, wgmma_desc_from_lo(a_lo[i], kk),
-                                      wgmma_desc_from_lo(b_lo, swizzled_at<H>(0, kk)), kk > 0 ? 1 : 0);
-          wgmma_commit();
-          wgmma_wait<0>();
-          wgmma_pin(acc);
-          wgmma_lane_partials<C, S>(
-              acc,
-              [&](int, int jj) {
-                return kHeld ? wv[jj] : *reinterpret_cast<const float2*>(wrow + jj * 8);
-              },
-              0, ks[i][0], ks[i][1], part[i][0], part[i][1]);
-        }
-        // The quad's sums, (P0 + P1) + (P2 + P3) of lane partials Pi as wgmma_tile_visits
-        // adds them (addition commutes bit for bit, so the pair each lane forms first may
-        // come in either order), scattered: first lanes t4 ^ 1 swap halves (even lanes keep
-        // key0's partials, odd ones key0 + 8's), then lanes t4 ^ 2 (lanes t4 < 2 keep the
-        // first page's sum, the others the second's).
-        const bool odd = (t4 & 1) != 0;
-        float pair[WP];
-#pragma unroll
-        for (int i = 0; i < WP; ++i) {
-          const float keep = odd ? part[i][1] : part[i][0], give = odd ? part[i][0] : part[i][1];
-          pair[i] = op_add(keep, __shfl_xor_sync(0xFFFFFFFFu, give, 1));
-        }
-        const bool upper = (t4 & 2) != 0;
-        const float sum =
-            op_add(upper ? pair[1] : pair[0], __shfl_xor_sync(0xFFFFFFFFu, upper ? pair[0] : pair[1], 2));
-        ScoreArgs a{};  // post reads no per-head value
-        // (selected, not indexed: a register array indexed at run time goes to local memory)
-        const float ks_lo = lp == 1 ? ks[1][0] : ks[0][0];
-        const float ks_hi = lp == 1 ? ks[1][1] : ks[0][1];
-        a.kscale = odd ? ks_hi : ks_lo;
-        score[j] = S::post(sum, a);
+        score[j] = paged_pair_score<C, S>(pp, qs + j * H * kPageDim, ws + j * H, t4);
       }
     }
     // Every read of the stage (its pages by the MMAs, which have completed, the scales, its

@@ -63,7 +63,21 @@ struct PagedStreamParams {
   int* page_offset;         // [2][B + 1]: prefix sums of the sample's, then the filter's pages
   int stream_ctas;          // the stream's grid: CTA c streams the c-th share of the pages
   unsigned* bad;            // [B]: a block table entry outside the cache was met
+  // The hint (paged_stream_hint.cuh): int32 [B * next_n][k] token positions, -1 padded
+  // (row stride hint_stride elements), or null.
+  const int* hint;
+  long long hint_stride;
+  const unsigned char* cache;  // the hint's keys are read from it (the stream reads by TMA)
 };
+
+// Whether a request is bad by its lengths (its rows are -1): its key count is negative or
+// above max_keys, or a per-query length is negative.
+WINNOW_HD bool paged_request_bad(const int* lens, int next_n, bool per_query, int max_keys) {
+  const int n = paged_request_keys(lens, next_n, per_query);
+  bool bad = n < 0 || n > max_keys;
+  for (int j = 0; per_query && j < next_n; ++j) bad = bad || lens[j] < 0;
+  return bad;
+}
 
 // The pages of a request's sample: none when no row needs one (its window fits the list),
 // else 16 n / max(k, 1024) keys as the retrieval mode's rule (knn_sample), in whole pages,
@@ -104,6 +118,26 @@ WINNOW_HD int paged_sample_rank(int k, int capacity, int valid, int v) {
   const u32 rank = (mid * u32(valid) + u32(v) / 2u) / u32(v);
   return rank < 1u ? 1 : rank > u32(valid) ? valid : int(rank);
 }
+
+// The hint kernel (paged_stream_hint.cuh): a CTA per query row, one page pair a math
+// warpgroup. Its shared memory: the row's q rows (the wgmma B operand), the page pairs (the
+// hint's keys gathered into the box layout; before them, the sort of its positions), the
+// row's weights, each warp's least RankKey and two flags.
+inline constexpr int kPagedHintThreads = kKnnSelectThreads;
+struct PagedHintSmem {
+  static constexpr int kPairs = kPagedHintThreads / 128;  // math warpgroups
+  WINNOW_HD static constexpr long q_off() { return 0; }
+  WINNOW_HD static constexpr long pages_off() { return long(kPagedHeads) * kPageDim; }
+  WINNOW_HD static constexpr long w_off() {
+    return pages_off() + long(kPairs) * kPagedWgPages * kPagedPageSlot;
+  }
+  WINNOW_HD static constexpr long least_off() { return w_off() + kPagedHeads * 4L; }
+  WINNOW_HD static constexpr long flags_off() { return least_off() + kPagedHintThreads / 32 * 8L; }
+  WINNOW_HD static constexpr long bytes() { return flags_off() + 16; }
+};
+static_assert(PagedHintSmem::pages_off() % 1024 == 0, "page slots on the swizzle period");
+static_assert(8L * 8192 <= PagedHintSmem::w_off() - PagedHintSmem::pages_off(),
+              "the sort of k <= 8192 positions fits the page slots");
 
 // What the producer tells the math warps about a ring stage.
 struct PagedStage {

@@ -38,8 +38,7 @@ __device__ void paged_stream_prepare(const PagedStreamParams& p) {
       const int* lens = p.context_lens + (long long)r * p.lens_stride;
       const bool per_query = p.lens_per_query != 0;
       const int n = paged_request_keys(lens, p.next_n, per_query);
-      bool bad = n < 0 || n > p.max_keys;
-      for (int j = 0; per_query && j < p.next_n; ++j) bad = bad || lens[j] < 0;
+      const bool bad = paged_request_bad(lens, p.next_n, per_query, p.max_keys);
       bool streams = false;
       int widest = 0;  // the widest filtered window
       for (int j = 0; j < p.next_n; ++j) {
