@@ -71,7 +71,8 @@ Options:
                       previous call's output on the same keys and slightly changed queries
                       (1/16 of q's bytes replaced); records "winnow-stream-hint" (or
                       "winnow-hint", "-graph" under graph replay) with "ratio_to_no_hint",
-                      printed beside the call without it
+                      printed beside the call without it; then with a hint of all -1, which
+                      bounds no row ("...-hint-none": a request's first step)
   --repeats N         timed runs [10]        --warmup N     untimed runs [2]
   --seed N            inputs seed [1]        --out FILE     append the records to FILE
   --ceilings FILE     JSON from bench/ceilings.py (copy_tbps): the floor's bandwidth
@@ -681,6 +682,33 @@ int bench_decode_main(int argc, char** argv) {
       fmt::print(stderr, "{}: with the hint {:.4f} ms, without {:.4f} ms: ratio {:.3f}, {} "
                          "fallback rows\n",
                  s.label, h.t.median, r.t.median, h.t.median / r.t.median, h.fallbacks);
+      // A hint that bounds no row (all -1: a request's first step, a slot that changed
+      // requests): every row filters from the lowest threshold.
+      std::vector<rt::DeviceBuffer> none;
+      const std::vector<int32_t> minus_one(size_t(rows) * size_t(a.k), -1);
+      for (size_t i = 0; i < hints.size(); ++i) {
+        none.emplace_back(minus_one.size() * 4).upload(minus_one.data(), minus_one.size() * 4);
+      }
+      const DecodeRun n = run_winnow(a, *op, in, s, tables, max_blocks, lens, device, ws,
+                                     capture_stream, &none);
+      const CheckResult nc = check_rows(a, p, in, s, first_table, max_blocks, n.indices);
+      all_exact = all_exact && nc.exact().value_or(true);
+      const std::string none_impl = std::string(op->stream() ? "winnow-stream-hint-none" : "winnow-hint-none") +
+                                    (s.graph ? "-graph" : "");
+      lines.push_back(record(
+          a, meta, s, none_impl.c_str(), n.t, floor_ms, bytes, extra,
+          fmt::format(", \"exact\": {}, \"fallbacks\": {}, \"bad_windows\": {}, "
+                      "\"checked_rows\": {}, \"rows_differing\": {}, \"rows_malformed\": {}, "
+                      "\"workspace_bytes\": {}, \"rotations\": {}, \"outputs\": \"indices\", "
+                      "\"hint\": \"all -1 (no row bounded)\", "
+                      "\"no_hint_ms\": {:.4f}, \"ratio_to_no_hint\": {:.4f}, \"path\": \"{}\"",
+                      json_bool(nc.exact()), n.fallbacks, n.bad_windows, nc.rows_checked,
+                      nc.rows_differing, nc.rows_malformed, n.workspace, rotations, r.t.median,
+                      n.t.median / r.t.median, op->stream() ? "stream" : "gather")));
+      table.push_back({s.label, none_impl, n.t.median, n.t.median / floor_ms, nc.exact()});
+      fmt::print(stderr, "{}: with a hint of all -1 {:.4f} ms: ratio {:.3f} to no hint, {} "
+                         "fallback rows\n",
+                 s.label, n.t.median, n.t.median / r.t.median, n.fallbacks);
     }
     const size_t logits = size_t(rows) * size_t(s.max_len()) * 4;
     const std::string shared =
