@@ -199,15 +199,18 @@ def test_torch_compile_equals_eager(plans):
     assert all(torch.equal(a, b) for a, b in zip(eager, got))
 
 
+@pytest.mark.parametrize("previous_as_hint", [False, True])
 @pytest.mark.parametrize("per_query", [False, True])
-def test_vllm_decode_slot_writes_the_callers_buffer(per_query):
+def test_vllm_decode_slot_writes_the_callers_buffer(per_query, previous_as_hint):
     next_n = 2
     cpu = data.paged_inputs([4096, 1, 2500, 0, 64], next_n=next_n, H=H, max_blocks=BLOCKS,
                             seed=50, lens_per_query=per_query)
     q, cache, w, lens, table = on_gpu(*cpu)
     rows = q.shape[0] * next_n
     buffer = torch.full((rows + 8, 2048), -7, dtype=torch.int32, device="cuda")
-    assert vllm.fp8_paged_mqa_topk_indices(q, cache, w, lens, table, BLOCKS * 64, buffer)
+    # The buffer's rows of -7 as the hint: no row bounded, the answer the same.
+    assert vllm.fp8_paged_mqa_topk_indices(q, cache, w, lens, table, BLOCKS * 64, buffer,
+                                           previous_as_hint=previous_as_hint)
     expected = reference.paged_decode_topk(*cpu, topk=2048)
     assert torch.equal(buffer[:rows].cpu(), expected) and bool((buffer[rows:] == -7).all())
     indexer = vllm.decode_indexer(H, 2048, next_n, batch=q.shape[0], max_blocks_per_seq=BLOCKS)

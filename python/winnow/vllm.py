@@ -75,7 +75,7 @@ def decode_blocks_per_seq(max_model_len, block_table):
 
 
 def fp8_paged_mqa_topk_indices(q, kv_cache, weights, context_lens, block_tables, max_model_len,
-                               topk_indices, *, previous_as_hint=True):
+                               topk_indices, *, previous_as_hint=False):
     """The paged slot beside fp8_mqa_topk_indices, in fp8_paged_mqa_logits' argument order
     without its schedule metadata and clean_logits (check the current vLLM
     source before relying on the order): writes topk_indices[:B * next_n, :topk] (topk =
@@ -84,7 +84,7 @@ def fp8_paged_mqa_topk_indices(q, kv_cache, weights, context_lens, block_tables,
     capture (building compiles, which a capture must not do). previous_as_hint: the rows
     of topk_indices as the previous step left them are the call's hint (a request that
     kept its row gives its last selection; any other content costs time, never
-    exactness)."""
+    exactness). Off by default: measured slower than no hint (docs/paged-decode.md)."""
     device = q.get_device()
     B, next_n, heads = q.shape[0], q.shape[1], q.shape[2]
     blocks = decode_blocks_per_seq(max_model_len, block_tables)
