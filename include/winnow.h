@@ -457,7 +457,8 @@ typedef struct winnowPagedCallOptions_t {
    * hint holds fewer than k distinct positions inside its window (-1, stale, duplicated,
    * past its length or its query's causal limit) has no bound and filters every key. The
    * answer is exact whatever the hint holds; read on the device only (graph safe). The
-   * gathered path checks it and reads nothing of it. */
+   * gathered path checks it and reads nothing of it. Its bound (the least hinted score) is
+   * loose, and a hinted call measured slower than one without (docs/paged-decode.md). */
   const winnowTensor_t* hint;
 } winnowPagedCallOptions_t;
 
