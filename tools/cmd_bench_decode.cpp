@@ -660,28 +660,33 @@ int bench_decode_main(int argc, char** argv) {
     lines.push_back(record(a, meta, s, impl, r.t, floor_ms, bytes, extra, fields));
     table.push_back({s.label, impl, r.t.median, r.t.median / floor_ms, c.exact()});
     if (a.hint) {
+      // One hinted run: its record (impl + suffix), its table row and a line on stderr.
+      auto time_hinted = [&](const std::vector<rt::DeviceBuffer>& hints, const char* suffix,
+                             const char* what) {
+        const DecodeRun h = run_winnow(a, *op, in, s, tables, max_blocks, lens, device, ws,
+                                       capture_stream, &hints);
+        const CheckResult hc = check_rows(a, p, in, s, first_table, max_blocks, h.indices);
+        all_exact = all_exact && hc.exact().value_or(true);
+        const std::string impl_name = std::string(op->stream() ? "winnow-stream" : "winnow") +
+                                      suffix + (s.graph ? "-graph" : "");
+        lines.push_back(record(
+            a, meta, s, impl_name.c_str(), h.t, floor_ms, bytes, extra,
+            fmt::format(", \"exact\": {}, \"fallbacks\": {}, \"bad_windows\": {}, "
+                        "\"checked_rows\": {}, \"rows_differing\": {}, \"rows_malformed\": {}, "
+                        "\"workspace_bytes\": {}, \"rotations\": {}, \"outputs\": \"indices\", "
+                        "\"hint\": \"{}\", \"no_hint_ms\": {:.4f}, \"ratio_to_no_hint\": {:.4f}, "
+                        "\"path\": \"{}\"",
+                        json_bool(hc.exact()), h.fallbacks, h.bad_windows, hc.rows_checked,
+                        hc.rows_differing, hc.rows_malformed, h.workspace, rotations, what,
+                        r.t.median, h.t.median / r.t.median, op->stream() ? "stream" : "gather")));
+        table.push_back({s.label, impl_name, h.t.median, h.t.median / floor_ms, hc.exact()});
+        fmt::print(stderr, "{}: with the hint ({}) {:.4f} ms, without {:.4f} ms: ratio {:.3f}, {} "
+                           "fallback rows\n",
+                   s.label, what, h.t.median, r.t.median, h.t.median / r.t.median, h.fallbacks);
+      };
       const std::vector<rt::DeviceBuffer> hints =
           make_hints(a, *op, in, s, tables, max_blocks, lens, device, ws);
-      const DecodeRun h = run_winnow(a, *op, in, s, tables, max_blocks, lens, device, ws,
-                                     capture_stream, &hints);
-      const CheckResult hc = check_rows(a, p, in, s, first_table, max_blocks, h.indices);
-      all_exact = all_exact && hc.exact().value_or(true);
-      const std::string hint_impl = std::string(op->stream() ? "winnow-stream-hint" : "winnow-hint") +
-                                    (s.graph ? "-graph" : "");
-      lines.push_back(record(
-          a, meta, s, hint_impl.c_str(), h.t, floor_ms, bytes, extra,
-          fmt::format(", \"exact\": {}, \"fallbacks\": {}, \"bad_windows\": {}, "
-                      "\"checked_rows\": {}, \"rows_differing\": {}, \"rows_malformed\": {}, "
-                      "\"workspace_bytes\": {}, \"rotations\": {}, \"outputs\": \"indices\", "
-                      "\"hint\": \"the previous call on 1/16 of q changed\", "
-                      "\"no_hint_ms\": {:.4f}, \"ratio_to_no_hint\": {:.4f}, \"path\": \"{}\"",
-                      json_bool(hc.exact()), h.fallbacks, h.bad_windows, hc.rows_checked,
-                      hc.rows_differing, hc.rows_malformed, h.workspace, rotations, r.t.median,
-                      h.t.median / r.t.median, op->stream() ? "stream" : "gather")));
-      table.push_back({s.label, hint_impl, h.t.median, h.t.median / floor_ms, hc.exact()});
-      fmt::print(stderr, "{}: with the hint {:.4f} ms, without {:.4f} ms: ratio {:.3f}, {} "
-                         "fallback rows\n",
-                 s.label, h.t.median, r.t.median, h.t.median / r.t.median, h.fallbacks);
+      time_hinted(hints, "-hint", "the previous call on 1/16 of q changed");
       // A hint that bounds no row (all -1: a request's first step, a slot that changed
       // requests): every row filters from the lowest threshold.
       std::vector<rt::DeviceBuffer> none;
@@ -689,26 +694,7 @@ int bench_decode_main(int argc, char** argv) {
       for (size_t i = 0; i < hints.size(); ++i) {
         none.emplace_back(minus_one.size() * 4).upload(minus_one.data(), minus_one.size() * 4);
       }
-      const DecodeRun n = run_winnow(a, *op, in, s, tables, max_blocks, lens, device, ws,
-                                     capture_stream, &none);
-      const CheckResult nc = check_rows(a, p, in, s, first_table, max_blocks, n.indices);
-      all_exact = all_exact && nc.exact().value_or(true);
-      const std::string none_impl = std::string(op->stream() ? "winnow-stream-hint-none" : "winnow-hint-none") +
-                                    (s.graph ? "-graph" : "");
-      lines.push_back(record(
-          a, meta, s, none_impl.c_str(), n.t, floor_ms, bytes, extra,
-          fmt::format(", \"exact\": {}, \"fallbacks\": {}, \"bad_windows\": {}, "
-                      "\"checked_rows\": {}, \"rows_differing\": {}, \"rows_malformed\": {}, "
-                      "\"workspace_bytes\": {}, \"rotations\": {}, \"outputs\": \"indices\", "
-                      "\"hint\": \"all -1 (no row bounded)\", "
-                      "\"no_hint_ms\": {:.4f}, \"ratio_to_no_hint\": {:.4f}, \"path\": \"{}\"",
-                      json_bool(nc.exact()), n.fallbacks, n.bad_windows, nc.rows_checked,
-                      nc.rows_differing, nc.rows_malformed, n.workspace, rotations, r.t.median,
-                      n.t.median / r.t.median, op->stream() ? "stream" : "gather")));
-      table.push_back({s.label, none_impl, n.t.median, n.t.median / floor_ms, nc.exact()});
-      fmt::print(stderr, "{}: with a hint of all -1 {:.4f} ms: ratio {:.3f} to no hint, {} "
-                         "fallback rows\n",
-                 s.label, n.t.median, n.t.median / r.t.median, n.fallbacks);
+      time_hinted(none, "-hint-none", "all -1 (no row bounded)");
     }
     const size_t logits = size_t(rows) * size_t(s.max_len()) * 4;
     const std::string shared =
