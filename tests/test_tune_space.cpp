@@ -237,6 +237,22 @@ TEST_CASE("tunable space: a point's text reads back, other text does not", "[tun
   CHECK_FALSE(ops::parse_topk_point(junk));
 }
 
+TEST_CASE("tunable space: a knob text changes only the knobs it names", "[tune]") {
+  const ops::TopkPoint base{4, 32, 1024, 4096, 16384, 1, 2, 5, 1};
+  std::string why;
+  const auto p = ops::point_with_knobs(base, "sample_size=1024 bins=512", &why);
+  REQUIRE(p);
+  ops::TopkPoint want = base;
+  want.sample_size = 1024;
+  want.bins = 512;
+  CHECK(*p == want);
+  CHECK_FALSE(ops::point_with_knobs(base, "samples=3", &why));
+  CHECK(why.find("no knob 'samples'") != std::string::npos);
+  CHECK_FALSE(ops::point_with_knobs(base, "", &why));
+  CHECK_FALSE(ops::point_with_knobs(base, "bins=1x", &why));
+  CHECK(why.find("NAME=VALUE") != std::string::npos);
+}
+
 TEST_CASE("tune_topk with a fake timer: the fastest point is stored and found again",
           "[tune]") {
   test::TempDir dir;

@@ -92,6 +92,7 @@ struct BenchArgs {
   int64_t chunk_rows = 0;  // csa: rows per launch of the streaming driver (0: chosen)
   bool hint = true;        // csa: the previous chunk's selection as the sample hint
   bool tuned = true;       // also time the tuning database's plan ("winnow-tuned")
+  std::string point;       // --point: these knobs instead of the tuning database's plan
   int repeats = 10, warmup = 2;
   uint64_t seed = 1;
   int shards = 1;  // --shards N: keys split over N GPUs (knn-ip, dsa-prefill)
@@ -154,6 +155,10 @@ Options:
                       the kernel cache and stop; no GPU needed. A cache filled so with the
                       llvm backend serves a GPU machine without LLVM (WINNOW_BACKEND=llvm
                       winnow bench ... --no-tuned there, WINNOW_CACHE_DIR the same folder)
+  --point KNOBS        time the plan with these knobs (a tuning point's text, e.g.
+                      "sample_size=1024 bins=1024"; knobs not named keep the heuristic
+                      plan's) as the "winnow-tuned" record beside "winnow", in place of
+                      the tuning database's plan; topk workloads (dsa, csa, knn)
   --no-tuned          no "winnow-tuned" record: by default, where the tuning database
                       (winnow tune) has a plan for the size that differs from the
                       heuristic one, it is timed and checked beside "winnow" (its
@@ -257,6 +262,7 @@ bool parse_args(int argc, char** argv, BenchArgs& a) {
     else if (flag == "--chunk-rows") a.chunk_rows = args.int_value();
     else if (flag == "--no-hint") a.hint = false;
     else if (flag == "--no-tuned") a.tuned = false;
+    else if (flag == "--point") a.point = args.value();
     else if (flag == "--compile-only") a.compile_only = true;
     else if (flag == "--key-norms") a.key_norms = true;
     else if (flag == "--seed") a.seed = uint64_t(args.int_value());
@@ -286,6 +292,13 @@ bool parse_args(int argc, char** argv, BenchArgs& a) {
   if (a.key_norms && a.w().name != std::string("knn-l2") &&
       a.w().name != std::string("knn-cosine"))
     throw UsageError(fmt::format("--key-norms is for knn-l2 and knn-cosine, not {}", a.w().name));
+  if (!a.point.empty()) {
+    std::string why;
+    if (!ops::point_with_knobs(ops::TopkPoint{}, a.point, &why)) throw UsageError("--point: " + why);
+    if (a.w().family == Family::Csa || a.sharded)
+      throw UsageError("--point times one topk plan beside the heuristic one: dsa and knn "
+                       "workloads on one GPU");
+  }
   resolve(a);
   return true;
 }
@@ -1035,7 +1048,14 @@ std::vector<SizeResult> run_size(const BenchArgs& a, const ops::TopkProblem& bas
     const ops::TopkProblem p = sized(base, s, ops::Mode::TopK);
     const ops::TopkShape tune_shape{s.Q, s.T};
     std::optional<ops::TunedPoint> found;
-    if (db) found = ops::find_tuned_point(*db, ops::topk_tuning_key(p, &ctx, be, tune_shape), p, &ctx);
+    if (!a.point.empty()) {
+      std::string why;
+      const auto point = ops::point_with_knobs(ops::point_of(p), a.point, &why);
+      if (!point) throw UsageError("--point: " + why);
+      found = ops::TunedPoint{*point, {}};
+    } else if (db) {
+      found = ops::find_tuned_point(*db, ops::topk_tuning_key(p, &ctx, be, tune_shape), p, &ctx);
+    }
     if (found && found->point == ops::point_of(p)) {
       fmt::print(stderr, "{}: the tuned plan is the heuristic one: no winnow-tuned record\n", label);
     } else if (found) {
@@ -1061,7 +1081,7 @@ std::vector<SizeResult> run_size(const BenchArgs& a, const ops::TopkProblem& bas
   return out;
 }
 
-// --compile-only: every kernel run_size builds (tuned plans aside), compiled into the kernel
+// --compile-only: every kernel run_size builds (tuned plans aside, --point's plan too), compiled into the kernel
 // cache for sm_90a by $WINNOW_BACKEND, with no device: the same problems, so the same keys
 // a GPU run of the same arguments looks up (the plans' shared-memory limit is the default,
 // the H200's; the retrieval mode's grid is not in its key).
@@ -1110,9 +1130,18 @@ int compile_only_main(const BenchArgs& a, const AnchorFile* anchors) {
         op->build(cache, *be);
         built(size_label(a, s), op->op().content_key(), t0);
       } else {
-        auto op = ops::TopkOp::create(sized(base, s, ops::Mode::TopK), nullptr);
+        const ops::TopkProblem p = sized(base, s, ops::Mode::TopK);
+        auto op = ops::TopkOp::create(p, nullptr);
         op->build(cache, *be);
         built(size_label(a, s), op->content_key(), t0);
+        if (!a.point.empty()) {
+          const auto t1 = std::chrono::steady_clock::now();
+          std::string why;
+          auto pop = ops::TopkOp::create(
+              ops::with_point(p, *ops::point_with_knobs(ops::point_of(p), a.point, &why)), nullptr);
+          pop->build(cache, *be);
+          built(size_label(a, s) + " --point", pop->content_key(), t1);
+        }
       }
     }
   }

@@ -19,21 +19,28 @@ std::string TopkPoint::text() const {
                      max_ctas_per_sm, stages, pipeline);
 }
 
+namespace {
+// The point's field a knob names; nullptr for an unknown name.
+int* knob_field(TopkPoint& p, const std::string& name) {
+  return name == "rows_per_cta"         ? &p.rows_per_cta
+         : name == "key_tile"           ? &p.key_tile
+         : name == "bins"               ? &p.bins
+         : name == "sample_size"        ? &p.sample_size
+         : name == "candidate_capacity" ? &p.candidate_capacity
+         : name == "key_splits"         ? &p.key_splits
+         : name == "max_ctas_per_sm"    ? &p.max_ctas_per_sm
+         : name == "stages"             ? &p.stages
+         : name == "pipeline"           ? &p.pipeline
+                                        : nullptr;
+}
+}  // namespace
+
 std::optional<TopkPoint> parse_topk_point(const std::string& text) {
   const auto knobs = rt::parse_knob_text(text);
   if (!knobs) return std::nullopt;
   TopkPoint p;
   for (const auto& [name, value] : *knobs) {
-    int* field = name == "rows_per_cta"         ? &p.rows_per_cta
-                 : name == "key_tile"           ? &p.key_tile
-                 : name == "bins"               ? &p.bins
-                 : name == "sample_size"        ? &p.sample_size
-                 : name == "candidate_capacity" ? &p.candidate_capacity
-                 : name == "key_splits"         ? &p.key_splits
-                 : name == "max_ctas_per_sm"    ? &p.max_ctas_per_sm
-                 : name == "stages"             ? &p.stages
-                 : name == "pipeline"           ? &p.pipeline
-                                                : nullptr;
+    int* field = knob_field(p, name);
     if (field == nullptr) return std::nullopt;
     *field = value;
   }
@@ -43,6 +50,24 @@ std::optional<TopkPoint> parse_topk_point(const std::string& text) {
   // is no point of this build, and the lookup passes over it.
   if (p.pipeline < 0 || p.pipeline > 1) return std::nullopt;
   return p;
+}
+
+std::optional<TopkPoint> point_with_knobs(TopkPoint base, const std::string& text,
+                                          std::string* why) {
+  const auto knobs = rt::parse_knob_text(text);
+  if (!knobs || knobs->empty()) {
+    *why = fmt::format("'{}' is not a list of NAME=VALUE knobs", text);
+    return std::nullopt;
+  }
+  for (const auto& [name, value] : *knobs) {
+    int* field = knob_field(base, name);
+    if (field == nullptr) {
+      *why = fmt::format("no knob '{}' (the knobs: {})", name, TopkPoint{}.text());
+      return std::nullopt;
+    }
+    *field = value;
+  }
+  return base;
 }
 
 TopkPoint point_of(const TopkProblem& p) {

@@ -49,6 +49,11 @@ struct TopkPoint {
 };
 // The point a text of TopkPoint::text() names; nullopt for anything else.
 std::optional<TopkPoint> parse_topk_point(const std::string& text);
+// `base` with the knobs a text of NAME=VALUE words names (any subset of text()'s); nullopt,
+// with the reason in *why, for an unknown knob or a malformed text. The values are checked
+// where the point is built (validate_problem, choose_plan), as a tuned point's are.
+std::optional<TopkPoint> point_with_knobs(TopkPoint base, const std::string& text,
+                                          std::string* why);
 
 // The problem's own knobs as a point (the heuristic plan's, unless the caller set some).
 TopkPoint point_of(const TopkProblem& p);
