@@ -39,17 +39,23 @@ size_t free_device_memory();  // bytes free on the current device now
 // False, with the reason on stderr, when no GPU can run the benchmark.
 bool bench_gpu_present();
 
-// The ceilings ratios are taken against: docs/performance.md's published values (the
-// defaults below), or those bench/ceilings.py measured on this machine (--ceilings).
+// The ceilings ratios are taken against: docs/performance.md's published values for the
+// GPU (published_ceilings), or those bench/ceilings.py measured on this machine (--ceilings).
 struct Ceilings {
   double copy_tbps = 4.23, bf16_tflops = 749, fp8_tflops = 1408;
-  int measured = 0;  // how many of the three came from the file
+  int measured = 0;          // how many of the three came from the file
+  const char* card = "H200";  // whose published values the others are
   const char* source() const {
     return measured == 3 ? "measured" : measured == 0 ? "published" : "mixed";
   }
 };
-// The published values where `path` is empty or lacks one (said on stderr).
-Ceilings read_ceilings(const std::string& path);
+// The published values of the GPU named (bench/ceilings.py on an H100 80GB HBM3 and on an
+// H200); a name with neither gets the H200's.
+Ceilings published_ceilings(const std::string& gpu);
+// The published values of `gpu` where `path` is empty or lacks one (said on stderr).
+Ceilings read_ceilings(const std::string& path, const std::string& gpu);
+// "measured", or "published (H100)" / "mixed (H100)": where the ceilings came from.
+std::string ceilings_text(const Ceilings& c);
 
 struct Timing {
   float median = 0, min = 0, max = 0;

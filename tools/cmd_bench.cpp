@@ -165,7 +165,8 @@ Options:
                       "ratio_to_winnow" is tuned / heuristic)
   --seed N            random inputs seed [1]
   --ceilings FILE     JSON from bench/ceilings.py (copy_tbps, bf16_tflops, fp8_tflops);
-                      docs/performance.md's published values when absent
+                      the card's published values (H100; H200 and others)
+                      when absent (docs/performance.md)
   --baselines FILE    JSON from bench/torch_baselines.py, measured in the same run:
                       adds "materialize+torch.topk" (dsa, csa: this run's materialize
                       time plus torch.topk over the same logits) or "torch" (knn: matmul
@@ -1191,7 +1192,7 @@ int bench_main(int argc, char** argv) {
   if (be->name() != "nvrtc") variant += (variant.empty() ? "" : " ") + ("WINNOW_BACKEND=" + be->name());
   if (const std::string form = rt::env_get("WINNOW_TOPK_PIPELINE").value_or(""); form == "1")
     variant += (variant.empty() ? "" : " ") + ("WINNOW_TOPK_PIPELINE=" + form);
-  Meta meta{ctx.info().name, winnow::build_id(), utc_date(), read_ceilings(a.ceilings_path), "",
+  Meta meta{ctx.info().name, winnow::build_id(), utc_date(), read_ceilings(a.ceilings_path, ctx.info().name), "",
             variant};
   if (!a.baselines_path.empty())
     meta.baselines = read_text(a.baselines_path, "baselines", "no torch records").value_or("");
@@ -1205,7 +1206,7 @@ int bench_main(int argc, char** argv) {
   fmt::print(stderr, "winnow bench {} on {} ({}): H={} d={} {}, sizes [{}], k [{}]; ceilings {}\n",
              a.w().name, meta.gpu, base.arch.str(), base.heads, base.head_dim,
              dtype_flag(*a.dtype), fmt::join(a.sizes, ", "), fmt::join(a.ks, ", "),
-             meta.ceilings.source());
+             ceilings_text(meta.ceilings));
 
   rt::CubinCache cache(rt::DiskStore(rt::default_cache_dir()));
   const DeviceInputs dev = make_inputs(base, largest, a.seed);

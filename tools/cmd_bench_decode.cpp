@@ -573,7 +573,7 @@ int bench_decode_main(int argc, char** argv) {
   }
   if (!bench_gpu_present()) return 1;
   rt::Context ctx(0);
-  Meta meta{ctx.info().name, winnow::build_id(), utc_date(), "", read_ceilings(a.ceilings_path)};
+  Meta meta{ctx.info().name, winnow::build_id(), utc_date(), "", read_ceilings(a.ceilings_path, ctx.info().name)};
   if (anchors) fmt::print(stderr, "{}", anchor_gpu_warnings(*anchors, meta.gpu));
   std::vector<AnchorRow> anchor_rows;
   if (!a.baselines_path.empty())
