@@ -281,6 +281,22 @@ TEST_CASE("winnow bench --anchors: bad files stop the run with the file and line
   CHECK(run_tool("bench dsa-prefill --anchors ''").exit_code == 2);
 }
 
+// --point: a knob it does not know, or a workload it does not serve, stops the run before
+// any build; a bad value is refused where the plan is built, with the validator's message.
+TEST_CASE("winnow bench --point: unknown knobs and workloads refused, bad values named", "[tool]") {
+  ToolRun r = run_tool("bench dsa-prefill --T 64K --compile-only --point samples=3");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Contains("--point: no knob 'samples'"));
+  CHECK(r.output.find("materialize") == std::string::npos);  // nothing was built
+  r = run_tool("bench csa-1m --point sample_size=1024");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Contains("dsa and knn workloads on one GPU"));
+  r = run_tool("bench dsa-prefill --T 64K --compile-only --point bins=3");
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Contains("bins = 3 must be a multiple of 32"));
+}
+
 // --compile-only reads and matches the records, and says that nothing was timed.
 TEST_CASE("winnow bench --anchors with --compile-only matches the records and times nothing", "[tool]") {
   winnow::test::TempDir dir;

@@ -2,7 +2,10 @@
 // bench/ceilings.py file's, with whatever it lacks from the card's.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -16,6 +19,7 @@ std::string temp_file(const std::string& text) {
   char name[] = "/tmp/winnow-ceilings-XXXXXX";
   const int fd = mkstemp(name);
   REQUIRE(fd >= 0);
+  close(fd);
   std::ofstream(name) << text;
   return name;
 }

@@ -155,10 +155,10 @@ Options:
                       the kernel cache and stop; no GPU needed. A cache filled so with the
                       llvm backend serves a GPU machine without LLVM (WINNOW_BACKEND=llvm
                       winnow bench ... --no-tuned there, WINNOW_CACHE_DIR the same folder)
-  --point KNOBS        time the plan with these knobs (a tuning point's text, e.g.
+  --point KNOBS       time the plan with these knobs (a tuning point's text, e.g.
                       "sample_size=1024 bins=1024"; knobs not named keep the heuristic
                       plan's) as the "winnow-tuned" record beside "winnow", in place of
-                      the tuning database's plan; topk workloads (dsa, csa, knn)
+                      the tuning database's plan; dsa and knn workloads, one GPU
   --no-tuned          no "winnow-tuned" record: by default, where the tuning database
                       (winnow tune) has a plan for the size that differs from the
                       heuristic one, it is timed and checked beside "winnow" (its
@@ -1082,7 +1082,7 @@ std::vector<SizeResult> run_size(const BenchArgs& a, const ops::TopkProblem& bas
   return out;
 }
 
-// --compile-only: every kernel run_size builds (tuned plans aside, --point's plan too), compiled into the kernel
+// --compile-only: every kernel run_size builds (tuned plans aside; --point's plan too), into the kernel
 // cache for sm_90a by $WINNOW_BACKEND, with no device: the same problems, so the same keys
 // a GPU run of the same arguments looks up (the plans' shared-memory limit is the default,
 // the H200's; the retrieval mode's grid is not in its key).
