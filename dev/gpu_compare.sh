@@ -109,7 +109,7 @@ bench)
   # decode call at 64 x 64K for both. EXTRA="a b": the builds .gpu-kit/a/winnow,
   # .gpu-kit/b/winnow (wrappers or other builds), timed on decode too.
   # (ceilings.py takes the file as its argument: with stdout redirected into it the file
-  # stays empty and the ratios fall back to the published H200 copy bandwidth, 4.23 TB/s)
+  # stays empty and the ratios fall back to the card's published copy bandwidth, docs/performance.md)
   python3 bench/ceilings.py "$O/ceilings.json" > "$O/ceilings.txt" 2> "$O/ceilings.err"
   timeout 200 python3 bench/torch_baselines.py "$O/baselines.json" \
     --decode "64x65536:1:2048,128x4096:1:2048,63x1024+1x1048576:1:2048" 2>&1 | tail -n 4
