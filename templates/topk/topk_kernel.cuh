@@ -45,6 +45,11 @@
 #ifndef WINNOW_GATE_REFRESH_TILES
 #define WINNOW_GATE_REFRESH_TILES 4
 #endif
+// Experiment switch: 1 holds a thread's first key past the gate compare until the end of
+// its refresh interval (see topk_block); 0 appends every such key at once.
+#ifndef WINNOW_FILTER_HOLD
+#define WINNOW_FILTER_HOLD 1
+#endif
 static_assert(WINNOW_GATE_REFRESH_TILES > 0 &&
                   (WINNOW_GATE_REFRESH_TILES & (WINNOW_GATE_REFRESH_TILES - 1)) == 0,
               "WINNOW_GATE_REFRESH_TILES: a power of two");
@@ -94,21 +99,46 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
     }
   }
   int tile = 0;
+  // Appends a key at or above the gate: its histogram bin counted, its RankKey stored.
+  auto append = [&](int r, int key, float sc) {
+    RowState& st = s.rows[r];
+    if (key < st.start || key >= st.end) return;
+    const u32 ok = order_key(sc);
+    const int b = st.bins.bin(ok);
+    // Keys below the gate are out and need no count: the gate only rises, and every
+    // count the refresh reads is of a bin at or above it.
+    if (b < st.gate) return;
+    atomicAdd(&s.hist[r * C::kBins + b], 1u);
+    const u32 pos = atomicAdd(&st.count, 1u);
+    if (pos < u32(CAP)) ws[W.candidates(r) + pos] = rank_key(ok, key);
+  };
+  // A thread's first key past the gate_score compare in each refresh interval is held in
+  // registers and appended at the interval's end, before the refresh and the buffer
+  // check, where every thread of the warp appends at once; later ones in the interval are
+  // appended at once. Near k / n keys pass (3 % at n = 64K), so most warps would otherwise
+  // run the append in most tiles, diverged; held, most run it once an interval. The
+  // histogram lags by the held keys only: the gate stays at or below the k-th best.
+  // Held: the row and the key in one register (row << 27 | key; -1: none), for keys below
+  // 2^27 and rows below 16 (others are appended at once): registers are the loop's limit.
+  int held = -1;
+  float held_score = 0.0f;
+  auto release_held = [&] {
+    if (WINNOW_FILTER_HOLD && held >= 0) {
+      append(held >> 27, held & ((1 << 27) - 1), held_score);
+      held = -1;
+    }
+  };
   score_tiles<C, S>(
       p, s, begin, end,
       [&](int r, int key, float sc) {
-        RowState& st = s.rows[r];
         // Most scores fall below the gate: one float compare decides them (NaN passes).
-        if (sc < st.gate_score) return;
-        if (key < st.start || key >= st.end) return;
-        const u32 ok = order_key(sc);
-        const int b = st.bins.bin(ok);
-        // Keys below the gate are out and need no count: the gate only rises, and every
-        // count the refresh reads is of a bin at or above it.
-        if (b < st.gate) return;
-        atomicAdd(&s.hist[r * C::kBins + b], 1u);
-        const u32 pos = atomicAdd(&st.count, 1u);
-        if (pos < u32(CAP)) ws[W.candidates(r) + pos] = rank_key(ok, key);
+        if (sc < s.rows[r].gate_score) return;
+        if (WINNOW_FILTER_HOLD && held < 0 && key < (1 << 27) && (R <= 16 || r < 16)) {
+          held = r << 27 | key;
+          held_score = sc;
+          return;
+        }
+        append(r, key, sc);
       },
       [&] {
         // Every WINNOW_GATE_REFRESH_TILES tiles warp r raises row r's gate from the
@@ -119,7 +149,10 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
         // tiles of appends when the capacity allows.
         constexpr int kCheckTiles = CAP / 4 >= 16 * C::kKeyTile ? 16 : 4;
         ++tile;
-        if ((tile & (WINNOW_GATE_REFRESH_TILES - 1)) == 0) {
+        const bool refresh = (tile & (WINNOW_GATE_REFRESH_TILES - 1)) == 0;
+        const bool check = tile % kCheckTiles == 0;
+        if (refresh || check) release_held();
+        if (refresh) {
           if constexpr (C::kWgmma) {
             // Rows alternate between the two math warpgroups (warps 0, 4, 1, 5, ...), so
             // that neither carries every refresh (R <= 8: 128 (row, head) pairs).
@@ -129,7 +162,7 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
             for (int r = warp; r < R; r += C::kThreads / 32) refresh_gate<C>(s, r, lane);
           }
         }
-        if (tile % kCheckTiles != 0) return;
+        if (!check) return;
         visitor_sync<C>();
         for (int r = 0; r < R; ++r) {
           RowState& st = s.rows[r];
@@ -140,8 +173,11 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
         }
         visitor_sync<C>();
       });
-  // A drop in the last tiles counts too, and so does a sample threshold that turned out
-  // above the row's k-th (fewer than k keys kept; see the sample).
+  // The keys still held, then (after a barrier: every count final) a drop in the last
+  // tiles counts too, and so does a sample threshold that turned out above the row's k-th
+  // (fewer than k keys kept; see the sample).
+  release_held();
+  __syncthreads();
   for (int r = 0; r < R; ++r) {
     const RowState& st = s.rows[r];
     const u32 need = min(u32(K), u32(st.end > st.start ? st.end - st.start : 0));
