@@ -37,7 +37,7 @@ __device__ void select_row(const TopkParams& p, const TopkSmem<C>& s, int r, u64
     if (threadIdx.x == 0) atomicAdd(&p.counters[0], 1u);
   } else {
     const u32 n = st.count;
-#if !defined(WINNOW_FILTER_SEGMENTS) || WINNOW_FILTER_SEGMENTS
+#if WINNOW_FILTER_SEGMENTS  // (defined in topk_kernel.cuh after this header; undefined: 0)
     // The hint keys [0, c0), then each visitor warp's segment (topk_block).
     constexpr int NW = visitor_threads<C>() / 32;
     const u32* segn = s.hist + r * C::kBins;
