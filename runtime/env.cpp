@@ -136,16 +136,6 @@ constexpr Switch kRegistry[] = {
     {"WINNOW_EMULATED", K::Macro, T::Bool, "", "undefined", S::Debug, R::Templates, false,
      "Defined by the CPU emulation tests (`tests/*_emulated.cpp`) to compile device code on the "
      "host; never set it for a kernel."},
-    {"WINNOW_FILTER_AGG", K::Macro, T::Bool, "", "`0`", S::Experimental, R::Templates, false,
-     "`1`: the lanes of a warp that append to one row of the topk filter's buffer take one "
-     "count together; same outputs."},
-    {"WINNOW_FILTER_HOLD", K::Macro, T::Bool, "", "`1`", S::Experimental, R::Templates, false,
-     "`0`: the topk filter appends each key past the gate compare at once instead of holding "
-     "a thread's first one until the refresh interval's end; same outputs."},
-    {"WINNOW_FILTER_SEGMENTS", K::Macro, T::Bool, "", "`0`", S::Experimental, R::Templates,
-     false, "`1`: each visitor warp of the topk filter appends to its own segment of a row's "
-     "buffer with its own count and compacts it alone (no CTA barrier in the tile loop); same "
-     "outputs."},
     {"WINNOW_GATE_REFRESH_TILES", K::Macro, T::Int, "a power of two", "`4`", S::Experimental,
      R::Templates, false, "The topk filter raises each row's gate every N key tiles."},
     {"WINNOW_INDEX_ORDER_BITMAP", K::Macro, T::Bool, "", "`1`", S::Experimental, R::Templates,

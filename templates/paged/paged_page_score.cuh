@@ -46,8 +46,7 @@ __device__ __forceinline__ PagedPagePair paged_page_pair(const unsigned char* pa
 }
 
 // Query j of request r as paged_pair_score reads it: its 64 q rows swizzled at q_row, its
-// weights at w_row (halved where relus_by_add, in wgmma_weight_slot order: as the fused
-// top-k kernel stores them), by
+// weights at w_row (halved where relus_by_add, as the fused top-k kernel stores them), by
 // threads tid of `threads`. The caller fences (fence_async_smem) and synchronises.
 template <class C, class S>
 __device__ __forceinline__ void paged_load_query(const PagedStreamParams& ps, int r, int j,
@@ -62,12 +61,12 @@ __device__ __forceinline__ void paged_load_query(const PagedStreamParams& ps, in
   }
   for (int h = tid; h < H; h += threads) {
     const float w = C::kUsesW ? ps.w[(long long)(r * C::kNextN + j) * ps.w_row_stride + h] : 0.0f;
-    w_row[wgmma_weight_slot(h)] = relus_by_add<C, S>() ? w * 0.5f : w;
+    w_row[h] = relus_by_add<C, S>() ? w * 0.5f : w;
   }
 }
 
 // The lane's key's score for one row: q_row, its 64 swizzled q rows; w_row, its 64
-// weights as paged_load_query stores them. The whole warpgroup calls it.
+// weights as the stream stores them (halved where relus_by_add). The whole warpgroup calls it.
 template <class C, class S>
 __device__ __forceinline__ float paged_pair_score(const PagedPagePair& pp, const unsigned char* q_row,
                                                   const float* w_row, int t4) {
@@ -78,10 +77,11 @@ __device__ __forceinline__ float paged_pair_score(const PagedPagePair& pp, const
   // again); at three or four rows the registers would spill (96 at two CTAs an SM), so
   // each page reads them.
   constexpr bool kHeld = NN <= 2;
-  float4 wv[H / 16];
+  const float* wrow = w_row + 2 * t4;
+  float2 wv[H / 8];
 #pragma unroll
-  for (int m = 0; m < H / 16; ++m)
-    wv[m] = kHeld ? wgmma_weight_quad(w_row, m, t4) : float4{0.0f, 0.0f, 0.0f, 0.0f};
+  for (int jj = 0; jj < H / 8; ++jj)
+    wv[jj] = kHeld ? *reinterpret_cast<const float2*>(wrow + jj * 8) : float2{0.0f, 0.0f};
   // Each page's weighted head sums of the thread's two keys, page after page in the
   // same accumulators: part[i][0] for key0, part[i][1] for key0 + 8.
   float part[WP][2];
@@ -100,7 +100,7 @@ __device__ __forceinline__ float paged_pair_score(const PagedPagePair& pp, const
     wgmma_pin(acc);
     wgmma_lane_partials<C, S>(
         acc,
-        [&](int, int m) { return kHeld ? wv[m] : wgmma_weight_quad(w_row, m, t4); },
+        [&](int, int jj) { return kHeld ? wv[jj] : *reinterpret_cast<const float2*>(wrow + jj * 8); },
         0, pp.ks[i][0], pp.ks[i][1], part[i][0], part[i][1]);
   }
   // The quad's sums, (P0 + P1) + (P2 + P3) of lane partials Pi as wgmma_tile_visits adds

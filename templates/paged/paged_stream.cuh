@@ -93,30 +93,22 @@ __device__ void paged_produce(const PagedStreamParams& ps, const TmaMap* cmap, u
     const int first = gp - off[r];
     const int count = min(SP, req_end - gp);
     gp += count;
-    // The stage's block table entries are read before the wait for its `empty` phase, so
-    // that their latency passes while the math warps still read the stage's previous use.
-    long long block[SP];  // registers: the loops below are unrolled
-    int page[SP];
-#pragma unroll
-    for (int h = 0; h < SP; ++h) {
-      block[h] = 0;
-      page[h] = 0;
-      if (h < count) {
-        page[h] = sample ? paged_sample_page(first + h, sampled, pages) : first + h;
-        block[h] = ps.block_table[(long long)r * ps.block_table_stride + page[h]];
-      }
-    }
     const RingSlot slot = ring_slot(pos++, ST);
     paged_wait(empty + slot.stage, slot.parity ^ 1u);
     PagedStage& m = meta[slot.stage];
     m.request = r;
     m.first = first;
     m.count = count;
+    long long block[SP];  // registers: the loops below are unrolled
+#pragma unroll
+    for (int h = 0; h < SP; ++h) block[h] = 0;
     unsigned bytes = 0;
 #pragma unroll
     for (int h = 0; h < SP; ++h) {
       if (h >= count) break;
-      m.page[h] = page[h];
+      const int page = sample ? paged_sample_page(first + h, sampled, pages) : first + h;
+      block[h] = ps.block_table[(long long)r * ps.block_table_stride + page];
+      m.page[h] = page;
       m.ok[h] = block[h] >= 0 && block[h] < ps.num_blocks;
       if (!m.ok[h]) ps.bad[r] = 1u;
       bytes += m.ok[h] ? unsigned(kPagedBoxBytes) : 0u;

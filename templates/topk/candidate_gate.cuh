@@ -95,27 +95,4 @@ __device__ void compact_candidates(const TopkSmem<C>& s, int r, u64* buf) {
   visitor_sync<C>();
 }
 
-// Keeps only the entries of one warp's segment (buf[0, *count)) at or above the row's gate,
-// in place, by that warp alone (every lane). Each 32-entry chunk is read before any of it
-// is written, and writes land below the next chunk.
-template <class C>
-__device__ void compact_segment(const TopkSmem<C>& s, int r, u64* buf, u32* count, int lane) {
-  const RowState& st = s.rows[r];
-  const ThresholdBins bins = st.bins;
-  const int gate = st.gate;
-  const u32 n = *count;
-  u32 out = 0;
-  for (u32 base = 0; base < n; base += 32) {
-    const u32 i = base + u32(lane);
-    const u64 x = i < n ? buf[i] : 0ull;
-    const bool keep = i < n && bins.bin(rank_key_order(x)) >= gate;
-    const unsigned ballot = __ballot_sync(0xFFFFFFFFu, keep);
-    if (keep) buf[out + __popc(ballot & ((1u << lane) - 1u))] = x;
-    out += __popc(ballot);
-  }
-  __syncwarp();
-  if (lane == 0) *count = out;
-  __syncwarp();
-}
-
 }  // namespace winnow

@@ -70,11 +70,12 @@ __device__ void pipelined_math_tiles(const TopkSmem<C>& s, unsigned pos0, int ti
                                      TileKeys tile_keys, Visit visit, AfterTile after_tile) {
   constexpr int STAGES = layout_of<C>().k_stages(), H = C::kHeads, R = C::kRows;
   const int t4 = threadIdx.x & 3, key0 = wgmma_first_key<C>();
-  float4 wreg[R][H / 16];
+  float2 wreg[R][H / 8];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
 #pragma unroll
-    for (int m = 0; m < H / 16; ++m) wreg[r][m] = wgmma_weight_quad(s.w + r * H, m, t4);
+    for (int jj = 0; jj < H / 8; ++jj)
+      wreg[r][jj] = *reinterpret_cast<const float2*>(s.w + r * H + jj * 8 + 2 * t4);
   }
   const unsigned full0 = shared_address(s.ring_full), empty0 = shared_address(s.ring_empty);
   RingSlot issued = ring_slot(pos0, STAGES), done = issued;
@@ -92,7 +93,7 @@ __device__ void pipelined_math_tiles(const TopkSmem<C>& s, unsigned pos0, int ti
     keep_in_registers(ks0, ks1);
     mbarrier_arrive(empty0 + 8u * unsigned(done.stage));  // after this thread's reads of it
     done.advance(STAGES);
-    wgmma_tile_visits<C, S>(d, ks0, ks1, [&](int r, int m) { return wreg[r][m]; },
+    wgmma_tile_visits<C, S>(d, ks0, ks1, [&](int r, int jj) { return wreg[r][jj]; },
                             tile_keys(t), visit);
     after_tile();
   };
@@ -135,7 +136,9 @@ __device__ void plain_math_tiles(const TopkSmem<C>& s, unsigned pos0, int tiles,
   constexpr int STAGES = layout_of<C>().k_stages(), H = C::kHeads;
   constexpr int KT = C::kKeyTile;
   const int t4 = threadIdx.x & 3, key0 = wgmma_first_key<C>();
-  auto weight = [&](int r, int m) { return wgmma_weight_quad(s.w + r * H, m, t4); };
+  auto weight = [&](int r, int jj) {
+    return *reinterpret_cast<const float2*>(s.w + r * H + jj * 8 + 2 * t4);
+  };
   const WgmmaTileDescs descs = wgmma_tile_descs<C>(s);
   const unsigned full0 = shared_address(s.ring_full), empty0 = shared_address(s.ring_empty);
   const unsigned kscale0 = shared_address(s.kscale + key0);

@@ -267,59 +267,39 @@ __device__ __forceinline__ void wgmma_issue_tile(const WgmmaTileDescs& w, int st
   wgmma_commit();
 }
 
-// Where head h's weight sits among a row's weights on the wgmma paths: a lane's weights
-// of heads 8 jj + 2 t4, + 1 for an even jj and for jj + 1 side by side (one 16-byte load
-// for both), the four lanes of a quad side by side (64 consecutive bytes, no bank
-// conflict): the shared-memory reads of the weights are half as many as in head order.
-__host__ __device__ constexpr int wgmma_weight_slot(int h) {
-  return (h / 16) * 16 + ((h % 8) / 2) * 4 + ((h / 8) % 2) * 2 + h % 2;
-}
-// A lane's weights of heads 16 m + 2 t4, + 1, 16 m + 8 + 2 t4, + 1 from a row of weights
-// stored at wgmma_weight_slot (16-byte aligned).
-__device__ __forceinline__ float4 wgmma_weight_quad(const float* w_row, int m, int t4) {
-  return *reinterpret_cast<const float4*>(w_row + m * 16 + 4 * t4);
-}
-
 // A lane's partial head sums of row r from its accumulators dr (the row's 32: heads
 // 8 jj + 2 t4, + 1 for keys key0 and key0 + 8): term(dot, w) over its 16 heads in a fixed
-// order (jj = 0, 1, ...). weight(r, m): the row's weights of heads 8 jj + 2 t4, + 1 for
-// jj = 2 m, 2 m + 1 (wgmma_weight_quad).
+// order. weight(r, jj): the row's weights of heads 8 jj + 2 t4, + 1.
 template <class C, class S, class Weight>
 __device__ __forceinline__ void wgmma_lane_partials(const float* dr, Weight weight, int r,
                                                     float ks0, float ks1, float& p0, float& p1) {
   constexpr int H = C::kHeads;
-  static_assert(H % 16 == 0, "the wgmma head sums take whole 16-head blocks");
   p0 = 0.0f;
   p1 = 0.0f;
 #pragma unroll
-  for (int m = 0; m < H / 16; ++m) {
-    const float4 wq = weight(r, m);
-#pragma unroll
-    for (int b = 0; b < 2; ++b) {
-      const int jj = 2 * m + b;
-      const float2 w = b == 0 ? float2{wq.x, wq.y} : float2{wq.z, wq.w};
-      if constexpr (S::kWeightedTerm) {
-        // term = w * g(dot): one fused multiply-add per head (one rounding), in the same
-        // fixed order in every mode.
-        p0 = __fmaf_rn(w.x, weighted_factor<C, S>(dr[4 * jj], ks0), p0);
-        p1 = __fmaf_rn(w.x, weighted_factor<C, S>(dr[4 * jj + 2], ks1), p1);
-        p0 = __fmaf_rn(w.y, weighted_factor<C, S>(dr[4 * jj + 1], ks0), p0);
-        p1 = __fmaf_rn(w.y, weighted_factor<C, S>(dr[4 * jj + 3], ks1), p1);
-        continue;
-      }
-      const float a0 = op_add(S::term(dr[4 * jj], w.x, ks0), S::term(dr[4 * jj + 1], w.y, ks0));
-      const float a1 = op_add(S::term(dr[4 * jj + 2], w.x, ks1), S::term(dr[4 * jj + 3], w.y, ks1));
-      p0 = jj == 0 ? a0 : op_add(p0, a0);
-      p1 = jj == 0 ? a1 : op_add(p1, a1);
+  for (int jj = 0; jj < H / 8; ++jj) {
+    const float2 w = weight(r, jj);
+    if constexpr (S::kWeightedTerm) {
+      // term = w * g(dot): one fused multiply-add per head (one rounding), in the same
+      // fixed order in every mode.
+      p0 = __fmaf_rn(w.x, weighted_factor<C, S>(dr[4 * jj], ks0), p0);
+      p1 = __fmaf_rn(w.x, weighted_factor<C, S>(dr[4 * jj + 2], ks1), p1);
+      p0 = __fmaf_rn(w.y, weighted_factor<C, S>(dr[4 * jj + 1], ks0), p0);
+      p1 = __fmaf_rn(w.y, weighted_factor<C, S>(dr[4 * jj + 3], ks1), p1);
+      continue;
     }
+    const float a0 = op_add(S::term(dr[4 * jj], w.x, ks0), S::term(dr[4 * jj + 1], w.y, ks0));
+    const float a1 = op_add(S::term(dr[4 * jj + 2], w.x, ks1), S::term(dr[4 * jj + 3], w.y, ks1));
+    p0 = jj == 0 ? a0 : op_add(p0, a0);
+    p1 = jj == 0 ? a1 : op_add(p1, a1);
   }
 }
 
 // The head sums and visits of one tile from its completed accumulators d: row r's sum over
 // its heads for keys key0 and key0 + 8 (wgmma_lane_partials), then two shuffles across the
 // quad ((P0 + P1) + (P2 + P3) in every lane: IEEE addition commutes); then the 2 R (row,
-// key) scores of a quad visited by its lanes in turn. weight(r, m): as wgmma_lane_partials
-// reads it (from shared memory, or registers held for the whole list).
+// key) scores of a quad visited by its lanes in turn. weight(r, jj): the row's weights of
+// heads 8 jj + 2 t4, + 1 (from shared memory, or registers held for the whole list).
 template <class C, class S, class Weight, class KeyOf, class Visit>
 __device__ __forceinline__ void wgmma_tile_visits(const float (&d)[64], float ks0, float ks1,
                                                   Weight weight, KeyOf key_of, Visit visit) {

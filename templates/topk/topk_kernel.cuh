@@ -45,22 +45,6 @@
 #ifndef WINNOW_GATE_REFRESH_TILES
 #define WINNOW_GATE_REFRESH_TILES 4
 #endif
-// Experiment switch: 1 holds a thread's first key past the gate compare until the end of
-// its refresh interval (see topk_block); 0 appends every such key at once.
-#ifndef WINNOW_FILTER_HOLD
-#define WINNOW_FILTER_HOLD 1
-#endif
-// Experiment switch: 1 gives each visitor warp its own segment of every row's
-// CandidateBuffer, with its own count (no count shared by the CTA, no CTA barrier in the
-// tile loop: a warp compacts its own segment); 0 one buffer and count per row.
-#ifndef WINNOW_FILTER_SEGMENTS
-#define WINNOW_FILTER_SEGMENTS 0
-#endif
-// Experiment switch: 1 makes the lanes of a warp that append to one row together take one
-// count (one shared atomic for them all); 0 counts each key on its own.
-#ifndef WINNOW_FILTER_AGG
-#define WINNOW_FILTER_AGG 0
-#endif
 static_assert(WINNOW_GATE_REFRESH_TILES > 0 &&
                   (WINNOW_GATE_REFRESH_TILES & (WINNOW_GATE_REFRESH_TILES - 1)) == 0,
               "WINNOW_GATE_REFRESH_TILES: a power of two");
@@ -99,13 +83,6 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
   sample_rows<C, S>(p, s, row0, ws);
   clocks.mark(1);
   for (int i = threadIdx.x; i < R * C::kBins; i += C::kThreads) s.hist[i] = 0;
-  // Segments: visitor warp w appends row r's keys to entries [c0 + w seg, c0 + (w + 1) seg)
-  // of the row's buffer, c0 = st.count the sample's hint keys before them and seg =
-  // (CAP - c0) / NW; its count lives in s.radix[r NW + w] (free in the tile loop).
-  constexpr int NW = visitor_threads<C>() / 32;
-  static_assert(!WINNOW_FILTER_SEGMENTS || R * NW <= 256, "segment counts: s.radix[256]");
-  u32* const seg_counts = s.radix;
-  if (WINNOW_FILTER_SEGMENTS && threadIdx.x < R * NW) seg_counts[threadIdx.x] = 0;
   __syncthreads();
 
   // 2. Filter: one pass over the union of the rows' windows.
@@ -117,103 +94,21 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
     }
   }
   int tile = 0;
-  // Appends a key at or above the gate: its histogram bin counted, its RankKey stored.
-  auto append = [&](int r, int key, float sc) {
-    RowState& st = s.rows[r];
-    if (key < st.start || key >= st.end) return;
-    const u32 ok = order_key(sc);
-    const int b = st.bins.bin(ok);
-    // Keys below the gate are out and need no count: the gate only rises, and every
-    // count the refresh reads is of a bin at or above it.
-    if (b < st.gate) return;
-    atomicAdd(&s.hist[r * C::kBins + b], 1u);
-#if WINNOW_FILTER_SEGMENTS
-    const u32 pos = atomicAdd(&seg_counts[r * NW + warp], 1u);  // this warp's lanes only
-    const u32 seg = (u32(CAP) - st.count) / NW;
-    if (pos < seg) {
-      ws[W.candidates(r) + st.count + warp * seg + pos] = rank_key(ok, key);
-    } else {
-      st.overflow = 1;  // a key dropped
-    }
-#elif WINNOW_FILTER_AGG && !defined(WINNOW_EMULATED)
-    // The lanes appending to the same row together take one count: the lowest of them
-    // adds their number, the others their rank among them.
-    const u32 active = __activemask();
-    const u32 peers = __match_any_sync(active, u32(r));
-    const int leader = __ffs(peers) - 1;
-    u32 base = 0;
-    if (lane == leader) base = atomicAdd(&st.count, u32(__popc(peers)));
-    const u32 pos = __shfl_sync(peers, base, leader) + u32(__popc(peers & ((1u << lane) - 1u)));
-    if (pos < u32(CAP)) ws[W.candidates(r) + pos] = rank_key(ok, key);
-#else
-    const u32 pos = atomicAdd(&st.count, 1u);
-    if (pos < u32(CAP)) ws[W.candidates(r) + pos] = rank_key(ok, key);
-#endif
-  };
-  // A thread's first key past the gate_score compare in each refresh interval is held in
-  // registers and appended at the interval's end, before the refresh and the buffer
-  // check, where every thread of the warp appends at once; later ones in the interval are
-  // appended at once. Near k / n keys pass (3 % at n = 64K), so most warps would otherwise
-  // run the append in most tiles, diverged; held, most run it once an interval. The
-  // histogram lags by the held keys only: the gate stays at or below the k-th best.
-  // Held: the row and the key in one register (row << 27 | key; -1: none), for keys below
-  // 2^27 and rows below 16 (others are appended at once): registers are the loop's limit.
-  int held = -1;
-  float held_score = 0.0f;
-  auto release_held = [&] {
-#if WINNOW_FILTER_SEGMENTS
-    // Every lane of the warp (the held keys appended together: one count per row).
-    if (!WINNOW_FILTER_HOLD || warp >= NW) return;
-    const int hr = held >> 27, hkey = held & ((1 << 27) - 1);
-    bool pass = false;
-    u32 ok = 0;
-    if (held >= 0) {
-      const RowState& st = s.rows[hr];
-      if (hkey >= st.start && hkey < st.end) {
-        ok = order_key(held_score);
-        const int b = st.bins.bin(ok);
-        pass = b >= st.gate;
-        if (pass) atomicAdd(&s.hist[hr * C::kBins + b], 1u);
-      }
-    }
-#pragma unroll
-    for (int rr = 0; rr < R && rr < 16; ++rr) {
-      const unsigned m = __ballot_sync(0xFFFFFFFFu, pass && hr == rr);
-      if (m == 0) continue;
-      const int leader = __ffs(m) - 1;
-      u32 base = 0;
-      if (lane == leader) base = atomicAdd(&seg_counts[rr * NW + warp], u32(__popc(m)));
-      base = __shfl_sync(0xFFFFFFFFu, base, leader);
-      if (pass && hr == rr) {
-        RowState& st = s.rows[rr];
-        const u32 pos = base + u32(__popc(m & ((1u << lane) - 1u)));
-        const u32 seg = (u32(CAP) - st.count) / NW;
-        if (pos < seg) {
-          ws[W.candidates(rr) + st.count + warp * seg + pos] = rank_key(ok, hkey);
-        } else {
-          st.overflow = 1;
-        }
-      }
-    }
-    held = -1;
-#else
-    if (WINNOW_FILTER_HOLD && held >= 0) {
-      append(held >> 27, held & ((1 << 27) - 1), held_score);
-      held = -1;
-    }
-#endif
-  };
   score_tiles<C, S>(
       p, s, begin, end,
       [&](int r, int key, float sc) {
+        RowState& st = s.rows[r];
         // Most scores fall below the gate: one float compare decides them (NaN passes).
-        if (sc < s.rows[r].gate_score) return;
-        if (WINNOW_FILTER_HOLD && held < 0 && key < (1 << 27) && (R <= 16 || r < 16)) {
-          held = r << 27 | key;
-          held_score = sc;
-          return;
-        }
-        append(r, key, sc);
+        if (sc < st.gate_score) return;
+        if (key < st.start || key >= st.end) return;
+        const u32 ok = order_key(sc);
+        const int b = st.bins.bin(ok);
+        // Keys below the gate are out and need no count: the gate only rises, and every
+        // count the refresh reads is of a bin at or above it.
+        if (b < st.gate) return;
+        atomicAdd(&s.hist[r * C::kBins + b], 1u);
+        const u32 pos = atomicAdd(&st.count, 1u);
+        if (pos < u32(CAP)) ws[W.candidates(r) + pos] = rank_key(ok, key);
       },
       [&] {
         // Every WINNOW_GATE_REFRESH_TILES tiles warp r raises row r's gate from the
@@ -224,10 +119,7 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
         // tiles of appends when the capacity allows.
         constexpr int kCheckTiles = CAP / 4 >= 16 * C::kKeyTile ? 16 : 4;
         ++tile;
-        const bool refresh = (tile & (WINNOW_GATE_REFRESH_TILES - 1)) == 0;
-        const bool check = tile % kCheckTiles == 0;
-        if (refresh || check) release_held();
-        if (refresh) {
+        if ((tile & (WINNOW_GATE_REFRESH_TILES - 1)) == 0) {
           if constexpr (C::kWgmma) {
             // Rows alternate between the two math warpgroups (warps 0, 4, 1, 5, ...), so
             // that neither carries every refresh (R <= 8: 128 (row, head) pairs).
@@ -237,20 +129,7 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
             for (int r = warp; r < R; r += C::kThreads / 32) refresh_gate<C>(s, r, lane);
           }
         }
-        if (!check) return;
-#if WINNOW_FILTER_SEGMENTS
-        // Each warp compacts its own segments past 3/4: no barrier.
-        __syncwarp();
-        for (int r = 0; r < R; ++r) {
-          RowState& st = s.rows[r];
-          const u32 seg = (u32(CAP) - st.count) / NW;
-          if (!st.overflow && seg_counts[r * NW + warp] > seg / 4 * 3) {
-            compact_segment<C>(s, r, ws + W.candidates(r) + st.count + warp * seg,
-                               seg_counts + r * NW + warp, lane);
-          }
-        }
-        return;
-#endif
+        if (tile % kCheckTiles != 0) return;
         visitor_sync<C>();
         for (int r = 0; r < R; ++r) {
           RowState& st = s.rows[r];
@@ -261,29 +140,8 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
         }
         visitor_sync<C>();
       });
-  // The keys still held, then (after a barrier: every count final) a drop in the last
-  // tiles counts too, and so does a sample threshold that turned out above the row's k-th
-  // (fewer than k keys kept; see the sample).
-  release_held();
-  __syncthreads();
-#if WINNOW_FILTER_SEGMENTS
-  // Each row's segment counts (capped: a count past its segment dropped keys, and set
-  // overflow) into s.hist[r bins + w], the hint keys' c0 after them; st.count the total.
-  if (threadIdx.x < R) {
-    const int r = threadIdx.x;
-    RowState& st = s.rows[r];
-    const u32 c0 = st.count, seg = (u32(CAP) - c0) / NW;
-    u32 total = c0;
-    for (int w = 0; w < NW; ++w) {
-      const u32 n = min(seg_counts[r * NW + w], seg);
-      s.hist[r * C::kBins + w] = n;
-      total += n;
-    }
-    s.hist[r * C::kBins + NW] = c0;
-    st.count = total;
-  }
-  __syncthreads();
-#endif
+  // A drop in the last tiles counts too, and so does a sample threshold that turned out
+  // above the row's k-th (fewer than k keys kept; see the sample).
   for (int r = 0; r < R; ++r) {
     const RowState& st = s.rows[r];
     const u32 need = min(u32(K), u32(st.end > st.start ? st.end - st.start : 0));

@@ -38,8 +38,7 @@ __device__ void load_rows(const TopkParams& p, const TopkSmem<C>& s, int row0, i
   for (int e = tid; e < R * H; e += C::kThreads) {
     int r = e / H, h = e % H, row = row0 + r;
     const float w = (C::kUsesW && row < p.rows) ? p.w[row * p.w_row_stride + h] : 0.0f;
-    // tile_scoring.cuh: halved for relus_by_add; on the wgmma path in wgmma_weight_slot order.
-    s.w[C::kWgmma ? r * H + wgmma_weight_slot(h) : e] = relus_by_add<C, S>() ? w * 0.5f : w;
+    s.w[e] = relus_by_add<C, S>() ? w * 0.5f : w;  // tile_scoring.cuh
   }
   if (tid < R) {
     int r = tid, row = row0 + r;

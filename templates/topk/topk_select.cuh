@@ -37,24 +37,9 @@ __device__ void select_row(const TopkParams& p, const TopkSmem<C>& s, int r, u64
     if (threadIdx.x == 0) atomicAdd(&p.counters[0], 1u);
   } else {
     const u32 n = st.count;
-#if WINNOW_FILTER_SEGMENTS  // (defined in topk_kernel.cuh after this header; undefined: 0)
-    // The hint keys [0, c0), then each visitor warp's segment (topk_block).
-    constexpr int NW = visitor_threads<C>() / 32;
-    const u32* segn = s.hist + r * C::kBins;
-    const u32 c0 = segn[NW], seg = (u32(C::kCapacity) - c0) / NW;
-    auto scan = [&](auto f) {
-      for (u32 i = threadIdx.x; i < c0; i += C::kThreads) f(buf[i]);
-      for (int w = 0; w < NW; ++w) {
-        const u32 nw = segn[w];
-        const u64* b = buf + c0 + u32(w) * seg;
-        for (u32 i = threadIdx.x; i < nw; i += C::kThreads) f(b[i]);
-      }
-    };
-#else
     auto scan = [&](auto f) {
       for (u32 i = threadIdx.x; i < n; i += C::kThreads) f(buf[i]);
     };
-#endif
     u64 kth = n <= u32(K) ? 0ull : radix_kth<C>(s, K, scan);
     scan(emit_from(kth));
   }
