@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "compiler/codegen/emit_paged.h"
 #include "ops/common/jit_module.h"
@@ -295,9 +294,7 @@ void PagedStream::execute(const PagedInputs& in, int64_t B, const TensorView& ou
     kernel.launch(grid, 1, threads, stream, av, after_own);
     after_own = true;
   };
-  static const int skip_from = [] { const char* e = getenv("WINNOW_EXP_SKIP"); return e ? atoi(e) : 99; }();
   for (const PagedStreamStep& s : in.hint.present() ? m.hinted_steps : m.steps) {
-    if ((s.kernel == PagedStreamStep::Select || (s.kernel == PagedStreamStep::Stream && !s.sample)) && s.round >= skip_from) continue;
     k.sample_pass = s.sample ? 1 : 0;
     k.round = s.round;
     switch (s.kernel) {
