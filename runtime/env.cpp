@@ -136,7 +136,7 @@ constexpr Switch kRegistry[] = {
     {"WINNOW_EMULATED", K::Macro, T::Bool, "", "undefined", S::Debug, R::Templates, false,
      "Defined by the CPU emulation tests (`tests/*_emulated.cpp`) to compile device code on the "
      "host; never set it for a kernel."},
-    {"WINNOW_GATE_REFRESH_TILES", K::Macro, T::Int, "a power of two", "`4`", S::Experimental,
+    {"WINNOW_GATE_REFRESH_TILES", K::Macro, T::Int, "a power of two", "`8`", S::Experimental,
      R::Templates, false, "The topk filter raises each row's gate every N key tiles."},
     {"WINNOW_INDEX_ORDER_BITMAP", K::Macro, T::Bool, "", "`1`", S::Experimental, R::Templates,
      false,

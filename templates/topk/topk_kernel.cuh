@@ -40,10 +40,14 @@
 #include "topk/topk_smem.cuh"
 
 // Experiment switch: how many key tiles apart the filter raises each row's gate (a power
-// of two; default 4). A refresh costs one warp about a hundred instructions per row; a
-// longer interval lets more keys through to the histogram and the buffer meanwhile.
+// of two; default 8). A refresh costs one warp about a hundred instructions per row; a
+// longer interval lets more keys through to the histogram and the buffer meanwhile (never
+// past the buffer: the checks every kCheckTiles tiles leave room for that many tiles of
+// appends, so the interval changes the speed, not the fallbacks or the outputs). Every 8
+// tiles was 4-7 % faster than every 4 at dsa-prefill 64K to 1M, every 2 slower
+// (docs/decisions/0055-gate-refresh-every-8-tiles.md).
 #ifndef WINNOW_GATE_REFRESH_TILES
-#define WINNOW_GATE_REFRESH_TILES 4
+#define WINNOW_GATE_REFRESH_TILES 8
 #endif
 static_assert(WINNOW_GATE_REFRESH_TILES > 0 &&
                   (WINNOW_GATE_REFRESH_TILES & (WINNOW_GATE_REFRESH_TILES - 1)) == 0,
