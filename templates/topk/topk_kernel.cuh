@@ -41,10 +41,11 @@
 
 // Experiment switch: how many key tiles apart the filter raises each row's gate (a power
 // of two; default 8). A refresh costs one warp about a hundred instructions per row; a
-// longer interval lets more keys through to the histogram and the buffer meanwhile (never
-// past the buffer: the checks every kCheckTiles tiles leave room for that many tiles of
-// appends, so the interval changes the speed, not the fallbacks or the outputs). Every 8
-// tiles was 4-7 % faster than every 4 at dsa-prefill 64K to 1M, every 2 slower
+// longer interval lets more keys through to the histogram and the buffer meanwhile. It
+// never changes the outputs: the gate only excludes keys below a bin the histogram has
+// justified, and a row that overflows takes the exact fallback. A staler gate keeps more
+// entries in a compaction, so it can only make an overflow likelier. Every 8 tiles was
+// 4-9 % faster than every 4 at dsa-prefill 64K to 1M, with no fallback; every 2 was slower
 // (docs/decisions/0055-gate-refresh-every-8-tiles.md).
 #ifndef WINNOW_GATE_REFRESH_TILES
 #define WINNOW_GATE_REFRESH_TILES 8
