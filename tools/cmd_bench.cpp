@@ -158,7 +158,9 @@ Options:
   --point KNOBS       time the plan with these knobs (a tuning point's text, e.g.
                       "sample_size=1024 bins=1024"; knobs not named keep the heuristic
                       plan's) as the "winnow-tuned" record beside "winnow", in place of
-                      the tuning database's plan; dsa and knn workloads, one GPU
+                      the tuning database's plan; dsa and knn workloads, one GPU. A
+                      plan that materializes with another kernel (another row block,
+                      key tile or form) is checked against its own materialize
   --no-tuned          no "winnow-tuned" record: by default, where the tuning database
                       (winnow tune) has a plan for the size that differs from the
                       heuristic one, it is timed and checked beside "winnow" (its
@@ -985,6 +987,7 @@ std::vector<SizeResult> run_size(const BenchArgs& a, const ops::TopkProblem& bas
 
   std::optional<MaterializeRun> mat;
   ScoreRows rows;
+  std::string mat_plan;  // the materialize plan the rows come from
   const size_t matrix = size_t(s0.Q) * size_t(s0.T) * 4;
   const bool csa = a.w().family == Family::Csa;
   if (csa && size > kCsaMaterializeMax) {
@@ -997,6 +1000,7 @@ std::vector<SizeResult> run_size(const BenchArgs& a, const ops::TopkProblem& bas
                op->launch_info());
     t0 = std::chrono::steady_clock::now();
     mat = run_materialize(*op, in, s0, check_rows(a, s0), a, rows);
+    mat_plan = op->plan_text();
     fmt::print(stderr, "{}: materialize {:.3f} ms median, {} rows downloaded ({:.1f} s)\n", at,
                mat->t.median, rows.rows.size(), seconds_since(t0));
   } else {
@@ -1071,7 +1075,25 @@ std::vector<SizeResult> run_size(const BenchArgs& a, const ops::TopkProblem& bas
       }
       r.tuned = run_winnow(a, ops::with_point(p, found->point), in, s, ctx, cache, be,
                            label + " tuned", tuned_checker);
-      r.tuned_check = by_reference ? tuned_ref_check : check(*r.tuned, rows, s);
+      // A point whose materialize plan differs from the default's (another row block or key
+      // tile, another kernel form) may score with other roundings: its rows are checked against
+      // its own materialize, downloaded from one untimed run.
+      const ScoreRows* tuned_rows = &rows;
+      ScoreRows own_rows;
+      if (!by_reference && mat) {
+        auto own = build_op(ops::with_point(sized(base, s0, ops::Mode::Materialize), found->point),
+                            ctx, cache, be);
+        if (own->plan_text() != mat_plan) {
+          BenchArgs once = a;
+          once.warmup = 0;
+          once.repeats = 1;
+          run_materialize(*own, in, s0, check_rows(a, s0), once, own_rows);
+          tuned_rows = &own_rows;
+          fmt::print(stderr, "{}: the tuned plan materializes with another plan: its rows are "
+                     "checked against its own materialize\n", label);
+        }
+      }
+      r.tuned_check = by_reference ? tuned_ref_check : check(*r.tuned, *tuned_rows, s);
       fmt::print(stderr, "{}: winnow-tuned {:.3f} ms median ({:.3f}x the heuristic plan; {}), "
                  "{} of {} checked rows differing ({:.1f} s)\n",
                  label, r.tuned->t.median, r.tuned->t.median / r.fused.t.median, r.tuned_point,
