@@ -136,8 +136,9 @@ constexpr Switch kRegistry[] = {
     {"WINNOW_EMULATED", K::Macro, T::Bool, "", "undefined", S::Debug, R::Templates, false,
      "Defined by the CPU emulation tests (`tests/*_emulated.cpp`) to compile device code on the "
      "host; never set it for a kernel."},
-    {"WINNOW_GATE_REFRESH_TILES", K::Macro, T::Int, "a power of two", "`8`", S::Experimental,
-     R::Templates, false, "The topk filter raises each row's gate every N key tiles."},
+    {"WINNOW_GATE_REFRESH_TILES", K::Macro, T::Int, "a power of two",
+     "unset: 8 tiles, 4 where the buffer is checked every 4", S::Experimental, R::Templates, false,
+     "The topk filter raises each row's gate every N key tiles."},
     {"WINNOW_INDEX_ORDER_BITMAP", K::Macro, T::Bool, "", "`1`", S::Experimental, R::Templates,
      false,
      "`0`: index-ordered rows go through the bitonic sort by index instead of a bitmap of the "

@@ -39,22 +39,32 @@
 #include "topk/topk_select.cuh"
 #include "topk/topk_smem.cuh"
 
-// Experiment switch: how many key tiles apart the filter raises each row's gate (a power
-// of two; default 8). A refresh costs one warp about a hundred instructions per row; a
-// longer interval lets more keys through to the histogram and the buffer meanwhile. It
-// never changes the outputs: the gate only excludes keys below a bin the histogram has
-// justified, and a row that overflows takes the exact fallback. A staler gate keeps more
-// entries in a compaction, so it can only make an overflow likelier. Every 8 tiles was
-// 4-9 % faster than every 4 at dsa-prefill 64K to 1M, with no fallback; every 2 was slower
-// (docs/decisions/0055-gate-refresh-every-8-tiles.md).
-#ifndef WINNOW_GATE_REFRESH_TILES
-#define WINNOW_GATE_REFRESH_TILES 8
-#endif
+// How many key tiles apart the filter raises each row's gate (gate_refresh_tiles). A
+// refresh costs one warp about a hundred instructions per row; a longer interval lets more
+// keys through to the histogram and the buffer meanwhile. It never changes the outputs:
+// the gate only excludes keys below a bin the histogram has justified, and a row that
+// overflows takes the exact fallback. A staler gate keeps more entries in a compaction, so
+// it can only make an overflow likelier. Every 8 tiles was 4-9 % faster than every 4 at
+// dsa-prefill 64K to 1M (k = 2048, the buffer checked every 16 tiles), with no fallback;
+// every 2 was slower (docs/decisions/0055-gate-refresh-every-8-tiles.md). A plan whose
+// buffer is checked every 4 tiles (smaller k, such as csa-1m's) keeps every 4: not
+// measured at 8. -DWINNOW_GATE_REFRESH_TILES=N (experimental, a power of two) forces N.
+#ifdef WINNOW_GATE_REFRESH_TILES
 static_assert(WINNOW_GATE_REFRESH_TILES > 0 &&
                   (WINNOW_GATE_REFRESH_TILES & (WINNOW_GATE_REFRESH_TILES - 1)) == 0,
               "WINNOW_GATE_REFRESH_TILES: a power of two");
+#endif
 
 namespace winnow {
+
+// The gate refresh interval of a plan whose buffer is checked every check_tiles tiles.
+WINNOW_HD constexpr int gate_refresh_tiles([[maybe_unused]] int check_tiles) {
+#ifdef WINNOW_GATE_REFRESH_TILES
+  return WINNOW_GATE_REFRESH_TILES;
+#else
+  return check_tiles >= 16 ? 8 : 4;
+#endif
+}
 
 // Sample, then filter, for every row of the block; then select each row.
 template <class C, class S>
@@ -116,15 +126,15 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
         if (pos < u32(CAP)) ws[W.candidates(r) + pos] = rank_key(ok, key);
       },
       [&] {
-        // Every WINNOW_GATE_REFRESH_TILES tiles warp r raises row r's gate from the
-        // histogram, with no barrier: counts still being added only make the gate looser,
-        // and it only rises. Every
-        // kCheckTiles tiles the visitors check the buffers (a consistent count needs a
-        // barrier) and compacts those past 3/4, which leaves room for kCheckTiles more
+        // Every kRefreshTiles tiles warp r raises row r's gate from the histogram, with no
+        // barrier: counts still being added only make the gate looser, and it only rises.
+        // Every kCheckTiles tiles the visitors check the buffers (a consistent count needs
+        // a barrier) and compacts those past 3/4, which leaves room for kCheckTiles more
         // tiles of appends when the capacity allows.
         constexpr int kCheckTiles = CAP / 4 >= 16 * C::kKeyTile ? 16 : 4;
+        constexpr int kRefreshTiles = gate_refresh_tiles(kCheckTiles);
         ++tile;
-        if ((tile & (WINNOW_GATE_REFRESH_TILES - 1)) == 0) {
+        if ((tile & (kRefreshTiles - 1)) == 0) {
           if constexpr (C::kWgmma) {
             // Rows alternate between the two math warpgroups (warps 0, 4, 1, 5, ...), so
             // that neither carries every refresh (R <= 8: 128 (row, head) pairs).
