@@ -292,3 +292,14 @@ TEST_CASE(EMU_CASE("the pipelined form (two accumulator sets, setmaxnreg)"), "[e
     emulate_and_check<F, M>(p, 9, 600, {});
   }
 }
+
+TEST_CASE(EMU_CASE("the gate refresh interval: 8 tiles where the buffer is checked every 16, else 4"), "[emu]") {
+  // templates/topk/topk_kernel.cuh: the plans measured faster at 8 (docs/decisions/0055)
+  // are those whose buffer is checked every 16 tiles; the others keep 4.
+#ifdef WINNOW_GATE_REFRESH_TILES
+  CHECK(gate_refresh_tiles(16) == WINNOW_GATE_REFRESH_TILES);
+#else
+  CHECK(gate_refresh_tiles(16) == 8);
+  CHECK(gate_refresh_tiles(4) == 4);
+#endif
+}
