@@ -17,10 +17,6 @@ enum : int {
   kScratchWords = 264,
 };
 
-// The fused filter's staged appends on the wgmma path: 8 math warps, a queue of 32
-// entries of 3 words (score, key, row) each.
-enum : int { kStagedWarps = 8, kStagedEntries = 32, kStagedWords = kStagedWarps * kStagedEntries * 3 };
-
 // The most shared memory each of two CTAs can have on one SM: sm_90a and sm_100a hold
 // 228 KB per SM, of which each CTA's system use takes 1 KB.
 // (An enumerator: a namespace-scope constant would be emitted into every kernel's PTX.)
@@ -86,11 +82,7 @@ struct SmemLayout {
   WINNOW_HD constexpr long barriers_off() const { return (rows_off() + long(rows) * 16 + 1) / 2 * 2; }
   // The wgmma path's key-tile ring: a `full` and an `empty` mbarrier (8 bytes) per stage.
   WINNOW_HD constexpr long barrier_words() const { return swizzled ? 4L * k_stages() : 0; }
-  // The wgmma path's fused filter: each math warp's queue of admitted scores
-  // (StagedAppends, templates/topk/staged_appends.cuh), kStagedWords words.
-  WINNOW_HD constexpr long staged_off() const { return barriers_off() + barrier_words(); }
-  WINNOW_HD constexpr long staged_words() const { return swizzled ? long(kStagedWords) : 0; }
-  WINNOW_HD constexpr long total_words() const { return staged_off() + staged_words(); }
+  WINNOW_HD constexpr long total_words() const { return barriers_off() + barrier_words(); }
   WINNOW_HD constexpr long bytes() const { return total_words() * 4; }
 };
 

@@ -295,39 +295,11 @@ __device__ __forceinline__ void wgmma_lane_partials(const float* dr, Weight weig
   }
 }
 
-// A visit in two parts, for the fused filter: admit(r, key, score) decides most scores
-// with one compare, append(r, key, score) takes the few it admits. Called as one function
-// it is admit, then append; wgmma_tile_visits offers every slot's admission to a warp's
-// StagedAppends instead (templates/topk/staged_appends.cuh), all lanes together.
-template <class Admit, class Append, class Stage>
-struct GatedVisit {
-  Admit admit;
-  Append append;
-  Stage* stage;
-  __device__ __forceinline__ void operator()(int r, int key, float sc) const {
-    if (admit(r, key, sc)) append(r, key, sc);
-  }
-  __device__ __forceinline__ void offer(bool admitted, int r, int key, float sc) const {
-    stage->offer(admitted, r, key, sc, append);
-  }
-};
-template <class Admit, class Append, class Stage>
-__device__ __forceinline__ GatedVisit<Admit, Append, Stage> gated_visit(Admit admit,
-                                                                         Append append,
-                                                                         Stage* stage) {
-  return {admit, append, stage};
-}
-template <class V>
-constexpr bool kGatedVisit = false;
-template <class Admit, class Append, class Stage>
-constexpr bool kGatedVisit<GatedVisit<Admit, Append, Stage>> = true;
-
 // The head sums and visits of one tile from its completed accumulators d: row r's sum over
 // its heads for keys key0 and key0 + 8 (wgmma_lane_partials), then two shuffles across the
 // quad ((P0 + P1) + (P2 + P3) in every lane: IEEE addition commutes); then the 2 R (row,
 // key) scores of a quad visited by its lanes in turn. weight(r, jj): the row's weights of
-// heads 8 jj + 2 t4, + 1 (from shared memory, or registers held for the whole list). A
-// gated visit is offered every slot, admitted or not, by all lanes together.
+// heads 8 jj + 2 t4, + 1 (from shared memory, or registers held for the whole list).
 template <class C, class S, class Weight, class KeyOf, class Visit>
 __device__ __forceinline__ void wgmma_tile_visits(const float (&d)[64], float ks0, float ks1,
                                                   Weight weight, KeyOf key_of, Visit visit) {
@@ -348,7 +320,7 @@ __device__ __forceinline__ void wgmma_tile_visits(const float (&d)[64], float ks
   for (int c = 0; c < 2 * R; c += 4) {
     const int r = (c + t4) >> 1, second = (c + t4) & 1, j = key0 + 8 * second;
     const int key = key_of(j);
-    if (!kGatedVisit<Visit> && key < 0) continue;
+    if (key < 0) continue;
     ScoreArgs a{};  // post reads no per-head value
     a.kscale = second ? ks1 : ks0;
     float hsum = sums[0][0];  // sums[r][second], by constant indices only
@@ -356,12 +328,7 @@ __device__ __forceinline__ void wgmma_tile_visits(const float (&d)[64], float ks
     for (int rr = 0; rr < R; ++rr) {
       if (rr == r) hsum = second ? sums[rr][1] : sums[rr][0];
     }
-    const float sc = S::post(hsum, a);
-    if constexpr (kGatedVisit<Visit>) {
-      visit.offer(key >= 0 && visit.admit(r, key, sc), r, key, sc);
-    } else {
-      visit(r, key, sc);
-    }
+    visit(r, key, S::post(hsum, a));
   }
 }
 

@@ -25,7 +25,6 @@
 #include "select/bitonic_sort.cuh"
 #include "topk/candidate_gate.cuh"
 #include "topk/key_tile_loop.cuh"
-#include "topk/staged_appends.cuh"
 #include "ptx/mbarrier.cuh"
 #include "debug/phase_clocks.cuh"
 #include "select/radix_select.cuh"
@@ -110,34 +109,28 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
     }
   }
   int tile = 0;
-  StagedAppends<C> staged(s);
-  // Keys below the gate are out and need no count: the gate only rises, and every count
-  // the refresh reads is of a bin at or above it.
-  auto append = [&](int r, int key, float sc) {
-    RowState& st = s.rows[r];
-    const u32 ok = order_key(sc);
-    const int b = st.bins.bin(ok);
-    if (b < st.gate) return;
-    atomicAdd(&s.hist[r * C::kBins + b], 1u);
-    const u32 pos = atomicAdd(&st.count, 1u);
-    if (pos < u32(CAP)) ws[W.candidates(r) + pos] = rank_key(ok, key);
-  };
   score_tiles<C, S>(
       p, s, begin, end,
-      gated_visit(
-          [&](int r, int key, float sc) {
-            // Most scores fall below the gate: one float compare decides them (NaN passes).
-            const RowState& st = s.rows[r];
-            return !(sc < st.gate_score) && key >= st.start && key < st.end;
-          },
-          append, &staged),
+      [&](int r, int key, float sc) {
+        RowState& st = s.rows[r];
+        // Most scores fall below the gate: one float compare decides them (NaN passes).
+        if (sc < st.gate_score) return;
+        if (key < st.start || key >= st.end) return;
+        const u32 ok = order_key(sc);
+        const int b = st.bins.bin(ok);
+        // Keys below the gate are out and need no count: the gate only rises, and every
+        // count the refresh reads is of a bin at or above it.
+        if (b < st.gate) return;
+        atomicAdd(&s.hist[r * C::kBins + b], 1u);
+        const u32 pos = atomicAdd(&st.count, 1u);
+        if (pos < u32(CAP)) ws[W.candidates(r) + pos] = rank_key(ok, key);
+      },
       [&] {
         // Every kRefreshTiles tiles warp r raises row r's gate from the histogram, with no
-        // barrier: counts still being added (or staged) only make the gate looser, and it
-        // only rises. Every kCheckTiles tiles the visitors append what they staged and
-        // check the buffers (a consistent count needs a barrier) and compact those past
-        // 3/4, which leaves room for kCheckTiles more tiles of appends when the capacity
-        // allows.
+        // barrier: counts still being added only make the gate looser, and it only rises.
+        // Every kCheckTiles tiles the visitors check the buffers (a consistent count needs
+        // a barrier) and compacts those past 3/4, which leaves room for kCheckTiles more
+        // tiles of appends when the capacity allows.
         constexpr int kCheckTiles = CAP / 4 >= 16 * C::kKeyTile ? 16 : 4;
         constexpr int kRefreshTiles = gate_refresh_tiles(kCheckTiles);
         ++tile;
@@ -152,7 +145,6 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
           }
         }
         if (tile % kCheckTiles != 0) return;
-        staged.drain(append);
         visitor_sync<C>();
         for (int r = 0; r < R; ++r) {
           RowState& st = s.rows[r];
@@ -163,10 +155,6 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
         }
         visitor_sync<C>();
       });
-  if constexpr (C::kWgmma) {
-    staged.drain(append);  // the producer warp has none
-    __syncthreads();
-  }
   // A drop in the last tiles counts too, and so does a sample threshold that turned out
   // above the row's k-th (fewer than k keys kept; see the sample).
   for (int r = 0; r < R; ++r) {

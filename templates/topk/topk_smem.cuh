@@ -67,7 +67,6 @@ struct TopkSmem {
   // producer and math warps walk the same tiles).
   u64* ring_full;
   u64* ring_empty;
-  u32* staged;  // the wgmma path's StagedAppends queues
   const TmaMap* kmap = nullptr;
   mutable unsigned ring_pos = 0;
   __device__ explicit TopkSmem(unsigned char* base) {
@@ -85,7 +84,6 @@ struct TopkSmem {
     rows = reinterpret_cast<RowState*>(f + L.rows_off());
     ring_full = reinterpret_cast<u64*>(f + L.barriers_off());
     ring_empty = ring_full + L.k_stages();
-    staged = reinterpret_cast<u32*>(f + L.staged_off());
   }
 };
 
