@@ -100,24 +100,30 @@ ops::TopkProblem wgmma_relu_mh(int heads, bool fp8) {
 
 TEST_CASE("fp8 wgmma layouts keep two CTAs per SM: a fourth stage only where it fits", "[codegen]") {
   // relu_mh fp8, d = 128, 128 (row, head) pairs: H = 64 (2 rows) fits four stages and two
-  // CTAs; H = 32 (4 rows, twice the histograms) fits two CTAs with three stages only;
-  // H = 16 (8 rows) fits one CTA either way and keeps four. bf16 keeps three stages.
+  // CTAs; H = 32 (4 rows, twice the histograms) fits two CTAs with three stages only at
+  // 2048 bins (k = 512), four at 512 bins (k = 2048); H = 16 (8 rows) fits one CTA either
+  // way and keeps four. bf16 keeps three stages.
   const int heads = GENERATE(64, 32, 16);
   const bool fp8 = GENERATE(true, false);
+  const int k = GENERATE(2048, 512);
   ops::TopkProblem p = wgmma_relu_mh(heads, fp8);
+  p.k = k;
   const plan::KernelPlan kp = ops::TopkOp::create(p, nullptr)->kernel_plan();
   REQUIRE(kp.wgmma);
   const int rows = 128 / heads;
   winnow::SmemLayout L{rows, heads, 128, 128, kp.bins, fp8 ? 1 : 2, true, true};
-  INFO("heads " << heads << (fp8 ? " fp8" : " bf16") << ": " << L.bytes() << " bytes, "
-                << L.k_stages() << " stages");
+  INFO("heads " << heads << (fp8 ? " fp8" : " bf16") << ", k " << k << ": " << L.bytes()
+                << " bytes, " << L.k_stages() << " stages, " << kp.bins << " bins");
   CHECK(kp.smem_bytes() == L.bytes());
+  // 512 bins where the buffer (capacity 4 k) is checked every 16 tiles, that is k = 2048,
+  // with 2 or 4 rows.
+  CHECK(kp.bins == (k == 2048 && heads >= 32 ? 512 : 2048));
   if (fp8) {
     winnow::SmemLayout three = L;
     three.stages = 3;
     // Never fewer CTAs per SM than three stages allow.
     CHECK((L.bytes() <= winnow::kTwoCtaSmemBytes) == (three.bytes() <= winnow::kTwoCtaSmemBytes));
-    CHECK(L.k_stages() == (heads == 32 ? 3 : 4));
+    CHECK(L.k_stages() == (heads == 32 && kp.bins == 2048 ? 3 : 4));
     CHECK((L.bytes() <= winnow::kTwoCtaSmemBytes) == (heads != 16));
   } else {
     CHECK(L.k_stages() == 3);

@@ -33,7 +33,8 @@ enum : int { kPlain = 0, kPipe = 1 };
 // (compiler/codegen/emit_cuda.cpp prints the same constants; run_emulated checks them
 // against the planner's): H heads of element type ELEM (fp8: 2 rows of 64 heads per CTA,
 // bf16: 4 rows of 32), in the wgmma path's form FORM.
-template <int H, int ELEM, int K, int CAP, int SAMPLE, bool MAT, int WINDOW, int FORM = kPlain>
+template <int H, int ELEM, int K, int CAP, int SAMPLE, bool MAT, int WINDOW, int FORM = kPlain,
+          int BINS = 2048>
 struct EmuReluConfig {
   static constexpr int kHeads = H, kDim = 128;
   static constexpr int kQElem = ELEM, kKElem = ELEM;
@@ -44,7 +45,7 @@ struct EmuReluConfig {
   static constexpr bool kUsesW = true, kUsesKScale = true, kUsesQSq = false, kUsesKSq = false;
   static constexpr int kRows = 128 / H, kKeyTile = 128, kThreads = FORM == kPipe ? 384 : 288,
                        kMathThreads = 256;
-  static constexpr int kBins = 2048, kCapacity = CAP, kSample = SAMPLE;
+  static constexpr int kBins = BINS, kCapacity = CAP, kSample = SAMPLE;
   static constexpr int kMma = ELEM;
   static constexpr bool kHeadSums = true, kWgmma = true;
   static constexpr bool kPipelined = FORM == kPipe;
@@ -191,6 +192,22 @@ TEST_CASE(EMU_CASE("relu_mh fp8, dense, unaligned keys"), "[emu]") {
   CHECK(r.bad_windows == 0);
   // No buffer can overflow here and the sample's guess keeps more than k keys: a fallback
   // would mean appends were lost (the exact fallback would hide them from the checks).
+  CHECK(r.fallback_rows == 0);
+}
+
+TEST_CASE(EMU_CASE("dsa's plan constants: 512 bins, the buffer checked every 16 tiles"), "[emu]") {
+  INFO("seed " << test::test_seed());
+  // A capacity of 8192 (dsa's k = 2048 has 4 k): a quarter holds 16 key tiles, so the
+  // planner picks 512 bins, the buffer is checked every 16 tiles and the gate refreshed
+  // every 8. 2300 keys: 18 tiles, one buffer check inside the loop. Ties and NaN too.
+  const auto p = emu_problem(31, 8192, 256, ops::WindowKind::Dense);
+  ops::DataOptions opt;
+  opt.levels = GENERATE(0, 5);
+  opt.nan_fraction = opt.levels ? 0.0 : 0.01;
+  INFO("levels " << opt.levels);
+  using F = EmuReluConfig<64, kElemE4M3, 31, 8192, 256, false, 0, kPlain, 512>;
+  using M = EmuReluConfig<64, kElemE4M3, 31, 8192, 256, true, 0, kPlain, 512>;
+  const ops::RunResult r = emulate_and_check<F, M>(p, 3, 2300, opt);
   CHECK(r.fallback_rows == 0);
 }
 

@@ -56,8 +56,6 @@ bool choose_plan(const KernelSpec& spec, long smem_limit, int candidate_capacity
   const int last_rows = knobs.rows_per_cta > 0 ? p.rows_per_cta : 1;
   for (int rows = p.rows_per_cta; rows >= last_rows; rows /= 2) {
     p.mma = tensor_core_type(spec, rows);
-    p.bins = rows > 8 ? 512 : 2048;  // the histograms of 16 rows would fill shared memory
-    if (knobs.bins > 0) p.bins = knobs.bins;
     // q fragments of a 16-head block stay in registers: 256 bytes of d at most.
     const int mma_bytes = p.mma == 0 ? 0 : (p.mma == int(ElemType::E4M3) ? 1 : 2);
     p.head_sums = p.mma != 0 && spec.head_sum_form && spec.heads % 16 == 0 &&
@@ -74,6 +72,15 @@ bool choose_plan(const KernelSpec& spec, long smem_limit, int candidate_capacity
       p.threads = p.wgmma ? 256 + 32 : 256;            // + the producer warp
       p.pipelined = p.wgmma && knobs.pipeline == 1;
       if (p.pipelined) p.threads = 256 + 128;          // + the producer warpgroup
+      // 512 bins above 8 rows (16 rows' histograms of 2048 would fill shared memory), and
+      // on the wgmma path with 2 or 4 rows where the buffer is checked every 16 tiles (a
+      // quarter of the capacity holds 16 key tiles: dsa's k = 2048): there 512 were 2-6 %
+      // faster than 2048 (a gate refresh sums a quarter of the bins; H = 32 gains a fourth
+      // stage; docs/decisions/0057). 8 rows (H = 16) keep 2048: not measured, and 512
+      // would take them from one CTA per SM to two. Else 2048.
+      const bool checks16 = p.capacity / 4 >= 16 * tile;
+      p.bins = rows > 8 || (p.wgmma && checks16 && rows <= 4) ? 512 : 2048;
+      if (knobs.bins > 0) p.bins = knobs.bins;
       winnow::SmemLayout L{rows, spec.heads, spec.head_dim, tile, p.bins,
                            mma_bytes, p.head_sums, p.wgmma, 0};
       if (L.bytes() <= smem_limit) {

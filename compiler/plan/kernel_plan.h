@@ -50,7 +50,7 @@ struct KernelPlan {
   // into the key-tile ring, templates/topk/topk_kernel.cuh), a producer warpgroup when pipelined.
   int threads = 256;
   int math_threads() const;
-  int bins = 2048;        // ThresholdBins per row (a multiple of 32; 512 above 8 rows)
+  int bins = 2048;        // ThresholdBins per row (a multiple of 32; choose_plan: 512 or 2048)
   int capacity = 8192;    // CandidateBuffer entries per row
   int sample = 2048;      // keys scored first for the initial threshold (0: none)
   // Element type the tensor cores read (mma.sync), as its ElemType code; 0: CUDA cores.
