@@ -195,33 +195,26 @@ TEST_CASE(EMU_CASE("relu_mh fp8, dense, unaligned keys"), "[emu]") {
   CHECK(r.fallback_rows == 0);
 }
 
-TEST_CASE(EMU_CASE("dsa's plan constants: 512 bins, the buffer checked every 16 tiles"), "[emu]") {
+TEST_CASE(EMU_CASE("heavy ties, NaN and inf, at two plans' constants"), "[emu]") {
   INFO("seed " << test::test_seed());
-  // A capacity of 8192 (dsa's k = 2048 has 4 k): a quarter holds 16 key tiles, so the
-  // planner picks 512 bins, the buffer is checked every 16 tiles and the gate refreshed
-  // every 8. 2300 keys: 18 tiles, one buffer check inside the loop. Ties and NaN too.
-  const auto p = emu_problem(31, 8192, 256, ops::WindowKind::Dense);
-  ops::DataOptions opt;
-  opt.levels = GENERATE(0, 5);
-  opt.nan_fraction = opt.levels ? 0.0 : 0.01;
-  INFO("levels " << opt.levels);
-  using F = EmuReluConfig<64, kElemE4M3, 31, 8192, 256, false, 0, kPlain, 512>;
-  using M = EmuReluConfig<64, kElemE4M3, 31, 8192, 256, true, 0, kPlain, 512>;
-  const ops::RunResult r = emulate_and_check<F, M>(p, 3, 2300, opt);
-  CHECK(r.fallback_rows == 0);
-}
-
-TEST_CASE(EMU_CASE("heavy ties, NaN and inf"), "[emu]") {
-  INFO("seed " << test::test_seed());
-  const auto p = emu_problem(31, 4096, 256, ops::WindowKind::Dense);
   ops::DataOptions opt;
   opt.levels = GENERATE(3, 0);
   opt.nan_fraction = opt.levels ? 0.0 : 0.01;
   opt.inf_fraction = opt.levels ? 0.0 : 0.01;
   INFO("levels " << opt.levels);
+  // A capacity of 4096: 2048 bins, the buffer checked every 4 tiles. A capacity of 8192
+  // (dsa's k = 2048 has 4 k): a quarter holds 16 key tiles, so the planner picks 512 bins,
+  // the buffer is checked every 16 tiles and the gate refreshed every 8; 2300 keys are 18
+  // tiles, one buffer check inside the loop.
+  const bool dsa = GENERATE(false, true);
+  INFO((dsa ? "capacity 8192, 512 bins" : "capacity 4096, 2048 bins"));
+  using DsaF = EmuReluConfig<64, kElemE4M3, 31, 8192, 256, false, 0, kPlain, 512>;
+  using DsaM = EmuReluConfig<64, kElemE4M3, 31, 8192, 256, true, 0, kPlain, 512>;
   const ops::RunResult r =
-      emulate_and_check<EmuFp8<31, 4096, 256, false, 0>, EmuFp8<31, 4096, 256, true, 0>>(
-          p, 4, 520, opt);
+      dsa ? emulate_and_check<DsaF, DsaM>(emu_problem(31, 8192, 256, ops::WindowKind::Dense), 3,
+                                          2300, opt)
+          : emulate_and_check<EmuFp8<31, 4096, 256, false, 0>, EmuFp8<31, 4096, 256, true, 0>>(
+                emu_problem(31, 4096, 256, ops::WindowKind::Dense), 4, 520, opt);
   // Heavy ties put most keys past the gate; no append may be lost (see above).
   CHECK(r.fallback_rows == 0);
 }
