@@ -148,3 +148,35 @@ TEST_CASE("paged decode hint: a graph captured with the output as its hint repla
   CHECK(test::paged_wrong_rows(p, d, r.replayed.indices) == 0);
   CHECK(r.replayed.bad_windows == 0);
 }
+
+TEST_CASE("paged decode hint: a graph whose rows all take the fallback rounds replays as eager "
+          "runs it",
+          "[gpu][decode]") {
+  // An all -1 hint gives threshold 0: every key passes, the lists overflow (windows above
+  // the capacity of 4 k) and every row takes the radix rounds. Under capture those rounds
+  // sit in a conditional node set by round 0's select (ops/paged/paged_stream.cpp): the
+  // replay must run them, and a replay with no row sent back must skip them, as eager does.
+  WINNOW_REQUIRE_GPU();
+  auto& f = test::GpuFixture::get();
+  const uint64_t seed = test::test_seed();
+  INFO("seed " << seed);
+  std::mt19937_64 rng(seed);
+  auto p = hint_problem(2048, 2, 8, 256, false);
+  p.arch = ops::device_arch(*f.ctx);
+  const int max_len = int(test::sized(16384, 12000));
+  ops::PagedHostData d = ops::random_paged_data(p, std::vector<int>(8, max_len), rng);
+  auto op = ops::PagedTopkOp::create(p, f.ctx.get());
+  op->build(*f.cache, *f.be);
+  ops::PagedHint h;
+  h.given = true;
+  h.rows.assign(size_t(8 * p.next_n) * size_t(p.k), -1);
+  std::vector<int> smaller = test::random_lens(8, max_len, rng);
+  smaller[0] = 0;
+  smaller[1] = 100;
+  const ops::PagedGraphResult r = ops::run_paged_graph_on_device(*op, *f.ctx, d, smaller, h);
+  CHECK(test::paged_wrong_rows(p, d, r.captured.indices) == 0);
+  CHECK(r.captured.fallback_rows > 0);
+  CHECK(r.replayed.indices == r.eager.indices);
+  d.context_lens = smaller;
+  CHECK(test::paged_wrong_rows(p, d, r.replayed.indices) == 0);
+}
