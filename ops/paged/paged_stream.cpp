@@ -252,8 +252,13 @@ void PagedStream::build(rt::CubinCache& cache, const backend::Backend& be) {
                                    m.stream_smem, m.stream->num_registers()));
   m.grid = m.ctx->info().sm_count * std::min(per_sm, codegen::kPagedStreamCtasPerSm);
   if (has_fallback_rounds(m.steps) && rt::driver().conditional_graphs()) {
-    m.gate_module = compile_round_gate(cache, m.problem.arch);
-    m.round_gate = load_entry(*m.ctx, m.gate_module, codegen::kPagedRoundGateEntry, 0);
+    // Only a speed-up: where the gate cannot be built or loaded, every round is launched.
+    try {
+      m.gate_module = compile_round_gate(cache, m.problem.arch);
+      m.round_gate = load_entry(*m.ctx, m.gate_module, codegen::kPagedRoundGateEntry, 0);
+    } catch (const std::exception&) {
+      m.round_gate = nullptr;
+    }
   }
 }
 
