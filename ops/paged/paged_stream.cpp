@@ -326,8 +326,10 @@ void PagedStream::execute(const PagedInputs& in, int64_t B, const TensorView& ou
   void* stream_args[] = {&a, &cmap};
   bool after_own = false;
   CUstream target = stream;  // the captured body's side stream once the rounds start
+  // Inside the rounds' body every launch waits for the one before it to end (no
+  // programmatic edges in a conditional body: the rare rounds gain little from them).
   auto launch = [&](const rt::LoadedKernel& kernel, unsigned grid, unsigned threads, void** av) {
-    kernel.launch(grid, 1, threads, target, av, after_own);
+    kernel.launch(grid, 1, threads, target, av, after_own && target == stream);
     after_own = true;
   };
   // Under capture, with the gate loaded: rounds 1 on go into an IF node's body, set by the
@@ -369,7 +371,6 @@ void PagedStream::execute(const PagedInputs& in, int64_t B, const TensorView& ou
                                              nullptr, 0, CU_STREAM_CAPTURE_MODE_RELAXED),
               "cuStreamBeginCaptureToGraph");
     target = m.side;
-    after_own = false;  // the body's first launch has no launch before it in the body
   };
   for (const PagedStreamStep& s : in.hint.present() ? m.hinted_steps : m.steps) {
     if (capturing && s.round > 0 && target == stream) open_rounds();
