@@ -107,6 +107,18 @@ DriverState load_driver() {
   WINNOW_RESOLVE(cuGraphLaunch, 10000);
   WINNOW_RESOLVE(cuGraphExecDestroy, 10000);
   WINNOW_RESOLVE(cuGraphDestroy, 10000);
+  // Optional: left null where the driver lacks them (DriverApi::conditional_graphs).
+#define WINNOW_RESOLVE_OPTIONAL(f, abi)                                               \
+  static_assert(std::is_same_v<decltype(a.f), PFN_##f##_v##abi>,                      \
+                "DriverApi::" #f " is not declared with the ABI of version " #abi);    \
+  if (std::string ignored; !resolve(get, #f, abi, reinterpret_cast<void**>(&a.f), &ignored)) \
+    a.f = nullptr
+  WINNOW_RESOLVE_OPTIONAL(cuStreamGetCaptureInfo, 12030);
+  WINNOW_RESOLVE_OPTIONAL(cuStreamUpdateCaptureDependencies, 12030);
+  WINNOW_RESOLVE_OPTIONAL(cuStreamBeginCaptureToGraph, 12030);
+  WINNOW_RESOLVE_OPTIONAL(cuGraphConditionalHandleCreate, 12030);
+  WINNOW_RESOLVE_OPTIONAL(cuGraphAddNode, 12030);
+#undef WINNOW_RESOLVE_OPTIONAL
 #undef WINNOW_RESOLVE
   // cuda.h maps cuGraphInstantiate to cuGraphInstantiateWithFlags (the member's
   // signature); the old base name resolves to the 5-argument CUDA 11 entry point.

@@ -70,6 +70,22 @@ struct DriverApi {
   CUresult (*cuEventSynchronize)(CUevent);
   CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
   CUresult (*cuStreamBeginCapture)(CUstream, CUstreamCaptureMode);
+  // Conditional graph nodes (CUDA 12.3 drivers and later; null where the driver lacks
+  // them, see conditional_graphs()): the paged decode call's fallback rounds under capture.
+  CUresult (*cuStreamGetCaptureInfo)(CUstream, CUstreamCaptureStatus*, cuuint64_t*, CUgraph*,
+                                     const CUgraphNode**, const CUgraphEdgeData**, size_t*);
+  CUresult (*cuStreamUpdateCaptureDependencies)(CUstream, CUgraphNode*, const CUgraphEdgeData*,
+                                                size_t, unsigned);
+  CUresult (*cuStreamBeginCaptureToGraph)(CUstream, CUgraph, const CUgraphNode*,
+                                          const CUgraphEdgeData*, size_t, CUstreamCaptureMode);
+  CUresult (*cuGraphConditionalHandleCreate)(CUgraphConditionalHandle*, CUgraph, CUcontext,
+                                             unsigned, unsigned);
+  CUresult (*cuGraphAddNode)(CUgraphNode*, CUgraph, const CUgraphNode*, const CUgraphEdgeData*,
+                             size_t, CUgraphNodeParams*);
+  bool conditional_graphs() const {
+    return cuStreamGetCaptureInfo && cuStreamUpdateCaptureDependencies &&
+           cuStreamBeginCaptureToGraph && cuGraphConditionalHandleCreate && cuGraphAddNode;
+  }
   CUresult (*cuStreamEndCapture)(CUstream, CUgraph*);
   CUresult (*cuGraphInstantiate)(CUgraphExec*, CUgraph, unsigned long long);
   CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);

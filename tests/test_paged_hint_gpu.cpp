@@ -115,34 +115,43 @@ TEST_CASE("paged decode hint equals the reference: exact, previous-step, stale, 
   }
 }
 
-TEST_CASE("paged decode hint: a graph captured with the output as its hint replays as eager runs it",
+TEST_CASE("paged decode hint: a graph captured with a hint replays as eager runs it",
           "[gpu][decode]") {
+  // The output as its own hint (in place: each launch reads the one before it's output; the
+  // replay's at smaller lengths, with many positions out of range), or an all -1 hint:
+  // threshold 0, every key passes, the lists overflow (windows above the capacity of 4 k)
+  // and every long row takes the radix rounds. Under capture those rounds sit in a
+  // conditional node set after round 0's select (ops/paged/paged_stream.cpp): a replay
+  // must run them where rows were sent back and skip them where none were, as eager does.
   WINNOW_REQUIRE_GPU();
   auto& f = test::GpuFixture::get();
   const uint64_t seed = test::test_seed();
   INFO("seed " << seed);
   std::mt19937_64 rng(seed);
+  const bool all_minus_one = GENERATE(false, true);
+  INFO((all_minus_one ? "all -1 hint" : "the output as the hint, in place"));
   auto p = hint_problem(2048, 2, 8, 256, false);
   p.arch = ops::device_arch(*f.ctx);
   const int max_len = int(test::sized(16384, 12000));
   ops::PagedDataOptions ties;
-  ties.levels = 3;
+  ties.levels = all_minus_one ? 0 : 3;
   ops::PagedHostData d = ops::random_paged_data(p, std::vector<int>(8, max_len), rng, ties);
   auto op = ops::PagedTopkOp::create(p, f.ctx.get());
   op->build(*f.cache, *f.be);
-  const ops::PagedRunResult plain = ops::run_paged_on_device(*op, *f.ctx, d);
-  // Captured with the exact selection in the output buffer; each launch after it reads the
-  // one before it's output (the replay's at smaller lengths: many positions out of range).
   ops::PagedHint h;
   h.given = true;
-  h.rows = plain.indices;
-  h.in_place = true;
+  if (all_minus_one) {
+    h.rows.assign(size_t(8 * p.next_n) * size_t(p.k), -1);
+  } else {
+    h.rows = ops::run_paged_on_device(*op, *f.ctx, d).indices;
+    h.in_place = true;
+  }
   std::vector<int> smaller = test::random_lens(8, max_len, rng);
   smaller[0] = 0;
   smaller[1] = 100;
   const ops::PagedGraphResult r = ops::run_paged_graph_on_device(*op, *f.ctx, d, smaller, h);
   CHECK(test::paged_wrong_rows(p, d, r.captured.indices) == 0);
-  CHECK(r.captured.fallback_rows == 0);
+  CHECK((r.captured.fallback_rows > 0) == all_minus_one);
   CHECK(r.replayed.indices == r.eager.indices);
   d.context_lens = smaller;
   CHECK(test::paged_wrong_rows(p, d, r.replayed.indices) == 0);

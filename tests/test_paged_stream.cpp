@@ -9,6 +9,8 @@
 #include <regex>
 
 #include "compiler/backend/backend.h"
+#include "compiler/codegen/emit_paged.h"
+#include "ops/common/jit_module.h"
 #include "ops/paged/paged_stream.h"
 #include "ops/paged/paged_topk.h"
 #include "paged_support.h"
@@ -73,6 +75,21 @@ TEST_CASE("paged decode stream path: two CTAs an SM of two pages a warpgroup",
     const ops::PagedStream s(decode_problem(64, 2048, 1, 8, 16), nullptr);
     CHECK_THAT(s.source(), Catch::Contains("kStages = 2, kNextN = 1"));
   }
+}
+
+TEST_CASE("paged decode: the fallback rounds' gate compiles by NVRTC alone for sm_90a and sm_100a",
+          "[nvrtc]") {
+  // cudaGraphSetConditional, a runtime builtin: a call the driver resolves when it loads the
+  // module, with no relocatable code or device runtime library to link.
+  const char* arch = GENERATE("sm_90a", "sm_100a");
+  INFO(arch);
+  const backend::CompileResult r = backend::make_nvrtc_backend()->compile(
+      ops::make_compile_request(codegen::emit_paged_round_gate(), backend::parse_arch(arch),
+                                codegen::kPagedRoundGateEntry),
+      /*emit_ptx=*/true);
+  CHECK(std::string(r.cubin.data() + 1, 3) == "ELF");
+  CHECK(r.ptx.find("cudaGraphSetConditional") != std::string::npos);
+  CHECK(r.ptx.find(codegen::kPagedRoundGateEntry) != std::string::npos);
 }
 
 TEST_CASE("paged decode stream path: the sample's rank and visible keys in integer arithmetic",

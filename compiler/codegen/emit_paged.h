@@ -19,6 +19,9 @@ inline constexpr const char* kPagedStreamEntry = "winnow_paged_stream";
 inline constexpr const char* kPagedThresholdEntry = "winnow_paged_threshold";
 inline constexpr const char* kPagedSelectEntry = "winnow_paged_select";
 inline constexpr const char* kPagedHintEntry = "winnow_paged_hint";
+// The fallback rounds' gate under graph capture (templates/paged/paged_round_gate.cuh): its
+// own module, compiled by NVRTC whatever the op's backend.
+inline constexpr const char* kPagedRoundGateEntry = "winnow_paged_round_gate";
 
 // The stream kernel's CTAs an SM: its launch bounds (112 registers) and the op's grid.
 inline constexpr int kPagedStreamCtasPerSm = 2;
@@ -30,5 +33,7 @@ struct PagedStreamConfig {
 };
 // `entry` of the result names the page stream.
 GeneratedKernel emit_paged_stream(const ir::Expr& score, const PagedStreamConfig& c);
+// The round gate's module (one entry, kPagedRoundGateEntry).
+GeneratedKernel emit_paged_round_gate();
 
 }  // namespace winnow::codegen

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "compiler/backend/backend.h"
 #include "compiler/codegen/emit_paged.h"
 #include "ops/common/jit_module.h"
 #include "ops/common/key_tensor_map.h"
@@ -153,6 +154,21 @@ size_t paged_stream_workspace_bytes(const PagedProblem& p) {
   return StreamWorkspace(p.max_batch, p.next_n, winnow::knn_capacity(p.k)).total;
 }
 
+// Whether a step list has the fallback rounds (round 1 on).
+bool has_fallback_rounds(const std::vector<PagedStreamStep>& steps) {
+  return std::any_of(steps.begin(), steps.end(), [](const PagedStreamStep& s) { return s.round > 0; });
+}
+
+// The round gate's module, by NVRTC whatever the op's backend (the builtin it calls is
+// NVRTC's).
+CompiledModule compile_round_gate(rt::CubinCache& cache, const backend::Arch& arch) {
+  static const std::unique_ptr<backend::Backend> nvrtc = backend::make_nvrtc_backend();
+  return compile_cached(cache, *nvrtc,
+                        make_compile_request(codegen::emit_paged_round_gate(), arch,
+                                             codegen::kPagedRoundGateEntry),
+                        codegen::kPagedRoundGateEntry, "paged round gate v1", "paged round gate");
+}
+
 struct PagedStream::Impl {
   PagedProblem problem;
   const rt::Context* ctx = nullptr;
@@ -163,6 +179,16 @@ struct PagedStream::Impl {
   long stream_smem = 0, select_smem = 0, select_stage = 0;
   // paged_stream_steps(problem), without and with a hint
   std::vector<PagedStreamStep> steps, hinted_steps;
+  // Under graph capture the fallback rounds go into an IF node that round_gate sets
+  // (templates/paged/paged_round_gate.cuh), their launches captured on `side`; null where
+  // the plan has no such rounds or the driver has no conditional nodes (then every round is
+  // launched, as outside capture).
+  CompiledModule gate_module;
+  std::shared_ptr<const rt::LoadedKernel> round_gate;
+  mutable CUstream side = nullptr;  // created at the first capture that needs it
+  ~Impl() {
+    if (side) rt::driver().cuStreamDestroy(side);
+  }
 };
 
 PagedStream::PagedStream(const PagedProblem& p, const rt::Context* ctx)
@@ -225,6 +251,15 @@ void PagedStream::build(rt::CubinCache& cache, const backend::Backend& be) {
                                    "of shared memory, {} registers per thread)",
                                    m.stream_smem, m.stream->num_registers()));
   m.grid = m.ctx->info().sm_count * std::min(per_sm, codegen::kPagedStreamCtasPerSm);
+  if (has_fallback_rounds(m.steps) && rt::driver().conditional_graphs()) {
+    // Only a speed-up: where the gate cannot be built or loaded, every round is launched.
+    try {
+      m.gate_module = compile_round_gate(cache, m.problem.arch);
+      m.round_gate = load_entry(*m.ctx, m.gate_module, codegen::kPagedRoundGateEntry, 0);
+    } catch (const std::exception&) {
+      m.round_gate = nullptr;
+    }
+  }
 }
 
 size_t PagedStream::workspace_bytes() const {
@@ -290,11 +325,55 @@ void PagedStream::execute(const PagedInputs& in, int64_t B, const TensorView& ou
   void* args[] = {&a};
   void* stream_args[] = {&a, &cmap};
   bool after_own = false;
+  CUstream target = stream;  // the captured body's side stream once the rounds start
+  // Inside the rounds' body every launch waits for the one before it to end (no
+  // programmatic edges in a conditional body: the rare rounds gain little from them).
   auto launch = [&](const rt::LoadedKernel& kernel, unsigned grid, unsigned threads, void** av) {
-    kernel.launch(grid, 1, threads, stream, av, after_own);
+    kernel.launch(grid, 1, threads, target, av, after_own && target == stream);
     after_own = true;
   };
+  // Under capture, with the gate loaded: rounds 1 on go into an IF node's body, set by the
+  // gate after round 0's select, so that a replay with no row sent back skips them.
+  bool capturing = false;
+  if (m.round_gate) {
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    rt::check(cu.cuStreamIsCapturing(stream, &st), "cuStreamIsCapturing");
+    capturing = st == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  }
+  auto open_rounds = [&] {
+    CUstreamCaptureStatus st;
+    CUgraph graph;
+    const CUgraphNode* deps = nullptr;
+    size_t n = 0;
+    rt::check(cu.cuStreamGetCaptureInfo(stream, &st, nullptr, &graph, &deps, nullptr, &n),
+              "cuStreamGetCaptureInfo");
+    CUgraphConditionalHandle handle;
+    rt::check(cu.cuGraphConditionalHandleCreate(&handle, graph, m.ctx->handle(), 0,
+                                                CU_GRAPH_COND_ASSIGN_DEFAULT),
+              "cuGraphConditionalHandleCreate");
+    void* gate_args[] = {&handle, &k.counters};
+    m.round_gate->launch(1, 1, 32, stream, gate_args, false);  // after round 0 has ended
+    rt::check(cu.cuStreamGetCaptureInfo(stream, &st, nullptr, &graph, &deps, nullptr, &n),
+              "cuStreamGetCaptureInfo");
+    CUgraphNodeParams cp{};
+    cp.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+    cp.conditional.handle = handle;
+    cp.conditional.type = CU_GRAPH_COND_TYPE_IF;
+    cp.conditional.size = 1;
+    cp.conditional.ctx = m.ctx->handle();
+    CUgraphNode node;
+    rt::check(cu.cuGraphAddNode(&node, graph, deps, nullptr, n, &cp), "cuGraphAddNode");
+    rt::check(cu.cuStreamUpdateCaptureDependencies(stream, &node, nullptr, 1,
+                                                   CU_STREAM_SET_CAPTURE_DEPENDENCIES),
+              "cuStreamUpdateCaptureDependencies");
+    if (!m.side) rt::check(cu.cuStreamCreate(&m.side, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    rt::check(cu.cuStreamBeginCaptureToGraph(m.side, cp.conditional.phGraph_out[0], nullptr,
+                                             nullptr, 0, CU_STREAM_CAPTURE_MODE_RELAXED),
+              "cuStreamBeginCaptureToGraph");
+    target = m.side;
+  };
   for (const PagedStreamStep& s : in.hint.present() ? m.hinted_steps : m.steps) {
+    if (capturing && s.round > 0 && target == stream) open_rounds();
     k.sample_pass = s.sample ? 1 : 0;
     k.round = s.round;
     switch (s.kernel) {
@@ -306,6 +385,10 @@ void PagedStream::execute(const PagedInputs& in, int64_t B, const TensorView& ou
       case PagedStreamStep::Hint: launch(*m.hint, rows, winnow::kPagedHintThreads, args); break;
       case PagedStreamStep::Select: launch(*m.select, rows, winnow::kKnnSelectThreads, args); break;
     }
+  }
+  if (target != stream) {
+    CUgraph body;
+    rt::check(cu.cuStreamEndCapture(m.side, &body), "cuStreamEndCapture (the rounds' body)");
   }
 }
 
