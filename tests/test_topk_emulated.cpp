@@ -184,8 +184,8 @@ ops::RunResult emulate_and_check(const ops::TopkProblem& p, int64_t rows, int64_
 
 TEST_CASE(EMU_CASE("relu_mh fp8, dense, unaligned keys"), "[emu]") {
   INFO("seed " << test::test_seed());
-  // 5 rows (a partial row block), 700 keys (a partial last tile), a sample of 256 keys
-  // (gathered tiles) before the TMA filter.
+  // 5 rows (a partial row block), 700 keys (a partial last tile); the windows fit the
+  // buffer, so no sample is scored (the capacity case below takes one).
   const auto p = emu_problem(31, 4096, 256, ops::WindowKind::Dense);
   const ops::RunResult r = emulate_and_check<EmuFp8<31, 4096, 256, false, 0>,
                                              EmuFp8<31, 4096, 256, true, 0>>(p, 5, 700, {});
@@ -217,6 +217,23 @@ TEST_CASE(EMU_CASE("heavy ties, NaN and inf, at two plans' constants"), "[emu]")
                 emu_problem(31, 4096, 256, ops::WindowKind::Dense), 4, 520, opt);
   // Heavy ties put most keys past the gate; no append may be lost (see above).
   CHECK(r.fallback_rows == 0);
+}
+
+TEST_CASE(EMU_CASE("windows past the capacity: the sample sets each row's first gate"), "[emu]") {
+  INFO("seed " << test::test_seed());
+  // 2300 keys against a capacity of 512: every row scores a strided sample of 256 keys
+  // first, and its 23rd best (2 k ns / n + 16) becomes the low edge of the bins. Random
+  // scores find it in a bin of a few entries (ranked by count); heavy ties crowd it (radix
+  // select), and they overflow the small buffer (the exact fallback).
+  ops::DataOptions opt;
+  opt.levels = GENERATE(0, 3);
+  INFO("levels " << opt.levels);
+  const auto p = emu_problem(31, 512, 256, ops::WindowKind::Dense);
+  const ops::RunResult r = emulate_and_check<EmuFp8<31, 512, 256, false, 0>,
+                                             EmuFp8<31, 512, 256, true, 0>>(p, 3, 2300, opt);
+  // About 200 random keys of 2300 score above the sample's 23rd best of 256: none overflows
+  // 512, and fewer than k above it would mean the sample's rank was wrong.
+  if (opt.levels == 0) CHECK(r.fallback_rows == 0);
 }
 
 TEST_CASE(EMU_CASE("range windows, k = window, k > window, empty"), "[emu]") {
