@@ -54,9 +54,11 @@ DriverState load_driver() {
   DriverApi& a = s.api;
   // #f is the base name (macros are not expanded when stringised); a.f may expand to
   // the versioned member name that cuda.h maps it to, consistently everywhere.
+#define WINNOW_CHECK_ABI(member, pfn, name, abi)                                      \
+  static_assert(std::is_same_v<decltype(a.member), pfn>,                              \
+                "DriverApi::" name " is not declared with the ABI of version " abi)
 #define WINNOW_RESOLVE(f, abi)                                                        \
-  static_assert(std::is_same_v<decltype(a.f), PFN_##f##_v##abi>,                      \
-                "DriverApi::" #f " is not declared with the ABI of version " #abi);    \
+  WINNOW_CHECK_ABI(f, PFN_##f##_v##abi, #f, #abi);                                    \
   if (!resolve(get, #f, abi, reinterpret_cast<void**>(&a.f), &s.why_not)) return s
   WINNOW_RESOLVE(cuInit, 2000);
   WINNOW_RESOLVE(cuDriverGetVersion, 2020);
@@ -109,8 +111,7 @@ DriverState load_driver() {
   WINNOW_RESOLVE(cuGraphDestroy, 10000);
   // Optional: left null where the driver lacks them (DriverApi::conditional_graphs).
 #define WINNOW_RESOLVE_OPTIONAL(f, abi)                                               \
-  static_assert(std::is_same_v<decltype(a.f), PFN_##f##_v##abi>,                      \
-                "DriverApi::" #f " is not declared with the ABI of version " #abi);    \
+  WINNOW_CHECK_ABI(f, PFN_##f##_v##abi, #f, #abi);                                    \
   if (std::string ignored; !resolve(get, #f, abi, reinterpret_cast<void**>(&a.f), &ignored)) \
     a.f = nullptr
   WINNOW_RESOLVE_OPTIONAL(cuStreamGetCaptureInfo, 12030);
@@ -120,6 +121,7 @@ DriverState load_driver() {
   WINNOW_RESOLVE_OPTIONAL(cuGraphAddNode, 12030);
 #undef WINNOW_RESOLVE_OPTIONAL
 #undef WINNOW_RESOLVE
+#undef WINNOW_CHECK_ABI
   // cuda.h maps cuGraphInstantiate to cuGraphInstantiateWithFlags (the member's
   // signature); the old base name resolves to the 5-argument CUDA 11 entry point.
   static_assert(std::is_same_v<decltype(a.cuGraphInstantiate), PFN_cuGraphInstantiateWithFlags_v11040>);
