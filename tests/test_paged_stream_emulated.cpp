@@ -214,6 +214,19 @@ TEST_CASE("emulated paged stream: edge lengths equal the reference position for 
   }
 }
 
+TEST_CASE("emulated paged stream: dsa's k = 2048, windows within and past the list", "[emu][decode]") {
+  const uint64_t seed = test::test_seed();
+  INFO("seed " << seed);
+  std::mt19937_64 rng(seed);
+  // 4096 keys fit the list (8192 at k = 2048): every key is a candidate; 9000 pass it: the
+  // sample and the thresholds run. The other cases' k (1 to 128) leave the select's lists
+  // short; here each row's list holds thousands of entries, as at dsa's decode shapes.
+  const auto p = stream_problem(2048, 1, 2, 150);
+  const auto d = ops::random_paged_data(p, {4096, 9000}, rng);
+  const Outcome o = run_stream<EmuStreamConfig<1, 2048>>(p, d);
+  check_rows(p, d, o, false);
+}
+
 TEST_CASE("emulated paged stream: a sampled request with heavy ties and NaN and inf", "[emu][decode]") {
   const uint64_t seed = test::test_seed();
   INFO("seed " << seed);
