@@ -225,6 +225,10 @@ TEST_CASE("emulated paged stream: dsa's k = 2048, windows within and past the li
   const auto d = ops::random_paged_data(p, {4096, 9000}, rng);
   const Outcome o = run_stream<EmuStreamConfig<1, 2048>>(p, d);
   check_rows(p, d, o, false);
+  // Random scores: the sample's threshold leaves between k and the capacity in the list
+  // (several standard deviations from either edge), so no row falls back; a threshold
+  // above the k-th best would send the 9000-key row back (exact, but counted).
+  CHECK(o.counters[kKnnFallbackRows] == 0);
 }
 
 TEST_CASE("emulated paged stream: a sampled request with heavy ties and NaN and inf", "[emu][decode]") {
