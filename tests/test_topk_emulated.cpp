@@ -222,9 +222,8 @@ TEST_CASE(EMU_CASE("heavy ties, NaN and inf, at two plans' constants"), "[emu]")
 TEST_CASE(EMU_CASE("windows past the capacity: the sample sets each row's first gate"), "[emu]") {
   INFO("seed " << test::test_seed());
   // 2300 keys against a capacity of 512: every row scores a strided sample of 256 keys
-  // first, and its 23rd best (2 k ns / n + 16) becomes the low edge of the bins. Random
-  // scores find it in a bin of a few entries (ranked by count); heavy ties crowd it (radix
-  // select), and they overflow the small buffer (the exact fallback).
+  // first, and its 23rd best (2 k ns / n + 16), found by radix select, becomes the low edge
+  // of the bins. Heavy ties overflow the small buffer (the exact fallback).
   ops::DataOptions opt;
   opt.levels = GENERATE(0, 3);
   INFO("levels " << opt.levels);
