@@ -233,11 +233,12 @@ __device__ void produce_key_tile(const TopkParams& p, const TopkSmem<C>& s, int 
 }
 
 // The producer warp's loop over a tile list: each stage refilled once its `empty` phase
-// completes (produce_key_tile), the last gathered tile's arrivals settled at the end.
-template <class C, class TileKeys, class TileBase>
+// completes (produce_key_tile), the last gathered tile's arrivals settled at the end;
+// after_produced(t), by the whole warp, once tile t's loads are issued.
+template <class C, class TileKeys, class TileBase, class AfterProduced>
 __device__ __forceinline__ void produce_tiles(const TopkParams& p, const TopkSmem<C>& s,
                                               unsigned pos0, int tiles, TileKeys tile_keys,
-                                              TileBase tile_base) {
+                                              TileBase tile_base, AfterProduced after_produced) {
   constexpr int STAGES = layout_of<C>().k_stages();
   // Stores of the CTA-wide steps before (the sort, the gathers) reached this region through
   // the generic proxy; the copy engine writes it next.
@@ -247,19 +248,32 @@ __device__ __forceinline__ void produce_tiles(const TopkParams& p, const TopkSme
   for (int t = 0; t < tiles; ++t, slot.advance(STAGES)) {
     mbarrier_wait(s.ring_empty + slot.stage, slot.parity ^ 1u);
     produce_key_tile<C>(p, s, slot.stage, tile_base(t), tile_keys(t), gathered);
+    after_produced(t);
   }
   publish_gathered<C>(s, gathered, 0);
+}
+
+// Whether the wgmma path's producer warp runs score_tile_list's after_produced steps: in
+// the plain form it idles between its loads, while a step run by a math warp holds back
+// that warp's whole warpgroup at its next MMA. The pipelined form's producer warpgroup
+// runs at 40 registers, so there the steps go to the math warps (after_tile).
+template <class C>
+__host__ __device__ constexpr bool producer_runs_steps() {
+  return C::kWgmma && !C::kPipelined;
 }
 
 // Visits the keys of `tiles` tiles, tile t's slot j holding key tile_keys(t)(j) (negative:
 // an empty slot), calling after_tile() (by the visitors) after each. tile_base(t) is
 // the first key of tile t when its keys are contiguous (key_of(j) = base + j inside the
-// window), else -1. On the tensor-core paths the next tiles load while this one is scored.
+// window), else -1. Where producer_runs_steps<C>(), the producer warp calls
+// after_produced(t) once tile t's loads are issued (as many as STAGES tiles ahead of the
+// visitors). On the tensor-core paths the next tiles load while this one is scored.
 // Called by the whole CTA; returns after a CTA barrier.
-template <class C, class S, class TileKeys, class TileBase, class Visit, class AfterTile>
+template <class C, class S, class TileKeys, class TileBase, class Visit, class AfterTile,
+          class AfterProduced>
 __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int tiles,
                                 TileKeys tile_keys, TileBase tile_base, Visit visit,
-                                AfterTile after_tile) {
+                                AfterTile after_tile, AfterProduced after_produced) {
   if constexpr (C::kWgmma) {
     // Warp-specialised: the producer warp fills a ring of k_stages() stages (waiting for
     // each stage's `empty` barrier), the math warpgroups wait for `full`, score, and
@@ -276,7 +290,11 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
     if (is_producer_warp<C>()) {
       if constexpr (C::kPipelined) setmaxnreg_dec<kPipelineProducerRegs>();
       if (!kProducerGroup || int(threadIdx.x) < C::kMathThreads + 32) {
-        produce_tiles<C>(p, s, pos0, tiles, tile_keys, tile_base);
+        if constexpr (producer_runs_steps<C>()) {
+          produce_tiles<C>(p, s, pos0, tiles, tile_keys, tile_base, after_produced);
+        } else {
+          produce_tiles<C>(p, s, pos0, tiles, tile_keys, tile_base, [](int) {});
+        }
       }
       if constexpr (kProducerGroup) {
         // Only once every math warp has given its extra registers back (barrier
@@ -322,10 +340,11 @@ __device__ void score_tile_list(const TopkParams& p, const TopkSmem<C>& s, int t
   }
 }
 
-// Visits every key of [begin, end) in tiles, calling after_tile() after each.
-template <class C, class S, class Visit, class AfterTile>
+// Visits every key of [begin, end) in tiles, calling after_tile() after each (and
+// after_produced(t) as score_tile_list says).
+template <class C, class S, class Visit, class AfterTile, class AfterProduced>
 __device__ void score_tiles(const TopkParams& p, const TopkSmem<C>& s, int begin, int end,
-                            Visit visit, AfterTile after_tile) {
+                            Visit visit, AfterTile after_tile, AfterProduced after_produced) {
   constexpr int KT = C::kKeyTile;
   const int tiles = end > begin ? (end - begin + KT - 1) / KT : 0;
   score_tile_list<C, S>(
@@ -334,14 +353,14 @@ __device__ void score_tiles(const TopkParams& p, const TopkSmem<C>& s, int begin
         const int t0 = begin + t * KT;
         return [t0, end](int j) { return t0 + j < end ? t0 + j : -1; };
       },
-      [begin](int t) { return begin + t * KT; }, visit, after_tile);
+      [begin](int t) { return begin + t * KT; }, visit, after_tile, after_produced);
 }
 
 // Visits every key of [begin, end) in tiles.
 template <class C, class S, class Visit>
 __device__ void score_range(const TopkParams& p, const TopkSmem<C>& s, int begin, int end,
                             Visit visit) {
-  score_tiles<C, S>(p, s, begin, end, visit, [] {});
+  score_tiles<C, S>(p, s, begin, end, visit, [] {}, [](int) {});
 }
 
 }  // namespace winnow

@@ -108,6 +108,14 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
       end = max(end, s.rows[r].end);
     }
   }
+  // Every kCheckTiles tiles the visitors check the buffers (a consistent count needs a
+  // barrier) and compact those past 3/4, which leaves room for kCheckTiles more tiles of
+  // appends when the capacity allows. Every kRefreshTiles tiles each row's gate rises from
+  // its histogram, with no barrier: counts still being added only make the gate looser,
+  // and it only rises. On the wgmma plain form the producer warp raises them (one writer
+  // of every gate), between its loads; elsewhere warp r raises row r's.
+  constexpr int kCheckTiles = CAP / 4 >= 16 * C::kKeyTile ? 16 : 4;
+  constexpr int kRefreshTiles = gate_refresh_tiles(kCheckTiles);
   int tile = 0;
   score_tiles<C, S>(
       p, s, begin, end,
@@ -126,22 +134,17 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
         if (pos < u32(CAP)) ws[W.candidates(r) + pos] = rank_key(ok, key);
       },
       [&] {
-        // Every kRefreshTiles tiles warp r raises row r's gate from the histogram, with no
-        // barrier: counts still being added only make the gate looser, and it only rises.
-        // Every kCheckTiles tiles the visitors check the buffers (a consistent count needs
-        // a barrier) and compacts those past 3/4, which leaves room for kCheckTiles more
-        // tiles of appends when the capacity allows.
-        constexpr int kCheckTiles = CAP / 4 >= 16 * C::kKeyTile ? 16 : 4;
-        constexpr int kRefreshTiles = gate_refresh_tiles(kCheckTiles);
         ++tile;
-        if ((tile & (kRefreshTiles - 1)) == 0) {
-          if constexpr (C::kWgmma) {
-            // Rows alternate between the two math warpgroups (warps 0, 4, 1, 5, ...), so
-            // that neither carries every refresh (R <= 8: 128 (row, head) pairs).
-            const int r = (warp & 3) * 2 + (warp >> 2);
-            if (warp < C::kMathThreads / 32 && r < R) refresh_gate<C>(s, r, lane);
-          } else {
-            for (int r = warp; r < R; r += C::kThreads / 32) refresh_gate<C>(s, r, lane);
+        if constexpr (!producer_runs_steps<C>()) {
+          if ((tile & (kRefreshTiles - 1)) == 0) {
+            if constexpr (C::kWgmma) {
+              // Rows alternate between the two math warpgroups (warps 0, 4, 1, 5, ...), so
+              // that neither carries every refresh (R <= 8: 128 (row, head) pairs).
+              const int r = (warp & 3) * 2 + (warp >> 2);
+              if (warp < C::kMathThreads / 32 && r < R) refresh_gate<C>(s, r, lane);
+            } else {
+              for (int r = warp; r < R; r += C::kThreads / 32) refresh_gate<C>(s, r, lane);
+            }
           }
         }
         if (tile % kCheckTiles != 0) return;
@@ -154,6 +157,11 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
           }
         }
         visitor_sync<C>();
+      },
+      [&](int t) {
+        if (((t + 1) & (kRefreshTiles - 1)) == 0) {
+          for (int r = 0; r < R; ++r) refresh_gate<C>(s, r, lane);
+        }
       });
   // A drop in the last tiles counts too, and so does a sample threshold that turned out
   // above the row's k-th (fewer than k keys kept; see the sample).

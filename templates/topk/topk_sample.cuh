@@ -156,7 +156,7 @@ __device__ void sample_rows(const TopkParams& p, const TopkSmem<C>& s, int row0,
           ws[W.candidates(rr) + atomicAdd(&st.count, 1u)] = rank_key(ok, key);
           atomicMax(&st.sample_max, ok);
         },
-        [&] { ++tile; });
+        [&] { ++tile; }, [](int) {});
   }
 
   for (int r = 0; r < R; ++r) {
