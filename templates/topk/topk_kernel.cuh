@@ -113,7 +113,9 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
   // appends when the capacity allows. Every kRefreshTiles tiles each row's gate rises from
   // its histogram, with no barrier: counts still being added only make the gate looser,
   // and it only rises. On the wgmma plain form the producer warp raises them (one writer
-  // of every gate), between its loads; elsewhere warp r raises row r's.
+  // of every gate), between its loads: a refresh on a math warp held its warpgroup back at
+  // the next MMA (docs/decisions/0061-gate-refresh-on-the-producer-warp.md). Elsewhere warp
+  // r raises row r's.
   constexpr int kCheckTiles = CAP / 4 >= 16 * C::kKeyTile ? 16 : 4;
   constexpr int kRefreshTiles = gate_refresh_tiles(kCheckTiles);
   int tile = 0;
