@@ -186,8 +186,11 @@ std::string cache_relevant_env() {
   std::sort(relevant.begin(), relevant.end(),
             [](const Switch* a, const Switch* b) { return std::strcmp(a->name, b->name) < 0; });
   std::string out;
+  // An empty value is the same as unset (no NVRTC options): the same key, so a script that
+  // always sets the variable hits the kernels compiled without it.
   for (const Switch* v : relevant)
-    if (const char* value = std::getenv(v->name)) out += std::string(v->name) + "=" + value + "\n";
+    if (const char* value = std::getenv(v->name); value && *value)
+      out += std::string(v->name) + "=" + value + "\n";
   return out;
 }
 

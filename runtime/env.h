@@ -36,7 +36,8 @@ const Switch* find_switch(const char* name);
 // registered as one.
 std::optional<std::string> env_get(const char* name);
 
-// "NAME=value\n" for each set cache-relevant variable, sorted by name.
+// "NAME=value\n" for each cache-relevant variable set to a non-empty value, sorted by
+// name.
 std::string cache_relevant_env();
 
 // docs/environment.md: the registry as markdown tables.

@@ -66,6 +66,10 @@ TEST_CASE("the environment registry declares each variable once", "[cache]") {
   ScopedEnv unset("WINNOW_NVRTC_OPTIONS", nullptr);
   CHECK(!env_get("WINNOW_NVRTC_OPTIONS").has_value());
   CHECK(cache_relevant_env().empty());
+  // Set but empty: no options, the key of unset.
+  ScopedEnv empty("WINNOW_NVRTC_OPTIONS", "");
+  CHECK(env_get("WINNOW_NVRTC_OPTIONS") == std::optional<std::string>(""));
+  CHECK(cache_relevant_env().empty());
 }
 
 TEST_CASE("content_key is deterministic and covers every input", "[cache]") {
