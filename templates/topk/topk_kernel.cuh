@@ -108,7 +108,7 @@ __device__ void topk_block(const TopkParams& p, const TopkSmem<C>& s, int row0, 
       end = max(end, s.rows[r].end);
     }
   }
-  // Every kCheckTiles tiles the visitors check the buffers (a consistent count needs a
+  // Every kCheckTiles tiles the math threads check the buffers (a consistent count needs a
   // barrier) and compact those past 3/4, which leaves room for kCheckTiles more tiles of
   // appends when the capacity allows. Every kRefreshTiles tiles each row's gate rises from
   // its histogram, with no barrier: counts still being added only make the gate looser,
