@@ -340,6 +340,30 @@ TEST_CASE("winnow bench --compile-only fills the kernel cache with the run's ker
   CHECK(std::distance(std::filesystem::directory_iterator(dir.path), std::filesystem::directory_iterator()) > 0);
 }
 
+// dsa-decode --compile-only builds each shape's kernels with no GPU; a second run of the
+// same shapes adds nothing to the cache (every kernel a hit), another k adds its kernels.
+TEST_CASE("winnow bench dsa-decode --compile-only fills the kernel cache", "[tool]") {
+  winnow::test::TempDir dir;
+  winnow::test::ScopedEnv cache("WINNOW_CACHE_DIR", dir.path.c_str());
+  auto files = [&] {
+    size_t n = 0;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir.path)) n += e.is_regular_file();
+    return n;
+  };
+  const std::string shapes = "bench dsa-decode --B 2 --len 4K --mixed none --graph 1x128 --compile-only";
+  ToolRun r = run_tool(shapes);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Contains("  2x4096: stream path"));
+  CHECK_THAT(r.output, Contains("  graph 1x128: stream path"));
+  const size_t first = files();
+  CHECK(first >= 2);  // the stream kernel and the materialize baseline
+  REQUIRE(run_tool(shapes).exit_code == 0);
+  CHECK(files() == first);
+  REQUIRE(run_tool(shapes + " --k 1024").exit_code == 0);
+  CHECK(files() > first);
+}
+
 // A run recorded (WINNOW_RECORD_COMPILES) and replayed into another cache: the replay
 // builds the same kernels under the same keys (the same backend here); a file that is not
 // a record is reported and fails the replay. The run sets WINNOW_NVRTC_OPTIONS, which is

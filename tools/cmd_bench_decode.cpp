@@ -55,7 +55,7 @@ cannot run) against winnow's score-only kernel
 writing the [B * next_n, max_len] logits ("materialize", keys shared by the requests: a
 lower bound of a paged materialize), the torch baselines of --baselines and the floor of
 reading the touched cache once. One JSON record per (shape, impl) on stdout; a table on
-stderr. Needs a GPU.
+stderr. Needs a GPU, except with --compile-only.
 
 Options:
   --B LIST            requests per call, comma-separated [1,8,64,128]
@@ -73,6 +73,9 @@ Options:
                       "winnow-hint", "-graph" under graph replay) with "ratio_to_no_hint",
                       printed beside the call without it; then with a hint of all -1, which
                       bounds no row ("...-hint-none": a request's first step)
+  --compile-only      build the kernels the run would time (each shape's op and its
+                      materialize baseline, sm_90a, NVRTC) into the kernel cache and
+                      stop; no GPU needed
   --repeats N         timed runs [10]        --warmup N     untimed runs [2]
   --seed N            inputs seed [1]        --out FILE     append the records to FILE
   --ceilings FILE     JSON from bench/ceilings.py (copy_tbps): the floor's bandwidth
@@ -113,6 +116,7 @@ struct DecodeArgs {
   std::string mixed = "63x1K+1x1M", graph = "1x128";
   int next_n = 1, k = 2048, check_requests = 2, repeats = 10, warmup = 2;
   bool hint = false;  // --hint: each shape also with the previous step's selection
+  bool compile_only = false;  // --compile-only: the kernels into the cache, no GPU
   uint64_t seed = 1;
   std::string ceilings_path, baselines_path, out_path;
   std::string anchors_path;  // --anchors: the engines' records (tools/anchor_records.h)
@@ -159,6 +163,7 @@ bool parse_decode_args(int argc, char** argv, DecodeArgs& a) {
     else if (flag == "--k") a.k = args.int_value();
     else if (flag == "--check-requests") a.check_requests = args.int_value();
     else if (flag == "--hint") a.hint = true;
+    else if (flag == "--compile-only") a.compile_only = true;
     else if (flag == "--repeats") a.repeats = args.int_value();
     else if (flag == "--warmup") a.warmup = args.int_value();
     else if (flag == "--seed") a.seed = uint64_t(args.int_value());
@@ -383,7 +388,7 @@ CheckResult check_rows(const DecodeArgs& a, const ops::PagedProblem& p, const De
   return c;
 }
 
-ops::PagedProblem problem_for(const DecodeArgs& a, const DecodeShape& s, const rt::Context& ctx) {
+ops::PagedProblem problem_for(const DecodeArgs& a, const DecodeShape& s, backend::Arch arch) {
   ops::PagedProblem p;
   p.heads = 64;
   p.k = a.k;
@@ -392,7 +397,18 @@ ops::PagedProblem problem_for(const DecodeArgs& a, const DecodeShape& s, const r
   p.max_blocks_per_seq = (s.max_len() + kPageKeys - 1) / kPageKeys;
   // The keys one call holds together: an engine's token budget, not B x the longest.
   p.max_total_keys = s.total_keys();
-  p.arch = ops::device_arch(ctx);
+  p.arch = arch;
+  return p;
+}
+ops::PagedProblem problem_for(const DecodeArgs& a, const DecodeShape& s, const rt::Context& ctx) {
+  return problem_for(a, s, ops::device_arch(ctx));
+}
+
+// The score-only baseline's problem: the shape's keys contiguous and shared by the requests.
+ops::TopkProblem materialize_problem(const DecodeArgs& a, const DecodeShape& s, backend::Arch arch) {
+  ops::TopkProblem p = ops::paged_topk_problem(problem_for(a, s, arch));
+  p.mode = ops::Mode::Materialize;
+  p.window = ops::WindowKind::Dense;
   return p;
 }
 
@@ -485,10 +501,7 @@ std::optional<Timing> run_materialize(const DecodeArgs& a, const DecodeInputs& i
   size_t free = 0, total = 0;
   rt::check(rt::driver().cuMemGetInfo(&free, &total), "cuMemGetInfo");
   if (matrix + (size_t(1) << 30) > free) return std::nullopt;
-  ops::TopkProblem p = ops::paged_topk_problem(problem_for(a, s, ctx));
-  p.mode = ops::Mode::Materialize;
-  p.window = ops::WindowKind::Dense;
-  auto op = ops::TopkOp::create(p, &ctx);
+  auto op = ops::TopkOp::create(materialize_problem(a, s, ops::device_arch(ctx)), &ctx);
   op->build(cache, be);
   const int device = ctx.info().ordinal;
   ops::TopkInputs t;
@@ -559,6 +572,29 @@ struct Row {
   std::optional<bool> exact;
 };
 
+// --compile-only: every shape's op and its materialize baseline for sm_90a into the kernel
+// cache, with no device: the same problems, so the same keys a GPU run of the same
+// arguments looks up (the tiny graph shapes have no baseline, as in the run).
+int decode_compile_only(const DecodeArgs& a) {
+  const backend::Arch arch = backend::parse_arch("sm_90a");
+  rt::CubinCache cache(rt::DiskStore(rt::default_cache_dir()));
+  auto be = backend::make_nvrtc_backend();
+  fmt::print(stderr, "winnow bench dsa-decode --compile-only: {} {} into {}\n", be->name(),
+             be->version(), rt::default_cache_dir().string());
+  for (const DecodeShape& s : a.shapes) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto op = ops::PagedTopkOp::create(problem_for(a, s, arch), nullptr);
+    op->build(cache, *be);
+    if (!(s.graph && s.max_len() <= kPageKeys)) {
+      auto mat = ops::TopkOp::create(materialize_problem(a, s, arch), nullptr);
+      mat->build(cache, *be);
+    }
+    fmt::print(stderr, "  {}{}: {} path ({:.1f} s)\n", s.graph ? "graph " : "", s.label,
+               op->stream() ? "stream" : "gather", seconds_since(t0));
+  }
+  return 0;
+}
+
 int bench_decode_main(int argc, char** argv) {
   DecodeArgs a;
   if (!parse_decode_args(argc, argv, a)) {
@@ -571,6 +607,7 @@ int bench_decode_main(int argc, char** argv) {
     anchors = read_anchor_records(a.anchors_path);
     fmt::print(stderr, "{}", anchor_file_summary(*anchors));
   }
+  if (a.compile_only) return decode_compile_only(a);
   if (!bench_gpu_present()) return 1;
   rt::Context ctx(0);
   Meta meta{ctx.info().name, winnow::build_id(), utc_date(), "", read_ceilings(a.ceilings_path, ctx.info().name)};

@@ -238,7 +238,12 @@ void PagedStream::build(rt::CubinCache& cache, const backend::Backend& be) {
       m.problem.k, m.problem.sorted, kStreamStages);
   m.module = compile_cached(cache, be, compile_request(), "winnow_paged_stream", program,
                             "paged stream");
-  if (!m.ctx) return;
+  if (!m.ctx) {
+    // No device (a cache filled ahead of a GPU run): the round gate too, where a capture
+    // on a driver with conditional nodes would build it.
+    if (has_fallback_rounds(m.steps)) compile_round_gate(cache, m.problem.arch);
+    return;
+  }
   m.prepare = load_entry(*m.ctx, m.module, codegen::kPagedPrepareEntry, 0);
   m.stream = load_entry(*m.ctx, m.module, codegen::kPagedStreamEntry, int(m.stream_smem));
   m.threshold = load_entry(*m.ctx, m.module, codegen::kPagedThresholdEntry, int(m.select_smem));
