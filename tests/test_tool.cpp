@@ -350,11 +350,12 @@ TEST_CASE("winnow bench dsa-decode --compile-only fills the kernel cache", "[too
     for (const auto& e : std::filesystem::recursive_directory_iterator(dir.path)) n += e.is_regular_file();
     return n;
   };
-  const std::string shapes = "bench dsa-decode --B 2 --len 4K --mixed none --graph 1x128 --compile-only";
+  const std::string shapes = "bench dsa-decode --B 2 --len 4K,64K --mixed none --graph 1x128 --compile-only";
   ToolRun r = run_tool(shapes);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Contains("  2x4096: stream path"));
+  CHECK_THAT(r.output, Contains("  2x65536: stream path"));  // with fallback rounds
   CHECK_THAT(r.output, Contains("  graph 1x128: stream path"));
   const size_t first = files();
   CHECK(first >= 2);  // the stream kernel and the materialize baseline

@@ -404,6 +404,10 @@ ops::PagedProblem problem_for(const DecodeArgs& a, const DecodeShape& s, const r
   return problem_for(a, s, ops::device_arch(ctx));
 }
 
+// Whether the shape is timed beside the score-only baseline: the tiny graph shapes (one
+// page: 1 x 128, whose goal is an absolute time) are not.
+bool has_materialize_baseline(const DecodeShape& s) { return !(s.graph && s.max_len() <= kPageKeys); }
+
 // The score-only baseline's problem: the shape's keys contiguous and shared by the requests.
 ops::TopkProblem materialize_problem(const DecodeArgs& a, const DecodeShape& s, backend::Arch arch) {
   ops::TopkProblem p = ops::paged_topk_problem(problem_for(a, s, arch));
@@ -574,7 +578,7 @@ struct Row {
 
 // --compile-only: every shape's op and its materialize baseline for sm_90a into the kernel
 // cache, with no device: the same problems, so the same keys a GPU run of the same
-// arguments looks up (the tiny graph shapes have no baseline, as in the run).
+// arguments looks up.
 int decode_compile_only(const DecodeArgs& a) {
   const backend::Arch arch = backend::parse_arch("sm_90a");
   rt::CubinCache cache(rt::DiskStore(rt::default_cache_dir()));
@@ -585,7 +589,7 @@ int decode_compile_only(const DecodeArgs& a) {
     const auto t0 = std::chrono::steady_clock::now();
     auto op = ops::PagedTopkOp::create(problem_for(a, s, arch), nullptr);
     op->build(cache, *be);
-    if (!(s.graph && s.max_len() <= kPageKeys)) {
+    if (has_materialize_baseline(s)) {
       auto mat = ops::TopkOp::create(materialize_problem(a, s, arch), nullptr);
       mat->build(cache, *be);
     }
@@ -667,9 +671,7 @@ int bench_decode_main(int argc, char** argv) {
     std::optional<Timing> mat;
     // Under graph replay (s.graph) the baselines are too: the materialize kernel captured,
     // torch.topk from bench/torch_baselines.py's graph-replayed "topk_graph_ms" records.
-    // The tiny graph shapes (one page: 1 x 128, whose goal is an absolute time) have none.
-    const bool tiny = s.max_len() <= kPageKeys;
-    if (!(s.graph && tiny)) mat = run_materialize(a, in, s, ctx, cache, *be, capture_stream);
+    if (has_materialize_baseline(s)) mat = run_materialize(a, in, s, ctx, cache, *be, capture_stream);
     const int64_t rows = s.batch() * a.next_n;
     const std::string topk_key =
         fmt::format("{}:{}x{}x{}", s.graph ? "topk_graph_ms" : "topk_ms", rows, s.max_len(), a.k);
