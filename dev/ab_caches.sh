@@ -10,15 +10,7 @@
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-python3 - "$tmp" <<'PY'
-import glob, lzma, os, shutil, sys
-for f in glob.glob(".gpu-kit/**/*.xz", recursive=True):
-    out = os.path.join(sys.argv[1], f[:-3])
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with lzma.open(f) as i, open(out, "wb") as o:
-        shutil.copyfileobj(i, o)
-    os.chmod(out, 0o755)
-PY
+bash dev/unpack_binaries.sh "$tmp"
 IFS=';' read -r -a builds <<< "${BUILDS:?BUILDS: tag|binary|options;...}"
 IFS=';' read -r -a runs <<< "${RUNS:?RUNS: bench arguments;...}"
 for b in "${builds[@]}"; do
