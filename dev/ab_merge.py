@@ -1,8 +1,8 @@
 """One result file from a dev/gpu_ab.sh call: the engines' records first, then every build's
-records with `build` (the tag), `build_commit` and `nvrtc_options` fields, and, on winnow's
-and materialize's records of a workload the engines measured, `anchors`: each engine
-record's time and winnow's ratio to it (below 1: winnow faster), as `winnow bench --anchors`
-writes them. The engines ran after winnow in the same call, on the same GPU.
+records with `build` (the tag), `build_commit` and `nvrtc_options` fields. The engines ran
+after winnow in the same call, on the same GPU, so winnow's records carry no `anchors`
+ratios: matching a record to the engines' is `winnow bench --anchors`'s job
+(tools/anchor_ratios.h), not a second copy here.
 
     python3 dev/ab_merge.py AB_DIR OUT.jsonl base=fb935d9 new=797f5df [--options q6=-DX=6]
 
@@ -11,10 +11,6 @@ AB_DIR is the unpacked `ab/` folder of $OUT/ab.tar.gz; each TAG=COMMIT names a b
 import argparse
 import json
 import os
-
-
-def shape(params):
-    return tuple(params.get(k) for k in ("Q", "T", "H", "d", "k", "B", "len", "next_n"))
 
 
 def main():
@@ -30,10 +26,6 @@ def main():
     path = os.path.join(a.ab_dir, "engines.jsonl")
     if os.path.exists(path):
         engines = [json.loads(l) for l in open(path) if l.startswith("{")]
-    anchors = {}
-    for e in engines:
-        if "ms_median" in e:
-            anchors.setdefault((e["workload"], shape(e["params"])), {})[e["impl"]] = e["ms_median"]
     lines = [json.dumps(e) for e in engines]
     for tag, commit in commits.items():
         path = os.path.join(a.ab_dir, f"bench-{tag}.jsonl")
@@ -44,11 +36,6 @@ def main():
             r["build"], r["build_commit"] = tag, commit
             if tag in options:
                 r["nvrtc_options"] = options[tag]
-            found = anchors.get((r.get("workload"), shape(r.get("params", {}))))
-            if found and "ms_median" in r and r.get("impl") in ("winnow", "materialize"):
-                r["anchors"] = {k: {"ms": round(v, 4), "ratio": round(r["ms_median"] / v, 4)}
-                                for k, v in found.items()}
-                r["anchors_file"] = "the engines' records of this file (same call, after winnow)"
             lines.append(json.dumps(r))
     with open(a.out, "w") as f:
         f.write("\n".join(lines) + "\n")
